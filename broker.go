@@ -1,0 +1,260 @@
+package shardcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Message is one delivered Pub/Sub message.
+type Message struct {
+	// Channel is the application channel name, without any partition tag
+	// or prefix the engine adds on the wire.
+	Channel string
+	// Payload is the message body as published. Handlers must treat it as
+	// read-only: engines may hand out memory shared with the network layer.
+	Payload []byte
+	// PublishedAt is the publisher's clock at Publish time, or the zero
+	// time when the message carried no envelope (raw mode or a foreign
+	// publisher).
+	PublishedAt time.Time
+}
+
+// Handler receives delivered messages. Calls for one channel are made in
+// order and never concurrently; calls for different channels may run in
+// parallel on different workers.
+type Handler func(Message)
+
+// Broker is the contract both engines implement.
+type Broker interface {
+	// Publish sends payload to every subscriber of channel. It returns once
+	// Redis accepted the command.
+	Publish(ctx context.Context, channel string, payload []byte) error
+	// Subscribe adds channels to the broker's subscriptions and returns
+	// once Redis has confirmed every one of them. It is idempotent. If the
+	// path to Redis is down it waits, bounded by ctx, and never reports a
+	// channel Redis has not confirmed.
+	Subscribe(ctx context.Context, channels ...string) error
+	// Unsubscribe removes channels from the broker's subscriptions. It is
+	// idempotent.
+	Unsubscribe(ctx context.Context, channels ...string) error
+	// Close releases every connection and stops every goroutine the broker
+	// started. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Sentinel errors callers can branch on with errors.Is.
+var (
+	// ErrClosed is returned by any call made after Close.
+	ErrClosed = errors.New("shardcast: broker closed")
+	// ErrInvalidChannel is returned for an empty channel name.
+	ErrInvalidChannel = errors.New("shardcast: invalid channel")
+	// ErrPayloadTooLarge is returned when a payload exceeds Options.MaxPayload.
+	ErrPayloadTooLarge = errors.New("shardcast: payload too large")
+	// ErrNoHandler is returned by Subscribe on a broker built without a
+	// Handler: such a broker can only publish.
+	ErrNoHandler = errors.New("shardcast: subscribe needs Options.Handler; this broker is publish-only")
+	// ErrInvalidConfig wraps every configuration error returned by a
+	// constructor.
+	ErrInvalidConfig = errors.New("shardcast: invalid config")
+	// ErrBadEnvelope is returned when a message does not decode as a
+	// shardcast envelope.
+	ErrBadEnvelope = errors.New("shardcast: bad envelope")
+)
+
+// EventKind tells what an Event reports.
+type EventKind int
+
+const (
+	// EventInterrupted reports that subscriptions stopped receiving: a
+	// connection dropped, a slot moved or a node failed. Messages published
+	// to the named channels from Since on may be lost.
+	EventInterrupted EventKind = iota + 1
+	// EventRestored reports that previously interrupted subscriptions are
+	// confirmed by Redis again. Since..Until is the gap during which
+	// messages may have been lost.
+	EventRestored
+	// EventDropped reports messages dropped because a worker queue was
+	// full (the handler was slower than the publish rate).
+	EventDropped
+	// EventTopologyChanged reports that partitions moved between Redis
+	// masters, or masters were added or removed.
+	EventTopologyChanged
+	// EventError reports an error the broker hit in the background and
+	// will retry, such as a failed reconnect.
+	EventError
+)
+
+// String returns the kind's name.
+func (k EventKind) String() string {
+	switch k {
+	case EventInterrupted:
+		return "interrupted"
+	case EventRestored:
+		return "restored"
+	case EventDropped:
+		return "dropped"
+	case EventTopologyChanged:
+		return "topology_changed"
+	case EventError:
+		return "error"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event reports something the application may need to act on, typically a
+// window in which messages may have been lost so that it can tell its own
+// clients to recover.
+type Event struct {
+	Kind EventKind
+	// Shard names the Redis instance or master the event concerns
+	// (host:port), if any.
+	Shard string
+	// Channels lists the application channels affected. For EventDropped it
+	// holds the distinct channels that lost messages in the window (capped;
+	// see Truncated).
+	Channels []string
+	// Partitions lists the partitions affected (cluster engine).
+	Partitions []int
+	// Since is the start of the window the event covers.
+	Since time.Time
+	// Until is the end of the window; zero while it is still open.
+	Until time.Time
+	// Count is the number of messages the event concerns (EventDropped).
+	Count uint64
+	// Truncated is set when Channels was capped and does not list every
+	// affected channel.
+	Truncated bool
+	// Err is the cause, when one is known.
+	Err error
+}
+
+// String renders the event for logs.
+func (e Event) String() string {
+	var b strings.Builder
+	b.WriteString(e.Kind.String())
+	if e.Shard != "" {
+		fmt.Fprintf(&b, " shard=%s", e.Shard)
+	}
+	if len(e.Channels) > 0 {
+		fmt.Fprintf(&b, " channels=%d", len(e.Channels))
+	}
+	if len(e.Partitions) > 0 {
+		fmt.Fprintf(&b, " partitions=%v", e.Partitions)
+	}
+	if e.Count > 0 {
+		fmt.Fprintf(&b, " count=%d", e.Count)
+	}
+	if !e.Since.IsZero() && !e.Until.IsZero() {
+		fmt.Fprintf(&b, " gap=%s", e.Until.Sub(e.Since))
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, " err=%v", e.Err)
+	}
+	return b.String()
+}
+
+// Default values applied by Options.WithDefaults.
+const (
+	DefaultWorkers        = 16
+	DefaultQueueSize      = 1024
+	DefaultSubscribeBatch = 512
+	DefaultMaxPayload     = 1 << 20
+)
+
+// Options are the settings both engines share. The zero value is usable:
+// every zero field takes its default.
+type Options struct {
+	// Handler receives messages. A broker without one is publish-only.
+	Handler Handler
+	// OnEvent, if set, receives every Event. It is called from a single
+	// background goroutine per broker and should return quickly.
+	OnEvent func(Event)
+	// Workers is the number of handler goroutines (default 16). Messages of
+	// one channel always go to the same worker.
+	Workers int
+	// QueueSize is the number of messages each worker can hold before new
+	// ones are dropped (default 1024).
+	QueueSize int
+	// SubscribeBatch is the most channels sent in one subscribe command
+	// (default 512).
+	SubscribeBatch int
+	// MaxPayload is the largest payload Publish accepts, in bytes (default
+	// 1 MiB).
+	MaxPayload int
+	// Raw disables the envelope: payloads go on the wire as they are and
+	// Message.PublishedAt is zero. Use it to interoperate with publishers
+	// or subscribers that are not shardcast. Both sides must agree.
+	Raw bool
+	// Logger receives diagnostics (default: discard).
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of o with every zero field set to its
+// default. Negative values are reported by Validate.
+func (o Options) WithDefaults() Options {
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.QueueSize == 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.SubscribeBatch == 0 {
+		o.SubscribeBatch = DefaultSubscribeBatch
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports a setting that cannot work, wrapped in ErrInvalidConfig.
+func (o Options) Validate() error {
+	switch {
+	case o.Workers < 0:
+		return fmt.Errorf("%w: Workers = %d, want >= 0", ErrInvalidConfig, o.Workers)
+	case o.QueueSize < 0:
+		return fmt.Errorf("%w: QueueSize = %d, want >= 0", ErrInvalidConfig, o.QueueSize)
+	case o.SubscribeBatch < 0:
+		return fmt.Errorf("%w: SubscribeBatch = %d, want >= 0", ErrInvalidConfig, o.SubscribeBatch)
+	case o.MaxPayload < 0:
+		return fmt.Errorf("%w: MaxPayload = %d, want >= 0", ErrInvalidConfig, o.MaxPayload)
+	}
+	return nil
+}
+
+// ValidateChannel reports ErrInvalidChannel for a channel no engine can
+// carry. Any non-empty byte string is a valid channel, including ones that
+// contain '{' or '}': the partition tag always comes first on the wire, and
+// Redis hashes only the first {...} of a key.
+func ValidateChannel(channel string) error {
+	if channel == "" {
+		return fmt.Errorf("%w: empty channel name", ErrInvalidChannel)
+	}
+	return nil
+}
+
+// Stats are cumulative counters a broker exposes for metrics.
+type Stats struct {
+	// Published counts Publish calls Redis accepted.
+	Published uint64
+	// Received counts messages read from Redis.
+	Received uint64
+	// Delivered counts messages the Handler returned from.
+	Delivered uint64
+	// Dropped counts messages lost to full worker queues.
+	Dropped uint64
+	// BadFrames counts received messages that did not decode as an
+	// envelope; they are delivered as they are, with a zero PublishedAt.
+	BadFrames uint64
+	// Channels is the number of channels currently subscribed (wanted).
+	Channels int
+	// Reconnects counts subscribe connections re-established after a loss.
+	Reconnects uint64
+}

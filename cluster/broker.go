@@ -1,0 +1,376 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Broker is the node-grouped sharded Pub/Sub engine for Redis Cluster. It
+// implements shardcast.Broker and is safe for concurrent use.
+type Broker struct {
+	cfg    Config
+	log    *slog.Logger
+	layout *shardcast.Layout
+	client rueidis.Client
+
+	pool    *shardcast.WorkerPool
+	emitter *shardcast.Emitter
+	inbox   *engine.Inbox
+	resub   shardcast.Resubscriber
+	parts   []*partState
+
+	mu       sync.Mutex
+	slots    shardcast.SlotMap
+	assign   shardcast.Assignment
+	masters  map[string]*masterConn
+	changed  chan struct{} // closed and replaced whenever state changes
+	stopping bool
+
+	refresh chan struct{} // asks the topology loop for an immediate poll
+
+	published           atomic.Uint64
+	resubscribeCommands atomic.Uint64
+	topologyChanges     atomic.Uint64
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	closed    atomic.Bool
+	wg        sync.WaitGroup
+}
+
+var _ shardcast.Broker = (*Broker)(nil)
+
+// New connects to the cluster, reads its slot map and returns a broker. A
+// broker with a Handler opens one subscribe connection per master in the
+// background; Subscribe waits for them.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	layout, err := shardcast.NewLayout(cfg.Partitions, cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	client, err := rueidis.NewClient(cfg.clientOption())
+	if err != nil {
+		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", cfg.Addrs, err)
+	}
+	b := &Broker{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		layout:  layout,
+		client:  client,
+		resub:   shardcast.Resubscriber{Batch: cfg.SubscribeBatch},
+		masters: make(map[string]*masterConn),
+		changed: make(chan struct{}),
+		refresh: make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+	b.emitter = shardcast.NewEmitter(cfg.OnEvent, b.log)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	slots, err := b.pollSlots(ctx)
+	cancel()
+	if err != nil {
+		b.emitter.Close()
+		client.Close()
+		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
+	}
+	if cfg.Handler != nil {
+		b.pool = shardcast.NewWorkerPool(cfg.Workers, cfg.QueueSize, cfg.Handler, b.emitter.Emit)
+		b.inbox = &engine.Inbox{Pool: b.pool, Raw: cfg.Raw}
+		b.parts = make([]*partState, layout.Partitions())
+		for i := range b.parts {
+			b.parts[i] = newPartState(i)
+		}
+	}
+	b.applySlots(slots)
+	if cfg.Handler != nil {
+		b.wg.Add(1)
+		go b.watchTopology()
+	}
+	return b, nil
+}
+
+// Layout returns the partition layout the broker uses.
+func (b *Broker) Layout() *shardcast.Layout { return b.layout }
+
+// Fingerprint identifies the partition count, tag table and prefix. Nodes
+// of one application must report the same value.
+func (b *Broker) Fingerprint() string { return b.layout.Fingerprint() }
+
+// Publish sends payload with SPUBLISH to the master owning channel's
+// partition. rueidis follows MOVED and ASK redirections.
+func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
+	if b.closed.Load() {
+		return shardcast.ErrClosed
+	}
+	if err := shardcast.ValidateChannel(channel); err != nil {
+		return err
+	}
+	if len(payload) > b.cfg.MaxPayload {
+		return fmt.Errorf("%w: %d bytes, limit %d", shardcast.ErrPayloadTooLarge, len(payload), b.cfg.MaxPayload)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
+	cmd := b.client.B().Spublish().Channel(b.layout.Key(channel)).Message(frame.String()).Build()
+	if err := b.client.Do(ctx, cmd).Error(); err != nil {
+		if ctx.Err() == nil {
+			frame.Release()
+		}
+		return fmt.Errorf("shardcast: publish: %w", err)
+	}
+	frame.Release()
+	b.published.Add(1)
+	return nil
+}
+
+// Subscribe subscribes channels and returns once Redis confirmed every one.
+// While a partition's master is unreachable (a failover, a slot move) it
+// waits for the topology to settle, bounded by ctx. On error no channel of
+// this call is left newly subscribed.
+func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
+	if err := b.check(ctx, channels); err != nil {
+		return err
+	}
+	if b.pool == nil {
+		return shardcast.ErrNoHandler
+	}
+	groups := shardcast.GroupByPartition(channels, b.layout.Partition)
+	added := make([][]string, len(groups))
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			added[i], errs[i] = b.subscribePartition(ctx, b.parts[g.Key], g.Channels)
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil {
+		return nil
+	}
+	for i, g := range groups {
+		if errs[i] == nil && len(added[i]) > 0 {
+			_ = b.unsubscribePartition(context.WithoutCancel(ctx), b.parts[g.Key], added[i])
+		}
+	}
+	return fmt.Errorf("shardcast: subscribe: %w", err)
+}
+
+// Unsubscribe unsubscribes channels. Unknown channels are ignored.
+func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
+	if err := b.check(ctx, channels); err != nil {
+		return err
+	}
+	if b.pool == nil {
+		return nil
+	}
+	groups := shardcast.GroupByPartition(channels, b.layout.Partition)
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.unsubscribePartition(ctx, b.parts[g.Key], g.Channels)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shardcast: unsubscribe: %w", err)
+	}
+	return nil
+}
+
+func (b *Broker) check(ctx context.Context, channels []string) error {
+	if b.closed.Load() {
+		return shardcast.ErrClosed
+	}
+	for _, ch := range channels {
+		if err := shardcast.ValidateChannel(ch); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// onMessage runs on a wire's reader goroutine.
+func (b *Broker) onMessage(key, payload string) {
+	channel, ok := b.layout.Channel(key)
+	if !ok {
+		b.log.Debug("shardcast: message on a key outside the layout", "key", key)
+		return
+	}
+	b.inbox.Deliver(channel, payload)
+}
+
+// onLost runs on a wire's reader goroutine when the server unsubscribed a
+// channel on its own: the channel's slot moved away from m.
+func (b *Broker) onLost(m *masterConn, key string) {
+	channel, ok := b.layout.Channel(key)
+	if !ok {
+		return
+	}
+	p := b.parts[b.layout.Partition(channel)]
+	wire := m.current()
+	if wire == nil {
+		return
+	}
+	if chans, ok := p.interrupt(wire, time.Now()); ok {
+		b.emitter.Emit(shardcast.Event{
+			Kind: shardcast.EventInterrupted, Shard: m.addr, Partitions: []int{p.id},
+			Channels: chans, Since: time.Now(), Err: errSlotMoved,
+		})
+	}
+	b.requestRefresh()
+}
+
+var errSlotMoved = errors.New("shardcast: server unsubscribed the partition (slot moved)")
+
+// interrupt marks p as interrupted after a failed command on wire.
+func (b *Broker) interrupt(p *partState, wire *subconn.Conn, cause error) {
+	now := time.Now()
+	if chans, ok := p.interrupt(wire, now); ok {
+		b.emitter.Emit(shardcast.Event{
+			Kind: shardcast.EventInterrupted, Shard: b.masterAddr(p.id), Partitions: []int{p.id},
+			Channels: chans, Since: now, Err: cause,
+		})
+	}
+}
+
+// nodeClient returns the rueidis client of one node. A master the rueidis
+// client does not know yet is looked up by touching a key of one of its
+// slots, which makes rueidis follow the MOVED reply and refresh its map.
+func (b *Broker) nodeClient(addr string) (rueidis.Client, error) {
+	if node, ok := b.client.Nodes()[addr]; ok {
+		return node, nil
+	}
+	for _, p := range b.partitionsOf(addr) {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
+		_ = b.client.Do(ctx, b.client.B().Exists().Key("{"+b.layout.Tag(p)+"}").Build()).Error()
+		cancel()
+		break
+	}
+	if node, ok := b.client.Nodes()[addr]; ok {
+		return node, nil
+	}
+	return nil, fmt.Errorf("master %s is not known to the client yet", addr)
+}
+
+func (b *Broker) masterAddr(part int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if part < len(b.assign) {
+		return b.assign[part]
+	}
+	return ""
+}
+
+func (b *Broker) master(addr string) *masterConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.masters[addr]
+}
+
+func (b *Broker) partitionsOf(addr string) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.assign.PartitionsOf(addr)
+}
+
+// changes returns a channel that closes at the next state change.
+func (b *Broker) changes() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+func (b *Broker) signalChange() {
+	b.mu.Lock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *Broker) waitChange(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.closing:
+		return shardcast.ErrClosed
+	}
+}
+
+func (b *Broker) requestRefresh() {
+	select {
+	case b.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// Stats returns the broker's counters.
+func (b *Broker) Stats() shardcast.Stats {
+	st := shardcast.Stats{Published: b.published.Load()}
+	if b.pool != nil {
+		st.Delivered, st.Dropped = b.pool.Delivered(), b.pool.Dropped()
+		st.Received, st.BadFrames = b.inbox.Received(), b.inbox.BadFrames()
+		for _, p := range b.parts {
+			st.Channels += p.wantedCount()
+		}
+	}
+	return st
+}
+
+// Masters returns the masters the broker currently holds a subscribe
+// connection to (or is connecting to), and the partitions each owns.
+func (b *Broker) Masters() map[string][]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string][]int, len(b.masters))
+	for addr := range b.masters {
+		out[addr] = b.assign.PartitionsOf(addr)
+	}
+	return out
+}
+
+// Close closes every connection, waits for the broker's goroutines and the
+// handlers of queued messages, and makes later calls return ErrClosed. It
+// is idempotent.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		close(b.closing)
+		b.wg.Wait()
+		b.mu.Lock()
+		b.stopping = true
+		masters := b.masters
+		b.masters = map[string]*masterConn{}
+		b.mu.Unlock()
+		for _, m := range masters {
+			m.close()
+		}
+		b.client.Close()
+		if b.pool != nil {
+			b.pool.Close()
+		}
+		b.emitter.Close()
+	})
+	return nil
+}

@@ -1,0 +1,16 @@
+// Package cluster is the shardcast engine for Redis Cluster: sharded
+// Pub/Sub (SPUBLISH / SSUBSCRIBE) with channels grouped into partitions
+// and subscriptions grouped by master.
+//
+// A channel belongs to partition jump(xxhash64(channel), Partitions) and
+// travels on the wire as "{tag}." + Prefix + channel, where the tag is the
+// partition's entry in a shipped, balanced tag table. Each broker holds one
+// subscribe connection per master, whatever the partition count, and sends
+// one SSUBSCRIBE per partition (per at most SubscribeBatch channels).
+//
+// The broker follows the topology from three signals: a periodic CLUSTER
+// SLOTS poll, server-pushed sunsubscribe notices (a slot moved), and
+// connection errors or unanswered pings (a failed or frozen master). On a
+// change it moves the affected partitions to their new master and reports
+// EventTopologyChanged, EventInterrupted and EventRestored.
+package cluster

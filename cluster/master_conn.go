@@ -1,0 +1,248 @@
+package cluster
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// masterConn owns the one subscribe connection this broker holds to one
+// master, however many partitions that master owns. Its goroutine
+// reconnects after a loss, resubscribes the master's partitions, pings the
+// wire to catch a frozen server, and stops when the master leaves the
+// topology.
+type masterConn struct {
+	b    *Broker
+	addr string
+
+	mu   sync.Mutex
+	wire *subconn.Conn // nil while down
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newMasterConn(b *Broker, addr string) *masterConn {
+	return &masterConn{b: b, addr: addr, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// current returns the live wire, or nil.
+func (m *masterConn) current() *subconn.Conn {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.wire != nil && !m.wire.Alive() {
+		return nil
+	}
+	return m.wire
+}
+
+// close stops the goroutine and closes the wire; it waits for both.
+func (m *masterConn) close() {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+}
+
+func (m *masterConn) run() {
+	defer close(m.done)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-time.After(engine.Backoff(attempt-1, m.b.cfg.ReconnectMin, m.b.cfg.ReconnectMax)):
+			case <-m.stop:
+				return
+			}
+		}
+		wire, err := m.open()
+		if err != nil {
+			m.b.log.Debug("shardcast: master connect failed", "master", m.addr, "attempt", attempt, "err", err)
+			if attempt > 0 && attempt%10 == 0 {
+				m.b.emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: m.addr, Since: time.Now(), Err: err})
+			}
+			continue
+		}
+		attempt = -1
+		m.mu.Lock()
+		m.wire = wire
+		m.mu.Unlock()
+		m.b.signalChange()
+		m.b.sync(m, wire, m.b.partitionsOf(m.addr))
+		if !m.watch(wire) {
+			return
+		}
+	}
+}
+
+// open dials the master through the rueidis node client.
+func (m *masterConn) open() (*subconn.Conn, error) {
+	node, err := m.b.nodeClient(m.addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.b.cfg.DialTimeout)
+	defer cancel()
+	return subconn.Open(ctx, node, subconn.Sharded, subconn.Hooks{
+		OnMessage: m.b.onMessage,
+		OnLost:    func(key string) { m.b.onLost(m, key) },
+	})
+}
+
+// watch pings the wire until it dies (it then reports the loss and returns
+// true) or the master is stopped (false).
+func (m *masterConn) watch(wire *subconn.Conn) bool {
+	tick := time.NewTicker(m.b.cfg.HealthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			m.mu.Lock()
+			m.wire = nil
+			m.mu.Unlock()
+			wire.Close()
+			return false
+		case <-wire.Done():
+			m.lost(wire)
+			return true
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), m.b.cfg.HealthTimeout)
+			err := wire.Ping(ctx)
+			cancel()
+			if err != nil && wire.Alive() {
+				m.b.log.Warn("shardcast: master did not answer ping; dropping its connection", "master", m.addr, "err", err)
+				wire.Close()
+			}
+		}
+	}
+}
+
+// lost marks every partition carried by wire as interrupted, reports them
+// and asks for a topology refresh: the master may have failed over.
+func (m *masterConn) lost(wire *subconn.Conn) {
+	now := time.Now()
+	m.mu.Lock()
+	m.wire = nil
+	m.mu.Unlock()
+	err := wire.Err()
+	wire.Close()
+	var parts []int
+	var channels []string
+	for _, p := range m.b.parts {
+		if chans, ok := p.interrupt(wire, now); ok {
+			parts = append(parts, p.id)
+			channels = append(channels, chans...)
+		}
+	}
+	m.b.log.Warn("shardcast: master connection lost", "master", m.addr, "partitions", len(parts), "err", err)
+	if len(parts) > 0 {
+		m.b.emitter.Emit(shardcast.Event{
+			Kind: shardcast.EventInterrupted, Shard: m.addr, Partitions: parts,
+			Channels: channels, Since: now, Err: err,
+		})
+	}
+	m.b.requestRefresh()
+	m.b.signalChange()
+}
+
+// sync subscribes, on wire, every listed partition that m owns and that is
+// not already active there, one partition per command group, spread over
+// the resubscriber's workers. Partitions that fail stay interrupted and are
+// retried by the topology loop.
+func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
+	if len(ids) == 0 {
+		return
+	}
+	sort.Ints(ids)
+	var locked []*partState
+	defer func() {
+		for _, p := range locked {
+			p.unlock()
+		}
+	}()
+	for _, id := range ids {
+		p := b.parts[id]
+		if err := p.lock(context.Background(), b.closing); err != nil {
+			return
+		}
+		locked = append(locked, p)
+	}
+	var groups []shardcast.Group
+	var empty []*partState
+	for _, p := range locked {
+		if b.masterAddr(p.id) != m.addr {
+			continue
+		}
+		p.mu.Lock()
+		active := p.wire == wire
+		p.mu.Unlock()
+		if active {
+			continue
+		}
+		wanted := p.snapshot()
+		if len(wanted) == 0 {
+			empty = append(empty, p)
+			continue
+		}
+		keys := make([]string, len(wanted))
+		for i, ch := range wanted {
+			keys[i] = b.layout.PartitionKey(p.id, ch)
+		}
+		groups = append(groups, shardcast.Group{Key: p.id, Channels: keys})
+	}
+	for _, p := range empty {
+		p.activate(wire)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
+	report := b.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
+		return firstError(wire.Subscribe(ctx, cmd.Channels))
+	})
+	cancel()
+	b.resubscribeCommands.Add(uint64(report.Commands))
+	failed := make(map[int]bool, len(report.FailedKeys))
+	for _, k := range report.FailedKeys {
+		failed[k] = true
+	}
+	var restored []*partState
+	var since time.Time
+	for _, g := range groups {
+		if failed[g.Key] {
+			continue
+		}
+		p := b.parts[g.Key]
+		if s := p.activate(wire); !s.IsZero() {
+			restored = append(restored, p)
+			if since.IsZero() || s.Before(since) {
+				since = s
+			}
+		}
+	}
+	if report.Err != nil {
+		b.log.Warn("shardcast: resubscribe incomplete", "master", m.addr, "failed_partitions", report.FailedKeys, "err", report.Err)
+		if isMoved(report.Err) {
+			b.requestRefresh()
+		}
+	}
+	if len(restored) > 0 {
+		b.emitRestored(m.addr, restored, since)
+	}
+	b.signalChange()
+}
+
+func (b *Broker) emitRestored(addr string, parts []*partState, since time.Time) {
+	ev := shardcast.Event{Kind: shardcast.EventRestored, Shard: addr, Since: since, Until: time.Now()}
+	for _, p := range parts {
+		ev.Partitions = append(ev.Partitions, p.id)
+		ev.Channels = append(ev.Channels, p.snapshot()...)
+	}
+	b.emitter.Emit(ev)
+}

@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// partState is the broker's view of one partition: the channels wanted in
+// it and the wire on which Redis confirmed them.
+type partState struct {
+	id int
+	// turn serialises subscribe, unsubscribe and resubscribe commands of
+	// this partition, so Redis sees one channel's commands in call order.
+	// Whoever holds several turns takes them in ascending partition order.
+	turn chan struct{}
+
+	mu        sync.Mutex
+	wanted    map[string]struct{}
+	wire      *subconn.Conn // nil while interrupted
+	downSince time.Time     // start of the current interruption, if any
+}
+
+func newPartState(id int) *partState {
+	return &partState{id: id, turn: make(chan struct{}, 1), wanted: make(map[string]struct{})}
+}
+
+func (p *partState) lock(ctx context.Context, closing <-chan struct{}) error {
+	select {
+	case p.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return shardcast.ErrClosed
+	}
+}
+
+func (p *partState) unlock() { <-p.turn }
+
+// activeWire returns the wire carrying the partition, or nil.
+func (p *partState) activeWire() *subconn.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire != nil && !p.wire.Alive() {
+		return nil
+	}
+	return p.wire
+}
+
+// interrupt marks the partition as no longer subscribed if it is carried
+// by wire (any wire when wire is nil). It returns the wanted channels when
+// this starts an interruption that loses subscriptions.
+func (p *partState) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire == nil || (wire != nil && p.wire != wire) {
+		return nil, false
+	}
+	p.wire = nil
+	if len(p.wanted) == 0 {
+		return nil, false
+	}
+	if p.downSince.IsZero() {
+		p.downSince = at
+	}
+	return p.snapshotLocked(), true
+}
+
+// activate records that every wanted channel is confirmed on wire. It
+// returns when the interruption it ends began (zero if none).
+func (p *partState) activate(wire *subconn.Conn) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.wire = wire
+	since := p.downSince
+	p.downSince = time.Time{}
+	return since
+}
+
+func (p *partState) snapshot() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshotLocked()
+}
+
+func (p *partState) snapshotLocked() []string {
+	out := make([]string, 0, len(p.wanted))
+	for ch := range p.wanted {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (p *partState) wantedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.wanted)
+}
+
+// missing returns the channels not yet wanted, without duplicates.
+func (p *partState) missing(channels []string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(channels))
+	seen := make(map[string]struct{}, len(channels))
+	for _, ch := range channels {
+		if _, ok := p.wanted[ch]; ok {
+			continue
+		}
+		if _, dup := seen[ch]; dup {
+			continue
+		}
+		seen[ch] = struct{}{}
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (p *partState) add(channels []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ch := range channels {
+		p.wanted[ch] = struct{}{}
+	}
+}
+
+// remove drops channels from the wanted set and returns those that were
+// in it.
+func (p *partState) remove(channels []string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gone := make([]string, 0, len(channels))
+	for _, ch := range channels {
+		if _, ok := p.wanted[ch]; ok {
+			delete(p.wanted, ch)
+			gone = append(gone, ch)
+		}
+	}
+	return gone
+}
+
+// subscribe makes channels of partition p subscribed and confirmed. If the
+// partition is interrupted it first re-activates it on its master; while
+// its master is unreachable it waits for the topology to change, bounded
+// by ctx.
+func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels []string) (added []string, err error) {
+	var lastErr error
+	for {
+		if err := p.lock(ctx, b.closing); err != nil {
+			return nil, b.waitError(p, err, lastErr)
+		}
+		fresh := p.missing(channels)
+		if len(fresh) == 0 {
+			p.unlock()
+			return nil, nil
+		}
+		wire := p.activeWire()
+		if wire == nil {
+			wire, err = b.reactivate(ctx, p)
+			if err != nil {
+				changed := b.changes()
+				p.unlock()
+				lastErr = err
+				if err := b.waitChange(ctx, changed); err != nil {
+					return nil, b.waitError(p, err, lastErr)
+				}
+				continue
+			}
+		}
+		err = firstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
+		if err == nil {
+			p.add(fresh)
+			p.unlock()
+			return fresh, nil
+		}
+		if !wire.Alive() || isMoved(err) {
+			// The wire died or the slot moved: nothing from this attempt
+			// survives on the right node. Wait for the topology to settle.
+			if isMoved(err) {
+				b.requestRefresh()
+			}
+			b.interrupt(p, wire, err)
+			changed := b.changes()
+			p.unlock()
+			lastErr = err
+			if err := b.waitChange(ctx, changed); err != nil {
+				return nil, b.waitError(p, err, lastErr)
+			}
+			continue
+		}
+		b.rollback(wire, p.id, fresh)
+		p.unlock()
+		return nil, fmt.Errorf("partition %d: %w", p.id, err)
+	}
+}
+
+// reactivate resubscribes an interrupted partition's wanted channels on
+// its current master. The caller holds p's turn.
+func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, error) {
+	addr := b.masterAddr(p.id)
+	if addr == "" {
+		return nil, fmt.Errorf("slot %d has no master", b.layout.Slot(p.id))
+	}
+	m := b.master(addr)
+	var wire *subconn.Conn
+	if m != nil {
+		wire = m.current()
+	}
+	if wire == nil {
+		return nil, fmt.Errorf("no connection to master %s", addr)
+	}
+	if wanted := p.snapshot(); len(wanted) > 0 {
+		if err := firstError(wire.Subscribe(ctx, b.keys(p.id, wanted)...)); err != nil {
+			if isMoved(err) {
+				b.requestRefresh()
+			}
+			return nil, fmt.Errorf("resubscribe on %s: %w", addr, err)
+		}
+	}
+	if since := p.activate(wire); !since.IsZero() {
+		b.emitRestored(addr, []*partState{p}, since)
+	}
+	return wire, nil
+}
+
+// unsubscribePartition removes channels from partition p.
+func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channels []string) error {
+	if err := p.lock(ctx, b.closing); err != nil {
+		return err
+	}
+	defer p.unlock()
+	gone := p.remove(channels)
+	wire := p.activeWire()
+	if len(gone) == 0 || wire == nil {
+		return nil // an interrupted partition holds no subscriptions
+	}
+	// Once started, finish even if the caller's ctx ends, so that Redis is
+	// not left subscribed to channels nobody wants.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CommandTimeout)
+	defer cancel()
+	if err := firstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) {
+		return fmt.Errorf("partition %d: %w", p.id, err)
+	}
+	return nil
+}
+
+func (b *Broker) rollback(wire *subconn.Conn, part int, channels []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
+	defer cancel()
+	if err := firstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil {
+		b.log.Warn("shardcast: rollback unsubscribe failed", "partition", part, "err", err)
+	}
+}
+
+// keys turns one partition's channels into wire keys, cut into commands of
+// at most SubscribeBatch keys. Every command holds a single slot.
+func (b *Broker) keys(part int, channels []string) [][]string {
+	keys := make([]string, len(channels))
+	for i, ch := range channels {
+		keys[i] = b.layout.PartitionKey(part, ch)
+	}
+	cmds := shardcast.PlanCommands(shardcast.Group{Key: part, Channels: keys}, b.cfg.SubscribeBatch)
+	out := make([][]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Channels
+	}
+	return out
+}
+
+func (b *Broker) waitError(p *partState, err, last error) error {
+	if errors.Is(err, shardcast.ErrClosed) {
+		return err
+	}
+	if last != nil {
+		return fmt.Errorf("partition %d (slot %d): %w (last error: %v)", p.id, b.layout.Slot(p.id), err, last)
+	}
+	return fmt.Errorf("partition %d (slot %d): %w", p.id, b.layout.Slot(p.id), err)
+}
+
+func isMoved(err error) bool {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		if _, moved := re.IsMoved(); moved {
+			return true
+		}
+		if _, ask := re.IsAsk(); ask {
+			return true
+		}
+	}
+	return false
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardcast/shardcast"
+)
+
+// watchTopology polls the slot map, applies changes and heals interrupted
+// partitions. It polls every TopologyInterval while all is well, every
+// RecoveryInterval while something is interrupted, and at once when asked
+// (a connection loss, a server-pushed unsubscribe, a MOVED reply).
+func (b *Broker) watchTopology() {
+	defer b.wg.Done()
+	for {
+		interval := b.cfg.TopologyInterval
+		if b.degraded() {
+			interval = b.cfg.RecoveryInterval
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-b.closing:
+			timer.Stop()
+			return
+		case <-b.refresh:
+		case <-timer.C:
+		}
+		timer.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
+		slots, err := b.pollSlots(ctx)
+		cancel()
+		if err != nil {
+			b.log.Warn("shardcast: topology poll failed", "err", err)
+		} else {
+			b.applySlots(slots)
+		}
+		b.heal()
+		b.signalChange()
+	}
+}
+
+// pollSlots asks the known nodes, one after the other, for CLUSTER SLOTS.
+func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
+	var errs []error
+	for addr, node := range b.client.Nodes() {
+		nctx, cancel := context.WithTimeout(ctx, time.Second)
+		reply, err := node.Do(nctx, node.B().ClusterSlots().Build()).ToAny()
+		cancel()
+		if err == nil {
+			var m shardcast.SlotMap
+			if m, err = shardcast.ParseClusterSlotsFrom(reply, addr); err == nil && len(m.Ranges) > 0 {
+				return m, nil
+			}
+			if err == nil {
+				err = errors.New("empty slot map")
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 0 {
+		return shardcast.SlotMap{}, errors.New("no cluster node known")
+	}
+	return shardcast.SlotMap{}, errors.Join(errs...)
+}
+
+// applySlots installs a new slot map: it recomputes the partition →
+// master assignment, opens connections to new masters, closes those to
+// departed ones, and interrupts the partitions that moved so that heal
+// resubscribes them on their new owner.
+//
+// Order on a move: the new owner is subscribed only after it owns the
+// slot (earlier it would answer MOVED), and the old owner has by then
+// dropped the subscriptions itself with a pushed sunsubscribe, so the
+// broker never sends an explicit unsubscribe to the old owner. Since a
+// SPUBLISH runs on exactly one master and the broker subscribes only on
+// masters, no message can reach one broker twice; the price is a short gap,
+// reported as Interrupted/Restored.
+func (b *Broker) applySlots(slots shardcast.SlotMap) {
+	assign := shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots)
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		return
+	}
+	old := b.assign
+	b.slots, b.assign = slots, assign
+	var started []*masterConn
+	var stopped []*masterConn
+	if b.parts != nil {
+		wantMasters := make(map[string]bool)
+		for _, addr := range assign {
+			if addr != "" {
+				wantMasters[addr] = true
+			}
+		}
+		for addr := range wantMasters {
+			if _, ok := b.masters[addr]; !ok {
+				m := newMasterConn(b, addr)
+				b.masters[addr] = m
+				started = append(started, m)
+			}
+		}
+		for addr, m := range b.masters {
+			if !wantMasters[addr] {
+				delete(b.masters, addr)
+				stopped = append(stopped, m)
+			}
+		}
+	}
+	b.mu.Unlock()
+
+	for _, m := range started {
+		go m.run()
+	}
+	for _, m := range stopped {
+		m.close()
+	}
+	if old == nil {
+		return
+	}
+	diff := shardcast.DiffAssignments(old, assign)
+	if diff.Empty() {
+		return
+	}
+	b.topologyChanges.Add(1)
+	ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: time.Now()}
+	for _, mv := range diff.Moved {
+		ev.Partitions = append(ev.Partitions, mv.Partition)
+	}
+	b.log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved),
+		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
+	b.emitter.Emit(ev)
+	if b.parts == nil {
+		return
+	}
+	now := time.Now()
+	for _, mv := range diff.Moved {
+		p := b.parts[mv.Partition]
+		if chans, ok := p.interrupt(nil, now); ok {
+			b.emitter.Emit(shardcast.Event{
+				Kind: shardcast.EventInterrupted, Shard: mv.From, Partitions: []int{p.id},
+				Channels: chans, Since: now, Err: fmt.Errorf("partition %d moved from %s to %s", p.id, mv.From, mv.To),
+			})
+		}
+	}
+}
+
+// heal resubscribes every interrupted partition whose master connection is
+// up.
+func (b *Broker) heal() {
+	if b.parts == nil {
+		return
+	}
+	b.mu.Lock()
+	type job struct {
+		m   *masterConn
+		ids []int
+	}
+	jobs := make(map[string]*job)
+	for id, addr := range b.assign {
+		if addr == "" {
+			continue
+		}
+		m := b.masters[addr]
+		if m == nil {
+			continue
+		}
+		j := jobs[addr]
+		if j == nil {
+			j = &job{m: m}
+			jobs[addr] = j
+		}
+		j.ids = append(j.ids, id)
+	}
+	b.mu.Unlock()
+	for _, j := range jobs {
+		wire := j.m.current()
+		if wire == nil {
+			continue
+		}
+		var stale []int
+		for _, id := range j.ids {
+			if b.parts[id].activeWire() != wire {
+				stale = append(stale, id)
+			}
+		}
+		b.sync(j.m, wire, stale)
+	}
+}
+
+// degraded reports whether some wanted partition is interrupted or some
+// master connection is down.
+func (b *Broker) degraded() bool {
+	b.mu.Lock()
+	masters := make([]*masterConn, 0, len(b.masters))
+	for _, m := range b.masters {
+		masters = append(masters, m)
+	}
+	b.mu.Unlock()
+	for _, m := range masters {
+		if m.current() == nil {
+			return true
+		}
+	}
+	for _, p := range b.parts {
+		if p.wantedCount() > 0 && p.activeWire() == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package shardcast
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+)
+
+// Emitter delivers Events to the application's OnEvent callback from one
+// background goroutine, in the order they were emitted.
+//
+// Engines emit from their socket read loops, which must never wait for
+// application code: Emit only appends to an unbounded in-memory queue and
+// returns. The queue is unbounded on purpose: events are rare (drops are
+// aggregated before they get here) and losing one would hide a loss of
+// messages from the application, which is the one thing events exist to
+// prevent.
+//
+// A panic in the callback is recovered and logged at error level with its
+// stack; the event that caused it is not retried and later events are
+// still delivered. The process keeps running because one bad event report
+// must not take down every subscription of the node.
+//
+// The callback must not call Close on the same Emitter (directly, or
+// through a Broker's Close that closes it): Close waits for the callback to
+// return, so it would wait for itself.
+type Emitter struct {
+	onEvent func(Event)
+	logger  *slog.Logger
+
+	mu     sync.Mutex
+	queue  []Event
+	closed bool
+
+	// wake holds at most one pending wake-up: the goroutine re-reads the
+	// queue after every wake, so extra signals carry no information and
+	// can be dropped without losing an event.
+	wake chan struct{}
+	done chan struct{}
+}
+
+// NewEmitter returns an Emitter that passes events to onEvent. Every event
+// is also logged at debug level on logger (nil means discard), except
+// EventError, which is logged at warn level so that background failures
+// are visible even to applications that set no OnEvent.
+//
+// With a nil onEvent no goroutine is started and Emit only logs.
+func NewEmitter(onEvent func(Event), logger *slog.Logger) *Emitter {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Emitter{
+		onEvent: onEvent,
+		logger:  logger,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if onEvent == nil {
+		close(e.done)
+		return e
+	}
+	go e.run()
+	return e
+}
+
+// Emit queues ev for delivery and returns at once; it never blocks on the
+// callback. Events emitted after Close are dropped.
+func (e *Emitter) Emit(ev Event) {
+	e.log(ev)
+	if e.onEvent == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.queue = append(e.queue, ev)
+	e.mu.Unlock()
+	e.signal()
+}
+
+// Close delivers every event queued before it was called, then stops the
+// background goroutine and returns. It is safe to call more than once and
+// from several goroutines; every call returns after the goroutine exited.
+func (e *Emitter) Close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.signal()
+	<-e.done
+}
+
+func (e *Emitter) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Emitter) run() {
+	defer close(e.done)
+	// Two buffers swap roles so that a steady trickle of events does not
+	// allocate a new queue for every batch.
+	var batch []Event
+	for {
+		e.mu.Lock()
+		batch, e.queue = e.queue, batch[:0]
+		closed := e.closed
+		e.mu.Unlock()
+
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-e.wake
+			continue
+		}
+		for i := range batch {
+			e.deliver(batch[i])
+			// Drop references so the app's channel lists can be collected.
+			batch[i] = Event{}
+		}
+	}
+}
+
+func (e *Emitter) deliver(ev Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.logger.Error("shardcast: OnEvent panicked; event skipped",
+				slog.String("event", ev.Kind.String()),
+				slog.String("panic", fmt.Sprint(r)),
+				slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	e.onEvent(ev)
+}
+
+func (e *Emitter) log(ev Event) {
+	level := slog.LevelDebug
+	if ev.Kind == EventError {
+		level = slog.LevelWarn
+	}
+	// The Enabled check keeps Emit cheap when the level is filtered out:
+	// building the attributes would format the whole event.
+	ctx := context.Background()
+	if !e.logger.Enabled(ctx, level) {
+		return
+	}
+	e.logger.Log(ctx, level, "shardcast: event",
+		slog.String("kind", ev.Kind.String()),
+		slog.String("event", ev.String()))
+}

@@ -1,0 +1,191 @@
+package shardcast
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// emitterTestLog is a goroutine-safe log sink for Emitter tests.
+type emitterTestLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *emitterTestLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *emitterTestLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newEmitterTestLogger(level slog.Level) (*slog.Logger, *emitterTestLog) {
+	sink := &emitterTestLog{}
+	return slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: level})), sink
+}
+
+func TestEmitterDeliversInOrderAndCloseFlushes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	const n = 5000
+	var got []uint64 // only touched by the emitter goroutine until Close returns
+	e := NewEmitter(func(ev Event) { got = append(got, ev.Count) }, nil)
+	for i := range n {
+		e.Emit(Event{Kind: EventDropped, Count: uint64(i)})
+	}
+	e.Close()
+
+	require.Len(t, got, n, "Close must deliver everything queued before it")
+	for i, c := range got {
+		require.Equal(t, uint64(i), c, "events must arrive in emit order")
+	}
+}
+
+func TestEmitterEmitNeverBlocksOnSlowCallback(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var delivered atomic.Int64
+	e := NewEmitter(func(Event) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-gate
+		delivered.Add(1)
+	}, nil)
+
+	e.Emit(Event{Kind: EventError})
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("callback never started")
+	}
+
+	// The callback is now stuck; a read loop emitting must still go on.
+	const n = 10000
+	emitted := make(chan struct{})
+	go func() {
+		defer close(emitted)
+		for range n {
+			e.Emit(Event{Kind: EventDropped})
+		}
+	}()
+	select {
+	case <-emitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit blocked behind a stuck callback")
+	}
+
+	close(gate)
+	e.Close()
+	assert.Equal(t, int64(n+1), delivered.Load(), "no event may be lost")
+}
+
+func TestEmitterConcurrentEmittersLoseNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	const producers, perProducer = 8, 2000
+	var delivered atomic.Int64
+	e := NewEmitter(func(Event) { delivered.Add(1) }, nil)
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for range perProducer {
+				e.Emit(Event{Kind: EventDropped})
+			}
+		})
+	}
+	wg.Wait()
+	e.Close()
+	assert.Equal(t, int64(producers*perProducer), delivered.Load())
+}
+
+func TestEmitterAfterCloseDropsAndCloseIsIdempotent(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var delivered atomic.Int64
+	e := NewEmitter(func(Event) { delivered.Add(1) }, nil)
+	e.Emit(Event{Kind: EventRestored})
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(e.Close)
+	}
+	wg.Wait()
+	e.Close()
+	require.Equal(t, int64(1), delivered.Load())
+
+	e.Emit(Event{Kind: EventRestored}) // must neither panic nor deliver
+	e.Close()
+	assert.Equal(t, int64(1), delivered.Load())
+}
+
+func TestEmitterRecoversPanickingCallback(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	logger, sink := newEmitterTestLogger(slog.LevelError)
+	var got []EventKind
+	e := NewEmitter(func(ev Event) {
+		if ev.Kind == EventInterrupted {
+			panic("app bug")
+		}
+		got = append(got, ev.Kind)
+	}, logger)
+	e.Emit(Event{Kind: EventRestored})
+	e.Emit(Event{Kind: EventInterrupted})
+	e.Emit(Event{Kind: EventTopologyChanged})
+	e.Close()
+
+	assert.Equal(t, []EventKind{EventRestored, EventTopologyChanged}, got,
+		"the events after a panicking one must still be delivered")
+	logged := sink.String()
+	assert.Contains(t, logged, "OnEvent panicked")
+	assert.Contains(t, logged, "app bug")
+	assert.Contains(t, logged, "event=interrupted")
+	assert.Contains(t, logged, "level=ERROR")
+}
+
+func TestEmitterNilCallbackOnlyLogs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	logger, sink := newEmitterTestLogger(slog.LevelDebug)
+	e := NewEmitter(nil, logger)
+	e.Emit(Event{Kind: EventDropped, Count: 7})
+	e.Emit(Event{Kind: EventError, Err: errors.New("reconnect failed")})
+	e.Close()
+	e.Close()
+	e.Emit(Event{Kind: EventDropped}) // after Close: no panic
+
+	logged := sink.String()
+	assert.Contains(t, logged, "level=DEBUG")
+	assert.Contains(t, logged, "count=7")
+	assert.Contains(t, logged, "level=WARN", "EventError is logged at warn level")
+	assert.Contains(t, logged, "reconnect failed")
+}
+
+func TestEmitterLogLevelFiltersDebug(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	logger, sink := newEmitterTestLogger(slog.LevelInfo)
+	var delivered atomic.Int64
+	e := NewEmitter(func(Event) { delivered.Add(1) }, logger)
+	e.Emit(Event{Kind: EventDropped, Count: 3})
+	e.Close()
+	assert.Equal(t, int64(1), delivered.Load())
+	assert.Empty(t, sink.String(), "debug-level event logs must be filtered at info")
+}

@@ -1,0 +1,60 @@
+// Package engine holds the small pieces both broker engines share: the
+// inbound path from a socket read loop to the worker pool, the outbound
+// envelope buffers, and reconnect backoff.
+package engine
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/envelope"
+)
+
+// Inbox turns wire messages into shardcast.Messages and hands them to the
+// worker pool. It runs on socket read loops, so it never blocks.
+type Inbox struct {
+	Pool      *shardcast.WorkerPool
+	Raw       bool
+	received  atomic.Uint64
+	badFrames atomic.Uint64
+}
+
+// Deliver decodes payload (unless Raw) and submits the message. channel is
+// the application channel name. payload is not copied: rueidis allocates a
+// fresh string per message, and handlers are documented to treat
+// Message.Payload as read-only.
+func (in *Inbox) Deliver(channel, payload string) {
+	in.received.Add(1)
+	data := unsafe.Slice(unsafe.StringData(payload), len(payload))
+	m := shardcast.Message{Channel: channel, Payload: data}
+	if !in.Raw {
+		at, body, err := envelope.Decode(data)
+		if err != nil {
+			in.badFrames.Add(1)
+		} else {
+			m.Payload, m.PublishedAt = body, at
+		}
+	}
+	in.Pool.Submit(m)
+}
+
+// Received returns how many messages were read from Redis.
+func (in *Inbox) Received() uint64 { return in.received.Load() }
+
+// BadFrames returns how many messages failed to decode.
+func (in *Inbox) BadFrames() uint64 { return in.badFrames.Load() }
+
+// Backoff returns the wait before reconnect attempt n (0-based): doubling
+// from min, capped at max.
+func Backoff(n int, min, max time.Duration) time.Duration {
+	d := min
+	for i := 0; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}

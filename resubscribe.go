@@ -1,0 +1,245 @@
+package shardcast
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultResubscribeWorkers is the number of groups a Resubscriber sends
+// at once when its Workers field is zero.
+const DefaultResubscribeWorkers = 16
+
+// errNilSend is reported by Resubscriber.Run when it is given no SendFunc.
+var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
+
+// Group is a set of channels that may share one subscribe command: for the
+// cluster engine the channels of one partition (all in one hash slot), for
+// the sharded engine the channels of one connection (Key is the shard index,
+// or -1).
+type Group struct {
+	Key      int
+	Channels []string
+}
+
+// Command is one subscribe command: at most a batch of the channels of a
+// single group.
+type Command struct {
+	Key      int
+	Channels []string
+}
+
+// GroupByPartition splits channels into one Group per distinct
+// partitionOf(channel), sorted by Key. Within a group, channels keep the
+// order they had in channels; duplicates are kept. partitionOf is called
+// exactly once per channel. The groups' Channels share one backing array
+// (each capped at its own length, so appending to one group cannot
+// overwrite another). It returns nil for no channels.
+func GroupByPartition(channels []string, partitionOf func(string) int) []Group {
+	if len(channels) == 0 {
+		return nil
+	}
+	// First pass: number the distinct keys in order of first sight, so the
+	// second pass indexes slices instead of hashing every key again.
+	slot := make([]int, len(channels)) // channel → its key's number
+	number := make(map[int]int)        // key → number
+	var keys, counts []int             // by number
+	for i, ch := range channels {
+		k := partitionOf(ch)
+		n, ok := number[k]
+		if !ok {
+			n = len(keys)
+			number[k] = n
+			keys = append(keys, k)
+			counts = append(counts, 0)
+		}
+		slot[i] = n
+		counts[n]++
+	}
+
+	order := make([]int, len(keys)) // sorted position → number
+	for n := range order {
+		order[n] = n
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
+
+	// A counting sort: lay the groups out back to back in one array in key
+	// order, then fill each in input order. That keeps the order within a
+	// group without a stable sort, with one allocation for all channels.
+	backing := make([]string, len(channels))
+	groups := make([]Group, len(keys))
+	next := make([]int, len(keys)) // by number: next free index in backing
+	offset := 0
+	for pos, n := range order {
+		end := offset + counts[n]
+		groups[pos] = Group{Key: keys[n], Channels: backing[offset:end:end]}
+		next[n] = offset
+		offset = end
+	}
+	for i, ch := range channels {
+		n := slot[i]
+		backing[next[n]] = ch
+		next[n]++
+	}
+	return groups
+}
+
+// PlanCommands cuts g into ceil(len(g.Channels)/batch) commands of at most
+// batch channels, in order; every command but the last is full. A batch of
+// zero or less means DefaultSubscribeBatch. The commands' Channels are
+// sub-slices of g.Channels (no copy; each capped at its own length). It
+// returns nil for a group without channels.
+func PlanCommands(g Group, batch int) []Command {
+	if batch <= 0 {
+		batch = DefaultSubscribeBatch
+	}
+	n := len(g.Channels)
+	if n == 0 {
+		return nil
+	}
+	cmds := make([]Command, 0, (n+batch-1)/batch)
+	for start := 0; start < n; start += batch {
+		end := min(start+batch, n)
+		cmds = append(cmds, Command{Key: g.Key, Channels: g.Channels[start:end:end]})
+	}
+	return cmds
+}
+
+// SendFunc sends one subscribe command and returns once Redis confirmed
+// every channel in it, or with the reason it could not. It must honour ctx.
+type SendFunc func(ctx context.Context, cmd Command) error
+
+// Resubscriber sends the subscribe commands for a set of groups with bounded
+// concurrency. Its zero value is ready to use.
+//
+// A group is the unit of work: one goroutine sends all of a group's
+// commands, in order, and no group is ever split across goroutines. Split
+// by channel instead, every worker would hold a slice of every partition and
+// send a command per partition it holds: workers × partitions commands
+// (16 × 21 = 336) instead of one per partition (21).
+type Resubscriber struct {
+	// Workers is the most groups sent at once (default
+	// DefaultResubscribeWorkers).
+	Workers int
+	// Batch is the most channels in one command (default
+	// DefaultSubscribeBatch).
+	Batch int
+}
+
+// ResubscribeReport tells what a Run did.
+type ResubscribeReport struct {
+	// Groups is the number of groups Run was given.
+	Groups int
+	// Commands is the number of commands passed to send, failed ones
+	// included.
+	Commands int
+	// Channels is the number of channels in commands send confirmed.
+	Channels int
+	// Failures is the number of groups not fully confirmed: a command
+	// failed, or ctx ended before the group was done.
+	Failures int
+	// FailedKeys lists the Key of each failed group, ascending.
+	FailedKeys []int
+	// Err is the failure of the first failed group in input order, wrapped
+	// with its key; nil when every group succeeded.
+	Err error
+	// Duration is the wall time Run took.
+	Duration time.Duration
+}
+
+// Run sends every group's commands through send, with at most r.Workers
+// groups in flight, and returns once every goroutine it started has exited.
+//
+// A group whose command fails is abandoned at that command (its remaining
+// commands are not sent) and counted as failed; other groups go on. When
+// ctx ends, groups not yet started are counted as failed without calling
+// send, and a group in progress stops before its next command; send is
+// expected to return promptly on its own. Subscribing is idempotent in
+// Redis, so a caller can retry the failed groups whole.
+//
+// No groups gives a zero report.
+func (r Resubscriber) Run(ctx context.Context, groups []Group, send SendFunc) ResubscribeReport {
+	if len(groups) == 0 {
+		return ResubscribeReport{}
+	}
+	start := time.Now()
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultResubscribeWorkers
+	}
+	workers = min(workers, len(groups))
+
+	// One slot per group, each written by exactly one goroutine; the
+	// report is assembled after they all exit, so no lock is needed.
+	results := make([]groupResult, len(groups))
+	if send == nil {
+		for i := range results {
+			results[i].err = errNilSend
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(groups) {
+						return
+					}
+					if err := ctx.Err(); err != nil {
+						results[i].err = err
+						continue
+					}
+					results[i] = r.sendGroup(ctx, groups[i], send)
+				}
+			})
+		}
+		wg.Wait()
+	}
+
+	rep := ResubscribeReport{Groups: len(groups)}
+	for i, res := range results {
+		rep.Commands += res.commands
+		rep.Channels += res.channels
+		if res.err == nil {
+			continue
+		}
+		rep.Failures++
+		rep.FailedKeys = append(rep.FailedKeys, groups[i].Key)
+		if rep.Err == nil {
+			rep.Err = fmt.Errorf("shardcast: subscribe group %d: %w", groups[i].Key, res.err)
+		}
+	}
+	slices.Sort(rep.FailedKeys)
+	rep.Duration = time.Since(start)
+	return rep
+}
+
+// groupResult is what sending one group did.
+type groupResult struct {
+	commands int
+	channels int
+	err      error
+}
+
+func (r Resubscriber) sendGroup(ctx context.Context, g Group, send SendFunc) groupResult {
+	var res groupResult
+	for _, cmd := range PlanCommands(g, r.Batch) {
+		if err := ctx.Err(); err != nil {
+			res.err = err
+			return res
+		}
+		res.commands++
+		if err := send(ctx, cmd); err != nil {
+			res.err = err
+			return res
+		}
+		res.channels += len(cmd.Channels)
+	}
+	return res
+}

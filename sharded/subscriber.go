@@ -1,0 +1,332 @@
+package sharded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// subscriber owns one subscribe connection to one shard: the set of
+// channels wanted on it, the live wire, and the goroutine that reconnects
+// and resubscribes after a loss.
+type subscriber struct {
+	b     *Broker
+	shard int
+	addr  string
+	node  rueidis.Client
+
+	// turn serialises subscribe, unsubscribe and resubscribe on this
+	// connection, so Redis sees one channel's commands in call order and the
+	// wanted set always matches what Redis confirmed. It is a channel so
+	// that waiting for it honours a context.
+	turn chan struct{}
+
+	mu        sync.Mutex
+	wanted    map[string]struct{}
+	conn      *subconn.Conn // nil while down
+	up        chan struct{} // closed while conn != nil
+	downSince time.Time
+}
+
+func newSubscriber(b *Broker, shard int, addr string, node rueidis.Client) *subscriber {
+	return &subscriber{
+		b:      b,
+		shard:  shard,
+		addr:   addr,
+		node:   node,
+		turn:   make(chan struct{}, 1),
+		wanted: make(map[string]struct{}),
+		up:     make(chan struct{}),
+	}
+}
+
+func (s *subscriber) lock(ctx context.Context) error {
+	select {
+	case s.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.b.closing:
+		return shardcast.ErrClosed
+	}
+}
+
+func (s *subscriber) unlock() { <-s.turn }
+
+// current returns the live connection, or nil and a channel that closes
+// when one is up.
+func (s *subscriber) current() (*subconn.Conn, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn, s.up
+}
+
+// waitUp waits until the connection is up, bounded by ctx.
+func (s *subscriber) waitUp(ctx context.Context, up <-chan struct{}) error {
+	select {
+	case <-up:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shard %s is down: %w", s.addr, ctx.Err())
+	case <-s.b.closing:
+		return shardcast.ErrClosed
+	}
+}
+
+// subscribe subscribes the channels not yet wanted and returns once Redis
+// confirmed them, with the channels this call added. While the shard is
+// down it waits, bounded by ctx.
+func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []string, err error) {
+	for {
+		if err := s.lock(ctx); err != nil {
+			return nil, err
+		}
+		conn, up := s.current()
+		if conn == nil {
+			s.unlock()
+			if err := s.waitUp(ctx, up); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fresh := s.missing(channels)
+		if len(fresh) == 0 {
+			s.unlock()
+			return nil, nil
+		}
+		err := firstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
+		if err == nil {
+			s.mu.Lock()
+			for _, ch := range fresh {
+				s.wanted[ch] = struct{}{}
+			}
+			s.mu.Unlock()
+			s.unlock()
+			return fresh, nil
+		}
+		if !conn.Alive() {
+			// The wire died under us: nothing it confirmed survives. Wait
+			// for the reconnect and try again.
+			up := s.markDown(conn)
+			s.unlock()
+			if err := s.waitUp(ctx, up); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// Redis refused, or ctx ended with commands possibly in flight:
+		// undo whatever part went through so nothing is half-applied.
+		s.rollback(conn, fresh)
+		s.unlock()
+		return nil, fmt.Errorf("subscribe on shard %s: %w", s.addr, err)
+	}
+}
+
+// markDown records that conn is gone, unless that is already known, and
+// returns the channel that closes when the next connection is up.
+func (s *subscriber) markDown(conn *subconn.Conn) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == conn {
+		s.conn = nil
+		s.up = make(chan struct{})
+		s.downSince = time.Now()
+	}
+	return s.up
+}
+
+func (s *subscriber) rollback(conn *subconn.Conn, channels []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.cfg.CommandTimeout)
+	defer cancel()
+	if err := firstError(conn.Unsubscribe(ctx, s.b.batches(channels)...)); err != nil {
+		s.b.log.Warn("shardcast: rollback unsubscribe failed", "shard", s.addr, "err", err)
+	}
+}
+
+// unsubscribe removes channels from the wanted set and, when the
+// connection is up, from Redis.
+func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	s.mu.Lock()
+	gone := make([]string, 0, len(channels))
+	for _, ch := range channels {
+		if _, ok := s.wanted[ch]; ok {
+			delete(s.wanted, ch)
+			gone = append(gone, ch)
+		}
+	}
+	conn := s.conn
+	s.mu.Unlock()
+	if len(gone) == 0 || conn == nil {
+		return nil // a down connection holds no subscriptions
+	}
+	// Once started, finish the commands even if the caller's ctx ends, so
+	// Redis is not left subscribed to channels the broker no longer wants.
+	cmdCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.cfg.CommandTimeout)
+	defer cancel()
+	err := firstError(conn.Unsubscribe(cmdCtx, s.b.batches(gone)...))
+	if err != nil && conn.Alive() {
+		return fmt.Errorf("unsubscribe on shard %s: %w", s.addr, err)
+	}
+	return nil
+}
+
+// missing returns the channels not in the wanted set, without duplicates.
+func (s *subscriber) missing(channels []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(channels))
+	seen := make(map[string]struct{}, len(channels))
+	for _, ch := range channels {
+		if _, ok := s.wanted[ch]; ok {
+			continue
+		}
+		if _, dup := seen[ch]; dup {
+			continue
+		}
+		seen[ch] = struct{}{}
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (s *subscriber) wantedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.wanted)
+}
+
+func (s *subscriber) snapshot() []string {
+	out := make([]string, 0, len(s.wanted))
+	for ch := range s.wanted {
+		out = append(out, ch)
+	}
+	return out
+}
+
+// run keeps the connection up until the broker closes: connect,
+// resubscribe everything wanted, wait for the wire to die, report, repeat.
+func (s *subscriber) run() {
+	defer s.b.wg.Done()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-time.After(engine.Backoff(attempt-1, s.b.cfg.ReconnectMin, s.b.cfg.ReconnectMax)):
+			case <-s.b.closing:
+				return
+			}
+		}
+		conn, restored, err := s.connect()
+		if err != nil {
+			if errors.Is(err, shardcast.ErrClosed) {
+				return
+			}
+			s.b.log.Debug("shardcast: shard connect failed", "shard", s.addr, "attempt", attempt, "err", err)
+			if attempt%10 == 0 {
+				s.b.emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: s.addr, Since: time.Now(), Err: err})
+			}
+			continue
+		}
+		attempt = -1
+		if restored != nil {
+			s.b.emitter.Emit(*restored)
+		}
+		select {
+		case <-conn.Done():
+		case <-s.b.closing:
+			s.drop(conn)
+			return
+		}
+		s.lost(conn)
+	}
+}
+
+// connect opens a wire and resubscribes every wanted channel on it. It
+// returns the Restored event to raise when this ends an outage.
+func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.cfg.DialTimeout)
+	defer cancel()
+	conn, err := subconn.Open(ctx, s.node, subconn.Classic, subconn.Hooks{OnMessage: s.b.inbox.Deliver})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.lock(context.Background()); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	defer s.unlock()
+	s.mu.Lock()
+	channels := s.snapshot()
+	since := s.downSince
+	s.mu.Unlock()
+
+	if len(channels) > 0 {
+		rctx, rcancel := context.WithTimeout(context.Background(), s.b.cfg.CommandTimeout)
+		report := s.b.resub.Run(rctx, []shardcast.Group{{Key: s.shard, Channels: channels}},
+			func(ctx context.Context, cmd shardcast.Command) error {
+				return firstError(conn.Subscribe(ctx, cmd.Channels))
+			})
+		rcancel()
+		if report.Err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("resubscribe %d channels: %w", len(channels), report.Err)
+		}
+	}
+	s.mu.Lock()
+	s.conn = conn
+	close(s.up)
+	s.downSince = time.Time{}
+	s.mu.Unlock()
+
+	if since.IsZero() {
+		return conn, nil, nil
+	}
+	s.b.reconnects.Add(1)
+	return conn, &shardcast.Event{
+		Kind: shardcast.EventRestored, Shard: s.addr, Channels: channels,
+		Since: since, Until: time.Now(),
+	}, nil
+}
+
+// lost marks the connection down and reports the channels it carried.
+func (s *subscriber) lost(conn *subconn.Conn) {
+	s.markDown(conn)
+	s.mu.Lock()
+	since := s.downSince
+	channels := s.snapshot()
+	s.mu.Unlock()
+	err := conn.Err()
+	conn.Close()
+	s.b.log.Warn("shardcast: shard connection lost", "shard", s.addr, "channels", len(channels), "err", err)
+	if len(channels) > 0 {
+		s.b.emitter.Emit(shardcast.Event{
+			Kind: shardcast.EventInterrupted, Shard: s.addr, Channels: channels, Since: since, Err: err,
+		})
+	}
+}
+
+func (s *subscriber) drop(conn *subconn.Conn) {
+	s.mu.Lock()
+	s.conn = nil
+	s.mu.Unlock()
+	conn.Close()
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

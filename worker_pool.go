@@ -1,0 +1,364 @@
+package shardcast
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// ErrHandlerPanic is wrapped by the Err of the EventError a WorkerPool
+// emits when the Handler panics.
+var ErrHandlerPanic = errors.New("shardcast: handler panicked")
+
+const (
+	// lossReportInterval is the shortest time between two loss events of
+	// one kind: an overload drops messages by the thousand, and one event
+	// per drop would bury the application in reports.
+	lossReportInterval = 100 * time.Millisecond
+	// maxReportedChannels caps Event.Channels for aggregated loss events so
+	// an overload across millions of channels cannot grow one event without
+	// bound.
+	maxReportedChannels = 1000
+)
+
+// WorkerPool runs the Handler on a fixed set of worker goroutines, each fed
+// by its own bounded queue. A message goes to worker hash(channel) mod N, so
+// the messages of one channel are handled in the order they were submitted
+// and never concurrently, while different channels spread over workers.
+//
+// Submit never blocks: it is called from socket read loops, and a read loop
+// that waits for a slow handler makes Redis buffer for it until Redis drops
+// the whole connection. A full queue drops the message instead; drops are
+// counted and reported as aggregated EventDropped events (see Submit).
+//
+// A panic in the Handler is recovered: the message counts as a panic (not
+// as delivered), the worker goes on with its next message, and the panic is
+// reported as an aggregated EventError whose Err wraps ErrHandlerPanic and
+// carries the first panic's value and stack. Killing the worker would stall
+// every channel routed to it; killing the process would take down every
+// subscription of the node.
+type WorkerPool struct {
+	handler        Handler
+	emit           func(Event)
+	workers        []poolWorker
+	queueSize      int
+	reportInterval time.Duration
+
+	drops  lossWindow
+	panics lossWindow
+
+	// kick wakes the reporter when a loss window opens; one pending signal
+	// is enough because the reporter reads both windows on every wake.
+	kick         chan struct{}
+	stop         chan struct{}
+	reporterDone chan struct{}
+	workersDone  sync.WaitGroup
+	closeOnce    sync.Once
+}
+
+// poolWorker is one worker's queue and counters. The padding keeps the
+// fields written by submitters and those written by the worker goroutine on
+// different cache lines, so the two cores do not fight over one line for
+// every message.
+type poolWorker struct {
+	mu      sync.Mutex // guards closed and sends on queue against Close
+	closed  bool
+	queue   chan Message
+	dropped atomic.Uint64
+	_       [64]byte
+
+	delivered atomic.Uint64
+	panics    atomic.Uint64
+	_         [64]byte
+}
+
+// NewWorkerPool starts workers goroutines, each with a queue of queueSize
+// messages, that pass messages to handler, plus one reporter goroutine that
+// passes loss events to emit. A workers or queueSize of zero or less takes
+// DefaultWorkers or DefaultQueueSize. A nil handler discards messages; a
+// nil emit discards events. emit is called from the reporter goroutine
+// only, never from Submit; it should not block (Emitter.Emit does not).
+//
+// The caller owns the pool and must Close it to stop its goroutines.
+func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval)
+}
+
+// newWorkerPool is NewWorkerPool with a chosen report interval, so tests
+// can pin down aggregation without depending on the scheduler's timing.
+func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration) *WorkerPool {
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	if queueSize <= 0 {
+		queueSize = DefaultQueueSize
+	}
+	if handler == nil {
+		handler = func(Message) {}
+	}
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	p := &WorkerPool{
+		handler:        handler,
+		emit:           emit,
+		workers:        make([]poolWorker, workers),
+		queueSize:      queueSize,
+		reportInterval: reportInterval,
+		kick:           make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		reporterDone:   make(chan struct{}),
+	}
+	p.workersDone.Add(workers)
+	for i := range p.workers {
+		w := &p.workers[i]
+		w.queue = make(chan Message, queueSize)
+		go p.work(w)
+	}
+	go p.report()
+	return p
+}
+
+// Workers returns the number of worker goroutines.
+func (p *WorkerPool) Workers() int { return len(p.workers) }
+
+// QueueSize returns the capacity of each worker's queue.
+func (p *WorkerPool) QueueSize() int { return p.queueSize }
+
+// Submit queues m for its channel's worker and reports whether it was
+// queued. It never blocks and allocates nothing while the queue has room.
+//
+// When the worker's queue is full, m is dropped: the drop is counted (see
+// Dropped) and its channel recorded. The first drop opens a report window;
+// while drops continue, one EventDropped covering the window (Count, the
+// distinct Channels up to 1000 with Truncated beyond, Since = first drop,
+// Until = report time) is emitted about every 100 ms, one more follows the
+// last drop, and Close emits whatever is still unreported.
+//
+// After Close, Submit returns false without queueing or counting m: the
+// pool is gone, not overloaded.
+func (p *WorkerPool) Submit(m Message) bool {
+	w := &p.workers[xxhash.Sum64String(m.Channel)%uint64(len(p.workers))]
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false
+	}
+	select {
+	case w.queue <- m:
+		w.mu.Unlock()
+		return true
+	default:
+	}
+	w.mu.Unlock()
+	w.dropped.Add(1)
+	if p.drops.add(m.Channel, nil) {
+		p.wakeReporter()
+	}
+	return false
+}
+
+// Dropped returns the number of messages Submit dropped because a queue was
+// full, since the pool started.
+func (p *WorkerPool) Dropped() uint64 {
+	var n uint64
+	for i := range p.workers {
+		n += p.workers[i].dropped.Load()
+	}
+	return n
+}
+
+// Delivered returns the number of messages the handler returned from
+// normally, since the pool started.
+func (p *WorkerPool) Delivered() uint64 {
+	var n uint64
+	for i := range p.workers {
+		n += p.workers[i].delivered.Load()
+	}
+	return n
+}
+
+// Panics returns the number of handler calls that panicked, since the pool
+// started.
+func (p *WorkerPool) Panics() uint64 {
+	var n uint64
+	for i := range p.workers {
+		n += p.workers[i].panics.Load()
+	}
+	return n
+}
+
+// Close stops accepting messages, lets every worker handle the messages
+// already in its queue (it drains rather than discards: a message Submit
+// accepted is handed to the handler), waits for the workers to exit, emits
+// the loss events not yet reported, and waits for the reporter to exit.
+// A handler that never returns therefore keeps Close from returning.
+//
+// Close is safe to call more than once and from several goroutines; every
+// call returns once the pool has stopped. It must not be called from the
+// handler, which it would wait for.
+func (p *WorkerPool) Close() {
+	p.closeOnce.Do(func() {
+		for i := range p.workers {
+			w := &p.workers[i]
+			w.mu.Lock()
+			w.closed = true
+			close(w.queue)
+			w.mu.Unlock()
+		}
+		p.workersDone.Wait()
+		close(p.stop)
+		<-p.reporterDone
+	})
+}
+
+func (p *WorkerPool) work(w *poolWorker) {
+	defer p.workersDone.Done()
+	for m := range w.queue {
+		p.handle(w, m)
+	}
+}
+
+func (p *WorkerPool) handle(w *poolWorker, m Message) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.panics.Add(1)
+			p.recordPanic(m.Channel, r)
+		}
+	}()
+	p.handler(m)
+	w.delivered.Add(1)
+}
+
+// recordPanic is kept out of handle so that the closure building the error
+// cannot make the compiler move handle's message to the heap.
+func (p *WorkerPool) recordPanic(channel string, r any) {
+	opened := p.panics.add(channel, func() error {
+		// debug.Stack here still shows the handler's frames: the deferred
+		// recover runs on top of the panicking stack.
+		return fmt.Errorf("%w: channel %q: %v\n%s", ErrHandlerPanic, channel, r, debug.Stack())
+	})
+	if opened {
+		p.wakeReporter()
+	}
+}
+
+func (p *WorkerPool) wakeReporter() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// report turns open loss windows into events: it sleeps until a window
+// opens, then reports every reportInterval until an interval passes with no
+// new loss, then sleeps again.
+func (p *WorkerPool) report() {
+	defer close(p.reporterDone)
+	timer := time.NewTimer(p.reportInterval)
+	timer.Stop()
+	for {
+		select {
+		case <-p.kick:
+		case <-p.stop:
+			p.flush()
+			return
+		}
+		for reported := true; reported; reported = p.flush() {
+			timer.Reset(p.reportInterval)
+			select {
+			case <-timer.C:
+			case <-p.stop:
+				timer.Stop()
+				p.flush()
+				return
+			}
+		}
+	}
+}
+
+// flush emits the pending loss events and reports whether there were any.
+func (p *WorkerPool) flush() bool {
+	now := time.Now()
+	ev1, ok1 := p.drops.take(EventDropped, now)
+	if ok1 {
+		p.emit(ev1)
+	}
+	ev2, ok2 := p.panics.take(EventError, now)
+	if ok2 {
+		p.emit(ev2)
+	}
+	return ok1 || ok2
+}
+
+// lossWindow aggregates losses of one kind between two reports.
+type lossWindow struct {
+	mu        sync.Mutex
+	count     uint64
+	since     time.Time
+	seen      map[string]struct{}
+	channels  []string
+	truncated bool
+	err       error
+}
+
+// add records one loss on channel and reports whether it opened the
+// window. makeErr, if not nil, is called for the first loss of a window
+// only, so that a flood of losses builds one error, not one per loss.
+func (w *lossWindow) add(channel string, makeErr func() error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	opened := w.count == 0
+	w.count++
+	if opened {
+		w.since = time.Now()
+		if makeErr != nil {
+			w.err = makeErr()
+		}
+	}
+	if _, ok := w.seen[channel]; ok {
+		return opened
+	}
+	if len(w.channels) >= maxReportedChannels {
+		w.truncated = true
+		return opened
+	}
+	if w.seen == nil {
+		w.seen = make(map[string]struct{})
+	}
+	w.seen[channel] = struct{}{}
+	w.channels = append(w.channels, channel)
+	return opened
+}
+
+// take closes the window at now and returns its event, or false when no
+// loss happened since the last take.
+func (w *lossWindow) take(kind EventKind, now time.Time) (Event, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.count == 0 {
+		return Event{}, false
+	}
+	ev := Event{
+		Kind:      kind,
+		Channels:  w.channels,
+		Since:     w.since,
+		Until:     now,
+		Count:     w.count,
+		Truncated: w.truncated,
+		Err:       w.err,
+	}
+	// The event owns the channel slice from here on; the map is reused.
+	w.channels = nil
+	clear(w.seen)
+	w.count = 0
+	w.since = time.Time{}
+	w.truncated = false
+	w.err = nil
+	return ev, true
+}
