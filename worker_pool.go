@@ -38,7 +38,8 @@ const (
 //
 // A panic in the Handler is recovered: the message counts as a panic (not
 // as delivered), the worker goes on with its next message, and the panic is
-// reported as an aggregated EventError whose Err wraps ErrHandlerPanic and
+// reported like drops are, as an aggregated EventError (Count panics,
+// distinct Channels, Since..Until) whose Err wraps ErrHandlerPanic and
 // carries the first panic's value and stack. Killing the worker would stall
 // every channel routed to it; killing the process would take down every
 // subscription of the node.
@@ -82,7 +83,9 @@ type poolWorker struct {
 // passes loss events to emit. A workers or queueSize of zero or less takes
 // DefaultWorkers or DefaultQueueSize. A nil handler discards messages; a
 // nil emit discards events. emit is called from the reporter goroutine
-// only, never from Submit; it should not block (Emitter.Emit does not).
+// only, never from Submit, and never after Close returns; it should not
+// block (Emitter.Emit does not). An owner that also owns the Emitter closes
+// the pool first, so the last loss events still reach the application.
 //
 // The caller owns the pool and must Close it to stop its goroutines.
 func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {

@@ -41,6 +41,7 @@ type Broker struct {
 	published           atomic.Uint64
 	resubscribeCommands atomic.Uint64
 	topologyChanges     atomic.Uint64
+	reconnects          atomic.Uint64
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -327,7 +328,7 @@ func (b *Broker) requestRefresh() {
 
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats {
-	st := shardcast.Stats{Published: b.published.Load()}
+	st := shardcast.Stats{Published: b.published.Load(), Reconnects: b.reconnects.Load()}
 	if b.pool != nil {
 		st.Delivered, st.Dropped = b.pool.Delivered(), b.pool.Dropped()
 		st.Received, st.BadFrames = b.inbox.Received(), b.inbox.BadFrames()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -23,12 +24,22 @@ type masterConn struct {
 	mu   sync.Mutex
 	wire *subconn.Conn // nil while down
 
-	stop chan struct{}
-	done chan struct{}
+	// slow is set while a health ping has been unanswered for a whole
+	// HealthInterval. The topology loop then polls at RecoveryInterval: a
+	// frozen master is usually replaced by its replica (after the cluster
+	// node timeout) before the ping times out, and the slot map shows it.
+	slow atomic.Bool
+
+	// ctx ends when the master is stopped; it bounds every dial and ping
+	// so that stopping never waits for a frozen server.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newMasterConn(b *Broker, addr string) *masterConn {
-	return &masterConn{b: b, addr: addr, stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &masterConn{b: b, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // current returns the live wire, or nil.
@@ -43,21 +54,18 @@ func (m *masterConn) current() *subconn.Conn {
 
 // close stops the goroutine and closes the wire; it waits for both.
 func (m *masterConn) close() {
-	select {
-	case <-m.stop:
-	default:
-		close(m.stop)
-	}
+	m.cancel()
 	<-m.done
 }
 
 func (m *masterConn) run() {
 	defer close(m.done)
+	connected := false
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			select {
 			case <-time.After(engine.Backoff(attempt-1, m.b.cfg.ReconnectMin, m.b.cfg.ReconnectMax)):
-			case <-m.stop:
+			case <-m.ctx.Done():
 				return
 			}
 		}
@@ -70,6 +78,10 @@ func (m *masterConn) run() {
 			continue
 		}
 		attempt = -1
+		if connected {
+			m.b.reconnects.Add(1)
+		}
+		connected = true
 		m.mu.Lock()
 		m.wire = wire
 		m.mu.Unlock()
@@ -87,7 +99,7 @@ func (m *masterConn) open() (*subconn.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.b.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(m.ctx, m.b.cfg.DialTimeout)
 	defer cancel()
 	return subconn.Open(ctx, node, subconn.Sharded, subconn.Hooks{
 		OnMessage: m.b.onMessage,
@@ -96,31 +108,62 @@ func (m *masterConn) open() (*subconn.Conn, error) {
 }
 
 // watch pings the wire until it dies (it then reports the loss and returns
-// true) or the master is stopped (false).
+// true) or the master is stopped (false). A ping runs on its own goroutine
+// so that a ping still unanswered after a whole HealthInterval can raise
+// suspicion (see slow) long before HealthTimeout declares the wire dead.
 func (m *masterConn) watch(wire *subconn.Conn) bool {
 	tick := time.NewTicker(m.b.cfg.HealthInterval)
 	defer tick.Stop()
+	pinged := make(chan error, 1)
+	var pingCancel context.CancelFunc // non-nil while a ping is out
+	endPing := func() {
+		if pingCancel != nil {
+			pingCancel()
+			<-pinged
+			pingCancel = nil
+		}
+		m.slow.Store(false)
+	}
 	for {
 		select {
-		case <-m.stop:
+		case <-m.ctx.Done():
+			endPing()
 			m.mu.Lock()
 			m.wire = nil
 			m.mu.Unlock()
 			wire.Close()
 			return false
 		case <-wire.Done():
+			endPing()
 			m.lost(wire)
 			return true
-		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), m.b.cfg.HealthTimeout)
-			err := wire.Ping(ctx)
-			cancel()
-			if err != nil && wire.Alive() {
+		case err := <-pinged:
+			pingCancel()
+			pingCancel = nil
+			m.slow.Store(false)
+			if err != nil && wire.Alive() && m.ctx.Err() == nil {
 				m.b.log.Warn("shardcast: master did not answer ping; dropping its connection", "master", m.addr, "err", err)
 				wire.Close()
 			}
+		case <-tick.C:
+			if pingCancel != nil {
+				if !m.slow.Swap(true) {
+					m.b.log.Warn("shardcast: master is slow to answer ping; polling the topology", "master", m.addr)
+					m.b.requestRefresh()
+				}
+				continue
+			}
+			pingCancel = m.ping(wire, pinged)
 		}
 	}
+}
+
+// ping starts one health ping of wire; its result goes to out. The
+// returned function cancels it.
+func (m *masterConn) ping(wire *subconn.Conn, out chan<- error) context.CancelFunc {
+	ctx, cancel := context.WithTimeout(m.ctx, m.b.cfg.HealthTimeout)
+	go func() { out <- wire.Ping(ctx) }()
+	return cancel
 }
 
 // lost marks every partition carried by wire as interrupted, reports them

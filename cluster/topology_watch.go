@@ -194,8 +194,8 @@ func (b *Broker) heal() {
 	}
 }
 
-// degraded reports whether some wanted partition is interrupted or some
-// master connection is down.
+// degraded reports whether some wanted partition is interrupted, or some
+// master connection is down or slow to answer its health ping.
 func (b *Broker) degraded() bool {
 	b.mu.Lock()
 	masters := make([]*masterConn, 0, len(b.masters))
@@ -204,7 +204,7 @@ func (b *Broker) degraded() bool {
 	}
 	b.mu.Unlock()
 	for _, m := range masters {
-		if m.current() == nil {
+		if m.current() == nil || m.slow.Load() {
 			return true
 		}
 	}

@@ -111,7 +111,7 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 			s.unlock()
 			return fresh, nil
 		}
-		if !conn.Alive() {
+		if s.dying(ctx, conn, err) {
 			// The wire died under us: nothing it confirmed survives. Wait
 			// for the reconnect and try again.
 			up := s.markDown(conn)
@@ -127,6 +127,36 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 		s.unlock()
 		return nil, fmt.Errorf("subscribe on shard %s: %w", s.addr, err)
 	}
+}
+
+// wireSettle bounds how long a command's I/O error waits for the
+// connection to be declared gone. rueidis fails the command and reports the
+// broken wire from the same read loop, but not atomically, so a command can
+// see the error a moment before Conn.Done closes.
+const wireSettle = time.Second
+
+// dying reports whether err, returned by a command on conn, means the wire
+// is gone. A Redis error reply or the caller's own ctx ending leave the wire
+// usable; any other error is an I/O failure, and then dying waits (bounded
+// by ctx and wireSettle) for conn to confirm it, so that the caller waits
+// for the reconnect instead of failing with a transient network error.
+func (s *subscriber) dying(ctx context.Context, conn *subconn.Conn, err error) bool {
+	if !conn.Alive() {
+		return true
+	}
+	if _, isRedis := rueidis.IsRedisErr(err); isRedis || ctx.Err() != nil {
+		return false
+	}
+	settle := time.NewTimer(wireSettle)
+	defer settle.Stop()
+	select {
+	case <-conn.Done():
+		return true
+	case <-ctx.Done():
+	case <-settle.C:
+	case <-s.b.closing:
+	}
+	return !conn.Alive()
 }
 
 // markDown records that conn is gone, unless that is already known, and

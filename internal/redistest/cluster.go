@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,8 +48,8 @@ var (
 // concurrent use, but topology changes (kill, pause, moves, add, remove)
 // are meant to be driven from one goroutine.
 type Cluster struct {
-	tb testing.TB
-	o  options
+	env env
+	o   options
 
 	mu    sync.Mutex
 	nodes []*Server // members, in start order
@@ -65,37 +65,94 @@ type Cluster struct {
 // split, and replica j follows master j mod masters. It returns once every
 // node reports cluster_state:ok, all nodes agree on CLUSTER SLOTS (each
 // master listing all its replicas) and every replica's link to its master
-// is up. It fails the test otherwise. Unlike redis-cli, it accepts 1 or 2
-// masters.
+// is up. The nodes are killed and their directories removed when the test
+// ends. It fails the test if the cluster cannot be built. Unlike redis-cli,
+// it accepts 1 or 2 masters. Clusters always run redis-server from PATH,
+// whatever SHARDCAST_REDIS_BACKEND says.
 func StartCluster(tb testing.TB, masters, replicas int, opts ...Option) *Cluster {
 	tb.Helper()
 	requireBinaries(tb)
-	n := masters * (1 + replicas)
-	if masters < 1 || replicas < 0 || n > maxClusterNodes {
-		tb.Fatalf("redistest: StartCluster(%d, %d): need masters >= 1, replicas >= 0 and at most %d nodes",
-			masters, replicas, maxClusterNodes)
+	if err := checkShape(masters, replicas); err != nil {
+		tb.Fatal(err)
 	}
-	c := &Cluster{tb: tb, o: buildOptions(opts)}
+	c := &Cluster{env: tbEnv(tb), o: buildOptions(opts)}
 	// Directories first: their removal must be registered before our
 	// cleanup so that it runs after the nodes are dead.
-	dirs := make([]string, n)
+	dirs := make([]string, masters*(1+replicas))
 	for i := range dirs {
 		dirs[i] = tb.TempDir()
 	}
 	tb.Cleanup(c.close)
+	if err := c.build(dirs, masters, replicas); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
 
+// StartSharedCluster is StartCluster for TestMain, where there is no
+// testing.TB: a package can start one cluster for all its tests that only
+// publish and subscribe (tests that kill, pause, restart or move slots
+// should have their own). Call stop after m.Run, and before any goleak
+// check: the cluster's process waiters are goroutines. stop kills the nodes
+// and removes their directories; it is idempotent. Progress and failures
+// are logged to stderr, which go test shows for a failing package or -v.
+func StartSharedCluster(masters, replicas int, opts ...Option) (c *Cluster, stop func(), err error) {
+	if err := findBinaries(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkShape(masters, replicas); err != nil {
+		return nil, nil, err
+	}
+	root, err := os.MkdirTemp("", "redistest-shared-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("redistest: %w", err)
+	}
+	c = &Cluster{env: sharedEnv(root), o: buildOptions(opts)}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			c.close()
+			_ = os.RemoveAll(root)
+		})
+	}
+	dirs := make([]string, masters*(1+replicas))
+	for i := range dirs {
+		if dirs[i], err = c.env.tempDir(); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("redistest: %w", err)
+		}
+	}
+	if err := c.build(dirs, masters, replicas); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+// ErrBadShape is returned for a cluster shape StartCluster refuses.
+var ErrBadShape = fmt.Errorf("redistest: need masters >= 1, replicas >= 0 and at most %d nodes", maxClusterNodes)
+
+func checkShape(masters, replicas int) error {
+	if masters < 1 || replicas < 0 || masters*(1+replicas) > maxClusterNodes {
+		return fmt.Errorf("%w (asked for %d masters × %d replicas)", ErrBadShape, masters, replicas)
+	}
+	return nil
+}
+
+// build starts one node per directory and forms the cluster.
+func (c *Cluster) build(dirs []string, masters, replicas int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
 	defer cancel()
 	began := time.Now()
 	if err := c.startNodes(ctx, dirs); err != nil {
-		tb.Fatalf("redistest: start cluster nodes: %v", err)
+		return fmt.Errorf("redistest: start cluster nodes: %w", err)
 	}
 	if err := c.create(ctx, masters, replicas); err != nil {
-		tb.Fatalf("redistest: create %d×%d cluster: %v\n%s", masters, replicas, err, c.describe())
+		return fmt.Errorf("redistest: create %d×%d cluster: %w\n%s", masters, replicas, err, c.describe())
 	}
-	tb.Logf("redistest: cluster %d×%d ready in %v: %s", masters, replicas,
+	c.env.logf("redistest: cluster %d×%d ready in %v: %s", masters, replicas,
 		time.Since(began).Round(time.Millisecond), c.describeShort())
-	return c
+	return nil
 }
 
 // startNodes starts one cluster-enabled server per directory, in parallel,
@@ -121,7 +178,7 @@ func (c *Cluster) startNodes(ctx context.Context, dirs []string) error {
 
 // startNode starts one cluster-enabled server and learns its node ID.
 func (c *Cluster) startNode(ctx context.Context, dir string) (*Server, error) {
-	s, err := startProcess(ctx, c.tb, dir, true, c.o)
+	s, err := startProcess(ctx, c.env, dir, true, c.o)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +212,17 @@ func (c *Cluster) create(ctx context.Context, masters, replicas int) error {
 			return err
 		}
 	}
-	// Every node meets the first directly: the handshakes run in parallel
-	// instead of waiting for gossip to spread.
-	for _, s := range nodes[1:] {
-		if err := nodes[0].doAll(ctx, []string{"CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.Port())}); err != nil {
-			return err
+	// Every pair meets directly: all handshakes start at once instead of
+	// waiting for gossip to spread the news node by node.
+	for i, s := range nodes {
+		var meets [][]string
+		for _, peer := range nodes[i+1:] {
+			meets = append(meets, []string{"CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(peer.Port())})
+		}
+		if len(meets) > 0 {
+			if err := s.doAll(ctx, meets...); err != nil {
+				return err
+			}
 		}
 	}
 	if err := poll(ctx, func(ctx context.Context) error { return c.checkMembership(ctx, nodes) }); err != nil {
@@ -214,409 +277,9 @@ func (s *Server) doAll(ctx context.Context, cmds ...[]string) error {
 	return nil
 }
 
-// checkLinksUp verifies that every replica's link to its master is up.
-func checkLinksUp(ctx context.Context, replicas []*Server) error {
-	for _, r := range replicas {
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		info, err := r.Info(pctx, "replication")
-		cancel()
-		if err != nil {
-			return err
-		}
-		if info["master_link_status"] != "up" {
-			return fmt.Errorf("%s: master_link_status:%s", r.Addr(), info["master_link_status"])
-		}
-	}
-	return nil
-}
-
-// checkMembership verifies that every node in nodes lists every other as a
-// healthy, fully joined member.
-func (c *Cluster) checkMembership(ctx context.Context, nodes []*Server) error {
-	for _, s := range nodes {
-		entries, err := s.clusterNodes(ctx)
-		if err != nil {
-			return err
-		}
-		if err := requireMembers(s, entries, nodes); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// requireMembers checks the viewer's CLUSTER NODES for every node in want.
-func requireMembers(viewer *Server, entries []nodeEntry, want []*Server) error {
-	for _, w := range want {
-		i := slices.IndexFunc(entries, func(e nodeEntry) bool { return e.id == w.ID() })
-		if i < 0 {
-			return fmt.Errorf("%s does not know %s (%s) yet", viewer.Addr(), w.Addr(), w.ID())
-		}
-		if !entries[i].healthy() {
-			return fmt.Errorf("%s sees %s as %s", viewer.Addr(), w.Addr(), strings.Join(entries[i].flags, ","))
-		}
-	}
-	return nil
-}
-
-// clusterNodes asks one node for its CLUSTER NODES, bounded by probeTimeout.
-func (s *Server) clusterNodes(ctx context.Context) ([]nodeEntry, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	reply, err := s.Do(ctx, "CLUSTER", "NODES")
-	if err != nil {
-		return nil, fmt.Errorf("redistest: %s CLUSTER NODES: %w", s.Addr(), err)
-	}
-	text, ok := reply.(string)
-	if !ok {
-		return nil, fmt.Errorf("%w: CLUSTER NODES answered %T", ErrProtocol, reply)
-	}
-	return parseClusterNodes(text)
-}
-
-// poll runs check until it succeeds or ctx ends; the error then carries
-// check's last complaint, which is what a failing test needs to show.
-func poll(ctx context.Context, check func(context.Context) error) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		timer.Reset(pollInterval)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w; last check: %v", ctx.Err(), err)
-		case <-timer.C:
-		}
-	}
-}
-
-// nodeView is what one node reports about the cluster in one probe.
-type nodeView struct {
-	state   string // cluster_state
-	slots   []slotOwner
-	key     string // slotMapKey(slots)
-	entries []nodeEntry
-	role    string // INFO replication role: master or slave
-	linkUp  bool   // master_link_status:up (replicas)
-}
-
-// probe asks one node for CLUSTER INFO, CLUSTER SLOTS, CLUSTER NODES and
-// INFO replication in one round trip.
-func (s *Server) probe(ctx context.Context) (nodeView, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	replies, err := s.doMulti(ctx,
-		[]string{"CLUSTER", "INFO"}, []string{"CLUSTER", "SLOTS"},
-		[]string{"CLUSTER", "NODES"}, []string{"INFO", "replication"})
-	if err != nil {
-		return nodeView{}, err
-	}
-	texts := make([]string, len(replies))
-	for i, r := range replies {
-		if i == 1 {
-			continue
-		}
-		t, ok := r.(string)
-		if !ok {
-			return nodeView{}, fmt.Errorf("redistest: %s probe reply %d: %v", s.Addr(), i, r)
-		}
-		texts[i] = t
-	}
-	var v nodeView
-	v.state = parseInfo(texts[0])["cluster_state"]
-	if v.slots, err = parseClusterSlots(replies[1]); err != nil {
-		return nodeView{}, err
-	}
-	v.key = slotMapKey(v.slots)
-	if v.entries, err = parseClusterNodes(texts[2]); err != nil {
-		return nodeView{}, err
-	}
-	repl := parseInfo(texts[3])
-	v.role = repl["role"]
-	v.linkUp = repl["master_link_status"] == "up"
-	return v, nil
-}
-
-// WaitConverged waits until the cluster is settled as seen from every node
-// that is running and not paused: each reports cluster_state:ok, all report
-// the same CLUSTER SLOTS, each lists all of them as healthy members, no slot
-// is migrating, every slot owner and listed replica is one of them, and
-// every replica among them has its master link up.
-func (c *Cluster) WaitConverged(ctx context.Context) error {
-	return c.waitConverged(ctx, nil)
-}
-
-func (c *Cluster) waitConverged(ctx context.Context, extra func([]slotOwner) error) error {
-	return poll(ctx, func(ctx context.Context) error {
-		agreed, err := c.checkConverged(ctx)
-		if err != nil {
-			return err
-		}
-		if extra != nil {
-			return extra(agreed)
-		}
-		return nil
-	})
-}
-
-// checkConverged runs one convergence probe round and returns the agreed
-// slot map. It stops at the first node that disagrees: while the cluster
-// is still settling, that keeps a round cheap.
-func (c *Cluster) checkConverged(ctx context.Context) ([]slotOwner, error) {
-	live := c.responsiveNodes()
-	if len(live) == 0 {
-		return nil, ErrNoLiveNode
-	}
-	liveIDs := make(map[string]bool, len(live))
-	for _, s := range live {
-		liveIDs[s.ID()] = true
-	}
-	var ref nodeView
-	for i, s := range live {
-		v, err := s.probe(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if v.state != "ok" {
-			return nil, fmt.Errorf("%s: cluster_state:%s", s.Addr(), v.state)
-		}
-		if i == 0 {
-			ref = v
-			for _, o := range v.slots {
-				for _, id := range append([]string{o.master}, o.replicas...) {
-					if !liveIDs[id] {
-						return nil, fmt.Errorf("%s: slots %d-%d list node %s, which is not running",
-							s.Addr(), o.slots.First, o.slots.Last, id)
-					}
-				}
-			}
-		} else if v.key != ref.key {
-			return nil, fmt.Errorf("slot maps differ: %s has %s; %s has %s", live[0].Addr(), ref.key, s.Addr(), v.key)
-		}
-		if err := requireMembers(s, v.entries, live); err != nil {
-			return nil, err
-		}
-		for _, e := range v.entries {
-			if e.migrating {
-				return nil, fmt.Errorf("%s: node %s has a slot migration in progress", s.Addr(), e.addr)
-			}
-		}
-		if v.role == "slave" && !v.linkUp {
-			return nil, fmt.Errorf("%s: replica link to its master is not up", s.Addr())
-		}
-	}
-	c.remember(ref.slots, liveIDs)
-	return ref.slots, nil
-}
-
-// remember records an agreed slot map in c.owned.
-func (c *Cluster) remember(agreed []slotOwner, liveIDs map[string]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.owned == nil {
-		c.owned = make(map[string][]SlotRange)
-	}
-	for id := range liveIDs {
-		delete(c.owned, id)
-	}
-	for _, o := range agreed {
-		c.owned[o.master] = append(c.owned[o.master], o.slots)
-	}
-}
-
-// responsiveNodes returns the members that are running and not paused.
-func (c *Cluster) responsiveNodes() []*Server {
-	var live []*Server
-	for _, s := range c.Nodes() {
-		if s.responsive() {
-			live = append(live, s)
-		}
-	}
-	return live
-}
-
 // close is the test cleanup: kill every node.
 func (c *Cluster) close() {
 	for _, s := range c.Nodes() {
 		s.close()
 	}
-}
-
-// Nodes returns every member in start order, including nodes that are
-// killed or paused but not removed.
-func (c *Cluster) Nodes() []*Server {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.nodes)
-}
-
-// Seeds returns the addresses of the members that are running and not
-// paused: what a client should be given to connect.
-func (c *Cluster) Seeds() []string {
-	var seeds []string
-	for _, s := range c.responsiveNodes() {
-		seeds = append(seeds, s.Addr())
-	}
-	return seeds
-}
-
-// member returns the node with the given ID, or nil.
-func (c *Cluster) member(id string) *Server {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.nodes {
-		if s.ID() == id {
-			return s
-		}
-	}
-	return nil
-}
-
-func (c *Cluster) isMember(s *Server) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Contains(c.nodes, s)
-}
-
-// view returns CLUSTER NODES from the first responsive node that answers.
-func (c *Cluster) view(ctx context.Context) ([]nodeEntry, error) {
-	var errs []error
-	for _, s := range c.responsiveNodes() {
-		entries, err := s.clusterNodes(ctx)
-		if err == nil {
-			return entries, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(append([]error{ErrNoLiveNode}, errs...)...)
-}
-
-// Masters returns the nodes currently acting as masters, as one responsive
-// node's CLUSTER NODES sees them (not by start order): masters the viewer
-// considers failed are left out, masters without slots are included.
-// Masters with slots come first, ordered by their lowest slot. Call
-// WaitConverged first for an answer every node would give.
-func (c *Cluster) Masters(ctx context.Context) ([]*Server, error) {
-	entries, err := c.view(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var withSlots, empty []nodeEntry
-	for _, e := range entries {
-		switch {
-		case !e.isMaster() || e.has("fail") || c.member(e.id) == nil:
-		case len(e.slots) > 0:
-			withSlots = append(withSlots, e)
-		default:
-			empty = append(empty, e)
-		}
-	}
-	slices.SortFunc(withSlots, func(a, b nodeEntry) int {
-		return int(slices.MinFunc(a.slots, cmpFirst).First) - int(slices.MinFunc(b.slots, cmpFirst).First)
-	})
-	return c.servers(append(withSlots, empty...)), nil
-}
-
-func cmpFirst(a, b SlotRange) int { return int(a.First) - int(b.First) }
-
-// Replicas returns the nodes currently acting as replicas, as one
-// responsive node sees them, leaving out those it considers failed.
-func (c *Cluster) Replicas(ctx context.Context) ([]*Server, error) {
-	return c.replicasWhere(ctx, func(nodeEntry) bool { return true })
-}
-
-// ReplicasOf returns the replicas currently following master, as one
-// responsive node sees them, leaving out those it considers failed.
-func (c *Cluster) ReplicasOf(ctx context.Context, master *Server) ([]*Server, error) {
-	if !c.isMember(master) {
-		return nil, ErrNotMember
-	}
-	id := master.ID()
-	return c.replicasWhere(ctx, func(e nodeEntry) bool { return e.masterID == id })
-}
-
-func (c *Cluster) replicasWhere(ctx context.Context, keep func(nodeEntry) bool) ([]*Server, error) {
-	entries, err := c.view(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var picked []nodeEntry
-	for _, e := range entries {
-		if e.has("slave") && !e.has("fail") && keep(e) {
-			picked = append(picked, e)
-		}
-	}
-	return c.servers(picked), nil
-}
-
-// servers maps entries to members, in start order within equal keys.
-func (c *Cluster) servers(entries []nodeEntry) []*Server {
-	out := make([]*Server, 0, len(entries))
-	for _, e := range entries {
-		if s := c.member(e.id); s != nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// MasterOfSlot returns the master that owns slot according to one
-// responsive node's CLUSTER SLOTS.
-func (c *Cluster) MasterOfSlot(ctx context.Context, slot uint16) (*Server, error) {
-	if slot >= SlotCount {
-		return nil, fmt.Errorf("redistest: slot %d out of range", slot)
-	}
-	var errs []error
-	for _, s := range c.responsiveNodes() {
-		owners, err := s.clusterSlots(ctx)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		id := ownerOf(owners, slot)
-		if id == "" {
-			return nil, fmt.Errorf("redistest: %s reports no owner for slot %d", s.Addr(), slot)
-		}
-		if m := c.member(id); m != nil {
-			return m, nil
-		}
-		return nil, fmt.Errorf("redistest: slot %d is owned by unknown node %s", slot, id)
-	}
-	return nil, errors.Join(append([]error{ErrNoLiveNode}, errs...)...)
-}
-
-// clusterSlots asks one node for CLUSTER SLOTS, bounded by probeTimeout.
-func (s *Server) clusterSlots(ctx context.Context) ([]slotOwner, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	reply, err := s.Do(ctx, "CLUSTER", "SLOTS")
-	if err != nil {
-		return nil, fmt.Errorf("redistest: %s CLUSTER SLOTS: %w", s.Addr(), err)
-	}
-	return parseClusterSlots(reply)
-}
-
-// describeShort lists the nodes as addr(pid), for logs.
-func (c *Cluster) describeShort() string {
-	var b strings.Builder
-	for i, s := range c.Nodes() {
-		if i > 0 {
-			b.WriteString(" ")
-		}
-		fmt.Fprintf(&b, "%s(pid %d)", s.Addr(), s.PID())
-	}
-	return b.String()
-}
-
-// describe gives every node's state and log tail, for failure messages.
-func (c *Cluster) describe() string {
-	var b strings.Builder
-	for _, s := range c.Nodes() {
-		fmt.Fprintf(&b, "=== node %s id %s dir %s: %s\n", s.Addr(), s.ID(), s.Dir(), s.inst.describe())
-	}
-	return b.String()
 }

@@ -242,14 +242,18 @@ func (c *Cluster) AddMaster(ctx context.Context) (*Server, error) {
 	if len(existing) == 0 {
 		return nil, ErrNoLiveNode
 	}
-	s, err := c.startNode(ctx, c.tb.TempDir())
+	dir, err := c.env.tempDir()
+	if err != nil {
+		return nil, fmt.Errorf("redistest: add master: %w", err)
+	}
+	s, err := c.startNode(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("redistest: add master: %w", err)
 	}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, s)
 	c.mu.Unlock()
-	c.tb.Logf("redistest: added cluster node %s (pid %d, id %s)", s.Addr(), s.PID(), s.ID())
+	c.env.logf("redistest: added cluster node %s (pid %d, id %s)", s.Addr(), s.PID(), s.ID())
 	meet := []string{"CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.Port())}
 	for _, e := range existing {
 		if err := e.doAll(ctx, meet); err != nil {

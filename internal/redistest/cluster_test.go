@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,6 +104,31 @@ func TestClusterOneMasterNoReplica(t *testing.T) {
 	replicas, err := c.Replicas(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, replicas)
+}
+
+func TestSharedClusterOutsideATest(t *testing.T) {
+	t.Parallel()
+	_, _, err := StartSharedCluster(0, 1)
+	require.ErrorIs(t, err, ErrBadShape)
+	_, _, err = StartSharedCluster(33, 1)
+	require.ErrorIs(t, err, ErrBadShape)
+
+	c, stop, err := StartSharedCluster(1, 0)
+	require.NoError(t, err)
+	defer stop()
+	ctx := testCtx(t, 60*time.Second)
+	n := c.Nodes()[0]
+	owners, err := n.clusterSlots(ctx)
+	require.NoError(t, err)
+	require.Len(t, owners, 1)
+	pid, dir := n.PID(), filepath.Dir(n.Dir())
+	require.NotZero(t, pid)
+
+	stop()
+	stop()
+	assert.True(t, processGone(pid), "stop must kill the nodes")
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "stop must remove the directories")
 }
 
 func TestClusterFailoverAfterKill(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -49,13 +48,13 @@ func dockerAvailable() error {
 
 // startDocker runs redis in a container whose port 6379 is published on
 // 127.0.0.1:<reserved port>, so Restart keeps the address.
-func startDocker(ctx context.Context, tb testing.TB, dir string, o options) (*Server, error) {
+func startDocker(ctx context.Context, e env, dir string, o options) (*Server, error) {
 	res, err := reservePort()
 	if err != nil {
 		return nil, err
 	}
 	inst := &dockerInstance{port: res.port, args: o.args}
-	s := &Server{tb: tb, dir: dir, port: res.port, res: res, inst: inst}
+	s := &Server{env: e, dir: dir, port: res.port, res: res, inst: inst}
 	if err := s.launch(ctx); err != nil {
 		desc := inst.describe()
 		_ = inst.kill()

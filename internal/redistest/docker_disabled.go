@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 )
 
 // errDockerNotBuilt explains how to get the Docker backend. It is behind a
@@ -16,6 +15,6 @@ var errDockerNotBuilt = errors.New("redistest: " + BackendEnv + "=docker needs a
 
 func dockerAvailable() error { return errDockerNotBuilt }
 
-func startDocker(context.Context, testing.TB, string, options) (*Server, error) {
+func startDocker(context.Context, env, string, options) (*Server, error) {
 	return nil, fmt.Errorf("start container: %w", errDockerNotBuilt)
 }

@@ -176,7 +176,7 @@ func (p *processInstance) terminate() error {
 func (p *processInstance) pause() error {
 	alive, err := p.signal(syscall.SIGSTOP)
 	if err == nil && !alive {
-		err = errNotRunning
+		err = ErrNotRunning
 	}
 	return err
 }
@@ -184,7 +184,7 @@ func (p *processInstance) pause() error {
 func (p *processInstance) resume() error {
 	alive, err := p.signal(syscall.SIGCONT)
 	if err == nil && !alive {
-		err = errNotRunning
+		err = ErrNotRunning
 	}
 	return err
 }

@@ -13,13 +13,11 @@ import (
 type fatalRecorder struct {
 	testing.TB
 	fatals []string
-	logs   []string
 }
 
 func (r *fatalRecorder) Helper()                   {}
 func (r *fatalRecorder) Fatal(args ...any)         { r.fatals = append(r.fatals, fmt.Sprint(args...)) }
 func (r *fatalRecorder) Fatalf(f string, a ...any) { r.fatals = append(r.fatals, fmt.Sprintf(f, a...)) }
-func (r *fatalRecorder) Logf(f string, a ...any)   { r.logs = append(r.logs, fmt.Sprintf(f, a...)) }
 
 func TestLookupBinariesNamesTheInstallCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())

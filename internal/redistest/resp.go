@@ -104,21 +104,8 @@ func (c *respConn) do(ctx context.Context, cmds ...[]string) ([]any, error) {
 	return replies, nil
 }
 
-// send writes commands without reading replies (for subscriptions, whose
-// confirmations are read with receive).
-func (c *respConn) send(ctx context.Context, cmds ...[]string) error {
-	release := c.guard(ctx)
-	defer release()
-	for _, cmd := range cmds {
-		writeCommand(c.bw, cmd)
-	}
-	if err := c.bw.Flush(); err != nil {
-		return fmt.Errorf("redistest: write to %s: %w", c.nc.RemoteAddr(), ctxErr(ctx, err))
-	}
-	return nil
-}
-
-// receive reads one reply or pushed message.
+// receive reads one more reply or pushed message (a subscription push
+// such as a server-sent sunsubscribe).
 func (c *respConn) receive(ctx context.Context) (any, error) {
 	release := c.guard(ctx)
 	defer release()

@@ -23,9 +23,6 @@ var (
 	ErrClosed = errors.New("redistest: server closed by test cleanup")
 )
 
-// errNotRunning is the internal alias used by instances.
-var errNotRunning = ErrNotRunning
-
 const (
 	// startTimeout bounds one server start including its readiness wait;
 	// generous because the 2-core test machines are shared and noisy.
@@ -41,7 +38,7 @@ const (
 // killed, waited for and its directory removed by the test's cleanup. Its
 // methods are safe for concurrent use.
 type Server struct {
-	tb      testing.TB
+	env     env
 	dir     string
 	port    int
 	cluster bool
@@ -79,9 +76,9 @@ func StartStandalone(tb testing.TB, opts ...Option) *Server {
 		err error
 	)
 	if b == backendDocker {
-		s, err = startDocker(ctx, tb, dir, o)
+		s, err = startDocker(ctx, tbEnv(tb), dir, o)
 	} else {
-		s, err = startProcess(ctx, tb, dir, false, o)
+		s, err = startProcess(ctx, tbEnv(tb), dir, false, o)
 	}
 	if err != nil {
 		tb.Fatalf("redistest: start standalone redis: %v", err)
@@ -135,7 +132,7 @@ func serverArgs(port int, dir string, cluster bool, extra []string) []string {
 // startProcess starts redis-server as a child process, retrying on a new
 // port if the server dies during startup (most likely a port lost to an
 // unrelated process after our probe).
-func startProcess(ctx context.Context, tb testing.TB, dir string, cluster bool, o options) (*Server, error) {
+func startProcess(ctx context.Context, e env, dir string, cluster bool, o options) (*Server, error) {
 	if err := findBinaries(); err != nil {
 		return nil, err
 	}
@@ -146,11 +143,11 @@ func startProcess(ctx context.Context, tb testing.TB, dir string, cluster bool, 
 			return nil, err
 		}
 		inst := newProcessInstance(redisServerBin, dir, serverArgs(res.port, dir, cluster, o.args))
-		s := &Server{tb: tb, dir: dir, port: res.port, cluster: cluster, res: res, inst: inst}
+		s := &Server{env: e, dir: dir, port: res.port, cluster: cluster, res: res, inst: inst}
 		if err = s.launch(ctx); err == nil {
 			return s, nil
 		}
-		tb.Logf("redistest: redis-server on 127.0.0.1:%d (dir %s) failed to start, attempt %d/%d: %v\n%s",
+		e.logf("redistest: redis-server on 127.0.0.1:%d (dir %s) failed to start, attempt %d/%d: %v\n%s",
 			res.port, dir, attempt, startAttempts, err, inst.describe())
 		_ = inst.kill()
 		inst.close()
@@ -204,7 +201,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return fmt.Errorf("redis-server not answering PING: %w (last probe: %v)", ctx.Err(), err)
 		case <-timer.C:
 		}
-		delay = min(delay*2, 50*time.Millisecond)
+		delay = min(delay*2, 10*time.Millisecond)
 	}
 }
 
@@ -217,7 +214,7 @@ func (s *Server) close() {
 	}
 	s.closed = true
 	if err := s.inst.kill(); err != nil {
-		s.tb.Errorf("redistest: cleanup of %s: %v", s.Addr(), err)
+		s.env.errorf("redistest: cleanup of %s: %v", s.Addr(), err)
 	}
 	s.inst.close()
 	s.res.release()
@@ -359,7 +356,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	s.paused = false
 	if err := s.launch(ctx); err != nil {
 		desc := s.inst.describe()
-		s.tb.Logf("redistest: restart of %s failed: %v\n%s", s.Addr(), err, desc)
+		s.env.logf("redistest: restart of %s failed: %v\n%s", s.Addr(), err, desc)
 		_ = s.inst.kill()
 		s.down = true
 		return fmt.Errorf("redistest: restart %s: %w", s.Addr(), err)

@@ -3,10 +3,12 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -152,9 +154,9 @@ func TestStandaloneCleanupLeavesNothing(t *testing.T) {
 
 func TestStartFailureIsReported(t *testing.T) {
 	t.Parallel()
-	rec := &fatalRecorder{TB: t}
+	rec := &logRecorder{}
 	// redis-server refuses unknown directives and exits at once.
-	s, err := startProcess(testCtx(t, 30*time.Second), rec, t.TempDir(), false, buildOptions([]Option{WithArgs("--no-such-directive", "1")}))
+	s, err := startProcess(testCtx(t, 30*time.Second), rec.env(t), t.TempDir(), false, buildOptions([]Option{WithArgs("--no-such-directive", "1")}))
 	require.Error(t, err)
 	assert.Nil(t, s)
 	assert.Contains(t, err.Error(), "exited before answering PING")
@@ -169,11 +171,27 @@ func TestStartRetriesOnLostPort(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	busy := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	rec := &fatalRecorder{TB: t}
-	_, err = startProcess(testCtx(t, 30*time.Second), rec, t.TempDir(), false, buildOptions([]Option{WithArgs("--port", busy)}))
+	rec := &logRecorder{}
+	_, err = startProcess(testCtx(t, 30*time.Second), rec.env(t), t.TempDir(), false, buildOptions([]Option{WithArgs("--port", busy)}))
 	require.Error(t, err)
 	assert.Len(t, logLines(rec.logs), startAttempts, "a lost port must be retried on new ports")
 	assert.Contains(t, rec.logs[0], "Address already in use")
+}
+
+// logRecorder captures what the harness logs.
+type logRecorder struct {
+	mu   sync.Mutex
+	logs []string
+}
+
+func (r *logRecorder) env(t *testing.T) env {
+	e := tbEnv(t)
+	e.logf = func(format string, args ...any) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.logs = append(r.logs, fmt.Sprintf(format, args...))
+	}
+	return e
 }
 
 // logLines keeps the messages that report a failed start attempt.
@@ -195,4 +213,22 @@ func atoi(t *testing.T, s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+func TestSharedStandaloneOutsideATest(t *testing.T) {
+	t.Parallel()
+	s, stop, err := StartSharedStandalone()
+	require.NoError(t, err)
+	defer stop()
+	reply, err := s.Do(testCtx(t, 10*time.Second), "PING")
+	require.NoError(t, err)
+	assert.Equal(t, "PONG", reply)
+	pid, dir := s.PID(), s.Dir()
+	require.NotZero(t, pid)
+
+	stop()
+	stop()
+	assert.True(t, processGone(pid), "stop must kill the server")
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "stop must remove the directory")
 }

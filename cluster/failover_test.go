@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// failoverRig is a 3×1 cluster with a subscriber on every partition, a
+// publisher feeding every channel continuously, and the events the
+// subscriber reported. The subscriber runs on default intervals.
+type failoverRig struct {
+	c        *redistest.Cluster
+	sub, pub *Broker
+	rec      *recorder
+	events   *eventLog
+	channels []string
+	feed     *feeder
+}
+
+func newFailoverRig(t *testing.T) *failoverRig {
+	r := &failoverRig{c: redistest.StartCluster(t, 3, 1), rec: newRecorder(), events: &eventLog{}}
+	r.sub = newBroker(t, Config{Addrs: r.c.Seeds(),
+		Options: shardcast.Options{Handler: r.rec.handle, OnEvent: r.events.add}})
+	r.pub = newBroker(t, Config{Addrs: r.c.Seeds()})
+	r.channels = channelsPerPartition(r.sub.Layout(), 2, "fo.")
+	require.NoError(t, r.sub.Subscribe(testCtx(t, 30*time.Second), r.channels...))
+	r.feed = startFeeder(t, r.pub, r.channels)
+	r.rec.waitSilentSince(t, r.channels, time.Now(), 30*time.Second)
+	return r
+}
+
+// victim returns the first master and the partitions the broker has on it.
+func (r *failoverRig) victim(t *testing.T) (*redistest.Server, []int) {
+	masters, err := r.c.Masters(testCtx(t, 10*time.Second))
+	require.NoError(t, err)
+	v := masters[0]
+	parts := r.sub.Masters()[v.Addr()]
+	require.NotEmpty(t, parts)
+	sort.Ints(parts)
+	return v, parts
+}
+
+// lastFirstDelivery returns, over parts, the latest of each partition's
+// first delivery of a message published at or after since.
+func (r *failoverRig) lastFirstDelivery(parts []int, since time.Time) (time.Time, int) {
+	var last time.Time
+	lastPart := -1
+	l := r.sub.Layout()
+	for _, p := range parts {
+		var first time.Time
+		for _, ch := range inPartitions(l, r.channels, []int{p}) {
+			if at := r.rec.firstSince(ch, since); !at.IsZero() && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if first.After(last) {
+			last, lastPart = first, p
+		}
+	}
+	return last, lastPart
+}
+
+// checkEvents asserts that Interrupted and Restored events named exactly
+// parts, Interrupted on from and Restored on to.
+func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string) {
+	t.Helper()
+	require.True(t, waitFor(30*time.Second, func() bool {
+		got, _ := r.events.partitions(shardcast.EventRestored)
+		return len(got) >= len(parts)
+	}), "restored partitions never covered %v: %v", parts, r.events.snapshot())
+	interrupted, ishards := r.events.partitions(shardcast.EventInterrupted)
+	restored, rshards := r.events.partitions(shardcast.EventRestored)
+	assert.Equal(t, setOf(parts), interrupted, "interrupted partitions")
+	assert.Equal(t, setOf(parts), restored, "restored partitions")
+	assert.Equal(t, map[string]bool{from: true}, ishards, "interrupted shard")
+	assert.Equal(t, map[string]bool{to: true}, rshards, "restored shard")
+	for _, ev := range r.events.snapshot() {
+		switch ev.Kind {
+		case shardcast.EventInterrupted:
+			assert.Error(t, ev.Err, "an interruption names its cause")
+			t.Logf("event %v (cause: %v)", ev, ev.Err)
+		case shardcast.EventRestored:
+			assert.False(t, ev.Since.IsZero() || ev.Until.Before(ev.Since), "restored window %v..%v", ev.Since, ev.Until)
+		}
+	}
+}
+
+// TestFailover kills a master under continuous publishing: its replica is
+// promoted, the broker follows, every channel delivers again, and the
+// events name exactly the killed master's partitions. A Subscribe issued
+// right after the kill, for new channels on the killed master, either
+// waits and succeeds (and then delivers) or fails naming its cause.
+func TestFailover(t *testing.T) {
+	r := newFailoverRig(t)
+	victim, parts := r.victim(t)
+	l := r.sub.Layout()
+
+	late := inPartitions(l, numbered("late.", 400), parts)
+	require.NotEmpty(t, late)
+	type result struct {
+		err error
+		at  time.Time
+	}
+	patient, hasty := make(chan result, 1), make(chan result, 1)
+
+	killedAt := time.Now()
+	require.NoError(t, victim.Kill())
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := r.sub.Subscribe(ctx, late[:len(late)/2]...)
+		patient <- result{err, time.Now()}
+	}()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := r.sub.Subscribe(ctx, late[len(late)/2:]...)
+		hasty <- result{err, time.Now()}
+	}()
+
+	promoted, err := r.c.WaitFailover(testCtx(t, 30*time.Second), victim)
+	require.NoError(t, err)
+	t.Logf("replica %s promoted %v after the kill of %s", promoted.Addr(), time.Since(killedAt).Round(time.Millisecond), victim.Addr())
+
+	r.rec.waitSilentSince(t, r.channels, killedAt, 30*time.Second)
+	last, lastPart := r.lastFirstDelivery(parts, killedAt)
+	t.Logf("FIGURE failover: kill -> first delivery on the last of %d affected partitions (partition %d): %v",
+		len(parts), lastPart, last.Sub(killedAt).Round(time.Millisecond))
+	r.checkEvents(t, parts, victim.Addr(), promoted.Addr())
+	assert.Equal(t, parts, sortedCopy(r.sub.Masters()[promoted.Addr()]), "the promoted replica carries the partitions")
+	assert.NotContains(t, r.sub.Masters(), victim.Addr())
+
+	// The Subscribe calls made during the failover.
+	p := <-patient
+	require.NoError(t, p.err, "a Subscribe with a 30 s budget must outlast a failover")
+	t.Logf("Subscribe issued at the kill succeeded after %v", p.at.Sub(killedAt).Round(time.Millisecond))
+	h := <-hasty
+	if h.err != nil {
+		assert.ErrorIs(t, h.err, context.DeadlineExceeded)
+		assert.Contains(t, h.err.Error(), "partition", "the error names the partition")
+		t.Logf("Subscribe with a 300 ms budget failed: %v", h.err)
+	}
+	checkLateChannels(t, r, late, h.err == nil)
+	r.feed.halt()
+}
+
+// checkLateChannels publishes to channels subscribed during the failover:
+// the first half must deliver; the second half must deliver if its
+// Subscribe succeeded, and must not if it failed.
+func checkLateChannels(t *testing.T, r *failoverRig, late []string, secondOK bool) {
+	t.Helper()
+	mark := time.Now()
+	publishAll(t, r.pub, late, "1")
+	want := late[:len(late)/2]
+	if secondOK {
+		want = late
+	}
+	r.rec.waitSilentSince(t, want, mark, 20*time.Second)
+	if !secondOK {
+		// The subscribed half proves the publishes arrived; a failed
+		// Subscribe left nothing behind.
+		for _, ch := range late[len(late)/2:] {
+			assert.Zero(t, r.rec.count(ch), "channel %s delivers although its Subscribe failed", ch)
+		}
+		assert.Equal(t, len(r.channels)+len(late)/2, r.sub.Stats().Channels)
+	}
+}
+
+func sortedCopy(s []int) []int {
+	out := append([]int(nil), s...)
+	sort.Ints(out)
+	return out
+}
+
+// TestFrozenMaster freezes a master with SIGSTOP for longer than the node
+// timeout, so that its replica takes over while its sockets stay open and
+// silent, then wakes it up. Delivery must resume on every channel, and the
+// events must say what noticed the frozen master.
+func TestFrozenMaster(t *testing.T) {
+	r := newFailoverRig(t)
+	victim, parts := r.victim(t)
+
+	pausedAt := time.Now()
+	require.NoError(t, victim.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = victim.Resume()
+		}
+	})
+	promoted, err := r.c.WaitFailover(testCtx(t, 30*time.Second), victim)
+	require.NoError(t, err)
+	t.Logf("replica %s promoted %v after SIGSTOP of %s", promoted.Addr(), time.Since(pausedAt).Round(time.Millisecond), victim.Addr())
+
+	r.rec.waitSilentSince(t, r.channels, pausedAt, 30*time.Second)
+	last, lastPart := r.lastFirstDelivery(parts, pausedAt)
+	t.Logf("FIGURE sigstop: pause -> first delivery on the last of %d affected partitions (partition %d): %v",
+		len(parts), lastPart, last.Sub(pausedAt).Round(time.Millisecond))
+	for _, ev := range r.events.snapshot() {
+		if ev.Kind == shardcast.EventInterrupted {
+			t.Logf("FIGURE sigstop: detected %v after the pause: %v", ev.Since.Sub(pausedAt).Round(time.Millisecond), ev)
+		}
+	}
+	r.checkEvents(t, parts, victim.Addr(), promoted.Addr())
+
+	// Wake the old master: it rejoins as a replica of its successor and
+	// pushes sunsubscribe to whoever is still subscribed on it. Delivery
+	// must go on everywhere.
+	resumed = true
+	require.NoError(t, victim.Resume())
+	require.NoError(t, r.c.WaitConverged(testCtx(t, 30*time.Second)))
+	mark := time.Now()
+	r.rec.waitSilentSince(t, r.channels, mark, 30*time.Second)
+	assert.NotContains(t, r.sub.Masters(), victim.Addr())
+	settle(t, r.rec, r.feed, r.channels)
+	rep := checkDelivery(t, r.rec, r.feed, r.channels)
+	t.Logf("FIGURE sigstop: duplicates %d, reordered %d, failed publishes %d of which delivered late %d, acknowledged but lost %d",
+		rep.duplicates, rep.reordered, r.feed.failures(), rep.lateFailed, rep.missing)
+}
+
+// settle halts the feeder and waits until every channel received the last
+// message the feeder published on it successfully.
+func settle(t *testing.T, rec *recorder, f *feeder, channels []string) {
+	t.Helper()
+	f.halt()
+	var behind []string
+	ok := waitFor(20*time.Second, func() bool {
+		behind = behind[:0]
+		for _, ch := range channels {
+			seqs := rec.seqs(ch)
+			if last := f.lastSeq(ch); last > 0 && !slices.Contains(seqs, last) {
+				behind = append(behind, ch)
+			}
+		}
+		return len(behind) == 0
+	})
+	require.True(t, ok, "%d channels never received their last message, e.g. %v", len(behind), head(behind, 5))
+}

@@ -1,0 +1,63 @@
+package sharded
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+)
+
+// BenchmarkPublishDeliver measures publish→deliver through one local
+// instance: several goroutines publish 256-byte messages over 64 channels
+// and the clock stops once the subscriber has handled (or dropped) every
+// one. It reports delivered messages per second and, through ReportAllocs,
+// the allocations of both sides per message.
+func BenchmarkPublishDeliver(b *testing.B) {
+	s := redistest.StartStandalone(b)
+	ctx := context.Background()
+	var handled atomic.Int64
+	sub := newBroker(b, Config{Addrs: addrs(s), Options: shardcast.Options{
+		Handler: func(shardcast.Message) { handled.Add(1) },
+	}})
+	pub := newBroker(b, Config{Addrs: addrs(s)})
+	chans := channelNames("bench:", 64)
+	if err := sub.Subscribe(ctx, chans...); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	var next atomic.Uint64
+	b.SetParallelism(8) // enough publishers in flight to fill pipelines
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := next.Add(1)
+		for pb.Next() {
+			if err := pub.Publish(ctx, chans[i%uint64(len(chans))], payload); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+	want := uint64(b.N)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		st := sub.Stats()
+		if st.Received >= want && st.Delivered+st.Dropped >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("after %v: received %d, delivered %d, dropped %d of %d", waitTimeout, st.Received, st.Delivered, st.Dropped, want)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	st := sub.Stats()
+	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
+	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+}

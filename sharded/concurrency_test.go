@@ -1,0 +1,163 @@
+package sharded
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestConcurrentSubscribeUnsubscribe has many goroutines subscribe and
+// unsubscribe a small set of channels at once, over two instances and two
+// connections per instance, so every connection's calls contend. Calls
+// for one channel are ordered by a test-side lock that records the last
+// one; afterwards each channel is subscribed on its instance (exactly
+// once) if and only if its last call was Subscribe, and a publish reaches
+// it if and only if that is so.
+func TestConcurrentSubscribeUnsubscribe(t *testing.T) {
+	const (
+		goroutines = 16
+		rounds     = 40
+		channels   = 24
+	)
+	servers := startServers(t, 2)
+	rec := newRecorder()
+	sub := newBroker(t, Config{Addrs: addrs(servers...), ConnsPerShard: 2, Options: shardcast.Options{Handler: rec.handle}})
+	chans := channelNames("flip:", channels)
+
+	var (
+		locks      [channels]sync.Mutex
+		subscribed [channels]bool
+	)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range rounds {
+				i := rng.IntN(channels)
+				on := rng.IntN(2) == 0
+				locks[i].Lock()
+				var err error
+				if on {
+					err = sub.Subscribe(ctx, chans[i])
+				} else {
+					err = sub.Unsubscribe(ctx, chans[i])
+				}
+				if err == nil {
+					subscribed[i] = on
+				}
+				locks[i].Unlock()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	checkSubscriptions(t, sub, servers, chans, subscribed[:], rec)
+}
+
+// TestConcurrentCallsStayConsistent lets calls for the same channels
+// overlap freely (several channels per call, spread over instances and
+// connections): whatever order they land in, the broker's view and
+// Redis's must agree at the end.
+func TestConcurrentCallsStayConsistent(t *testing.T) {
+	const (
+		goroutines = 12
+		rounds     = 30
+		channels   = 16
+	)
+	servers := startServers(t, 2)
+	rec := newRecorder()
+	sub := newBroker(t, Config{Addrs: addrs(servers...), ConnsPerShard: 2, Options: shardcast.Options{Handler: rec.handle}})
+	chans := channelNames("mix:", channels)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 11))
+			for range rounds {
+				pick := make([]string, 1+rng.IntN(4))
+				for k := range pick {
+					pick[k] = chans[rng.IntN(channels)]
+				}
+				var err error
+				if rng.IntN(2) == 0 {
+					err = sub.Subscribe(ctx, pick...)
+				} else {
+					err = sub.Unsubscribe(ctx, pick...)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	wanted := make([]bool, channels)
+	for i, ch := range chans {
+		sh := sub.shards[sub.Shard(ch)]
+		for _, s := range sh.subs {
+			s.mu.Lock()
+			_, ok := s.wanted[ch]
+			s.mu.Unlock()
+			wanted[i] = wanted[i] || ok
+		}
+	}
+	checkSubscriptions(t, sub, servers, chans, wanted, rec)
+}
+
+// checkSubscriptions asserts that exactly the channels marked subscribed
+// are held by Redis, once, on their own instance, and that only they
+// receive a publish.
+func checkSubscriptions(t *testing.T, sub *Broker, servers []*redistest.Server, chans []string, subscribed []bool, rec *recorder) {
+	t.Helper()
+	ctx := context.Background()
+	want := 0
+	var on []string
+	for i, ch := range chans {
+		var n int64
+		if subscribed[i] {
+			n = 1
+			want++
+			on = append(on, ch)
+		}
+		home := sub.Shard(ch)
+		assert.Equal(t, n, numsub(t, servers[home], ch), "channel %s on its instance", ch)
+		assert.Zero(t, numsub(t, servers[1-home], ch), "channel %s on the other instance", ch)
+	}
+	assert.Equal(t, want, sub.Stats().Channels)
+	assert.Positive(t, want, "the random walk left nothing subscribed; the delivery check would be empty")
+
+	rec.reset()
+	for i, ch := range chans {
+		// PUBLISH answers how many subscribers Redis handed the message to.
+		got, err := servers[sub.Shard(ch)].Do(ctx, "PUBLISH", ch, "final")
+		require.NoError(t, err)
+		assert.EqualValues(t, map[bool]int64{true: 1, false: 0}[subscribed[i]], got, "receivers of %s", ch)
+	}
+	waitFor(t, "the subscribed channels to deliver", func() bool { return len(rec.missing(on, 1)) == 0 })
+	for i, ch := range chans {
+		if !subscribed[i] {
+			assert.Zero(t, rec.count(ch), "unsubscribed channel %s delivered", ch)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package sharded
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBadInputChangesNothing: every invalid call fails with its sentinel
+// error and leaves no trace in the broker or in Redis.
+func TestBadInputChangesNothing(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	ctx := context.Background()
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: rec.handle, MaxPayload: 16}})
+
+	t.Run("empty channel", func(t *testing.T) {
+		require.ErrorIs(t, b.Subscribe(ctx, "ok", ""), shardcast.ErrInvalidChannel)
+		assert.Zero(t, b.Stats().Channels)
+		assert.Zero(t, numsub(t, s, "ok"), "the valid channel of the call was not subscribed either")
+		require.ErrorIs(t, b.Publish(ctx, "", []byte("x")), shardcast.ErrInvalidChannel)
+
+		require.NoError(t, b.Subscribe(ctx, "kept"))
+		require.ErrorIs(t, b.Unsubscribe(ctx, "kept", ""), shardcast.ErrInvalidChannel)
+		assert.EqualValues(t, 1, numsub(t, s, "kept"), "the valid channel of the call was not unsubscribed either")
+		assert.Equal(t, 1, b.Stats().Channels)
+		require.NoError(t, b.Unsubscribe(ctx, "kept"))
+	})
+
+	t.Run("payload too large", func(t *testing.T) {
+		require.NoError(t, b.Subscribe(ctx, "size"))
+		require.ErrorIs(t, b.Publish(ctx, "size", make([]byte, 17)), shardcast.ErrPayloadTooLarge)
+		require.NoError(t, b.Publish(ctx, "size", make([]byte, 16)), "the limit itself is allowed")
+		require.NoError(t, b.Publish(ctx, "size", []byte("last")))
+		waitFor(t, "the accepted messages", func() bool { return rec.count("size") == 2 })
+		assert.Len(t, rec.get("size")[0].Payload, 16)
+		assert.EqualValues(t, 2, b.Stats().Published)
+	})
+
+	t.Run("cancelled context", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, b.Subscribe(cancelled, "never"), context.Canceled)
+		require.ErrorIs(t, b.Publish(cancelled, "size", []byte("x")), context.Canceled)
+		assert.Zero(t, numsub(t, s, "never"))
+		require.ErrorIs(t, b.Unsubscribe(cancelled, "size"), context.Canceled)
+		assert.EqualValues(t, 1, numsub(t, s, "size"), "a cancelled Unsubscribe unsubscribes nothing")
+	})
+
+	t.Run("idempotent", func(t *testing.T) {
+		require.NoError(t, b.Subscribe(ctx, "twice", "twice"))
+		require.NoError(t, b.Subscribe(ctx, "twice"))
+		assert.EqualValues(t, 1, numsub(t, s, "twice"))
+		require.NoError(t, b.Unsubscribe(ctx, "twice", "twice"))
+		require.NoError(t, b.Unsubscribe(ctx, "twice", "never-subscribed"))
+		assert.Zero(t, numsub(t, s, "twice"))
+	})
+}
+
+// TestCallsAfterClose all fail with ErrClosed, and Close is idempotent.
+func TestCallsAfterClose(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	ctx := context.Background()
+	b, err := New(Config{Addrs: addrs(s), Options: shardcast.Options{Handler: func(shardcast.Message) {}}})
+	require.NoError(t, err)
+	require.NoError(t, b.Subscribe(ctx, "a"))
+	require.NoError(t, b.Close())
+	require.ErrorIs(t, b.Publish(ctx, "a", nil), shardcast.ErrClosed)
+	require.ErrorIs(t, b.Subscribe(ctx, "a"), shardcast.ErrClosed)
+	require.ErrorIs(t, b.Unsubscribe(ctx, "a"), shardcast.ErrClosed)
+	require.NoError(t, b.Close())
+	waitFor(t, "the subscribe connection to go", func() bool { return pubsubChannels(t, s) == 0 })
+
+	pub, err := New(Config{Addrs: addrs(s)})
+	require.NoError(t, err)
+	require.NoError(t, pub.Close())
+	require.ErrorIs(t, pub.Publish(ctx, "a", nil), shardcast.ErrClosed)
+}
+
+// TestPublishOnly: a broker without a Handler publishes and refuses to
+// subscribe.
+func TestPublishOnly(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	ctx := context.Background()
+	rec := newRecorder()
+	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: rec.handle}})
+	pub := newBroker(t, Config{Addrs: addrs(s)})
+	require.ErrorIs(t, pub.Subscribe(ctx, "a"), shardcast.ErrNoHandler)
+	require.NoError(t, pub.Unsubscribe(ctx, "a"), "nothing to unsubscribe")
+	require.NoError(t, sub.Subscribe(ctx, "a"))
+	require.NoError(t, pub.Publish(ctx, "a", []byte("hi")))
+	waitFor(t, "the message", func() bool { return rec.count("a") == 1 })
+	clients, err := s.ClientList(ctx)
+	require.NoError(t, err)
+	subscribers := 0
+	for _, c := range clients {
+		if c["sub"] != "0" {
+			subscribers++
+		}
+	}
+	assert.Equal(t, 1, subscribers, "the publish-only broker holds no subscribe connection")
+}
+
+// TestInvalidConfig: every unusable configuration is refused with
+// ErrInvalidConfig before anything is dialled.
+func TestInvalidConfig(t *testing.T) {
+	good := "127.0.0.1:6379"
+	for name, cfg := range map[string]Config{
+		"no addrs":       {},
+		"empty addr":     {Addrs: []string{""}},
+		"no port":        {Addrs: []string{"localhost"}},
+		"bad url":        {Addrs: []string{"redis://[::1"}},
+		"bad scheme":     {Addrs: []string{"http://127.0.0.1:6379"}},
+		"second bad":     {Addrs: []string{good, "nope"}},
+		"neg workers":    {Addrs: []string{good}, Options: shardcast.Options{Workers: -1}},
+		"neg queue":      {Addrs: []string{good}, Options: shardcast.Options{QueueSize: -1}},
+		"neg batch":      {Addrs: []string{good}, Options: shardcast.Options{SubscribeBatch: -1}},
+		"neg payload":    {Addrs: []string{good}, Options: shardcast.Options{MaxPayload: -1}},
+		"neg conns":      {Addrs: []string{good}, ConnsPerShard: -1},
+		"neg dial":       {Addrs: []string{good}, DialTimeout: -1},
+		"neg reconnect":  {Addrs: []string{good}, ReconnectMin: -1},
+		"neg cmdtimeout": {Addrs: []string{good}, CommandTimeout: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := New(cfg)
+			require.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+			require.Nil(t, b)
+		})
+	}
+}
+
+// TestUnreachableInstance: New fails, naming the instance, instead of
+// returning a broker that cannot publish.
+func TestUnreachableInstance(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	addr := s.Addr()
+	require.NoError(t, s.Kill())
+	b, err := New(Config{Addrs: []string{addr}})
+	require.Error(t, err)
+	require.Nil(t, b)
+	assert.Contains(t, err.Error(), addr)
+}
+
+// TestPasswords: credentials in a redis:// URL or in Config reach Redis,
+// and wrong ones fail New with Redis's own complaint.
+func TestPasswords(t *testing.T) {
+	// An ACL user keeps the harness's own password-less connections working.
+	s := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">s3cret", "~*", "&*", "+@all"))
+	ctx := context.Background()
+
+	roundTrip := func(t *testing.T, cfg Config) {
+		rec := newRecorder()
+		cfg.Handler = rec.handle
+		b := newBroker(t, cfg)
+		require.NoError(t, b.Subscribe(ctx, "auth"))
+		require.NoError(t, b.Publish(ctx, "auth", []byte("ok")))
+		waitFor(t, "the message", func() bool { return rec.count("auth") == 1 })
+	}
+	t.Run("url", func(t *testing.T) {
+		roundTrip(t, Config{Addrs: []string{"redis://app:s3cret@" + s.Addr()}})
+	})
+	t.Run("config", func(t *testing.T) {
+		roundTrip(t, Config{Addrs: []string{s.Addr()}, Username: "app", Password: "s3cret"})
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		b, err := New(Config{Addrs: []string{"redis://app:wrong@" + s.Addr()}})
+		require.Error(t, err)
+		require.Nil(t, b)
+		assert.Contains(t, err.Error(), "WRONGPASS")
+		assert.NotContains(t, err.Error(), "wrong", "the password is not echoed")
+	})
+	t.Run("requirepass", func(t *testing.T) {
+		// Password-only auth, as most hosted Redis offers it. Set last: the
+		// harness cannot talk to the server after this.
+		_, err := s.Do(ctx, "CONFIG", "SET", "requirepass", "p4ss")
+		require.NoError(t, err)
+		roundTrip(t, Config{Addrs: []string{"redis://:p4ss@" + s.Addr()}})
+		_, err = New(Config{Addrs: []string{s.Addr()}})
+		require.Error(t, err)
+		assert.True(t, strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS"), "error: %v", err)
+	})
+}

@@ -1,0 +1,213 @@
+package sharded
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// onShard returns the channels the broker places on shard i, sorted.
+func onShard(b *Broker, channels []string, i int) []string {
+	var out []string
+	for _, ch := range channels {
+		if b.Shard(ch) == i {
+			out = append(out, ch)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// TestKillAndRestartInstance kills one of two instances and starts it
+// again on the same port: the broker reports exactly that shard's channels
+// as interrupted and then restored, and every channel delivers again.
+func TestKillAndRestartInstance(t *testing.T) {
+	servers := startServers(t, 2)
+	rec := newRecorder()
+	var evs events
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
+	pub := newBroker(t, Config{Addrs: addrs(servers...)})
+	chans := channelNames("restart:", 2000)
+	require.NoError(t, sub.Subscribe(context.Background(), chans...))
+	victim := servers[1]
+	victimChans := onShard(sub, chans, 1)
+	require.NotEmpty(t, victimChans)
+
+	killedAt := time.Now()
+	require.NoError(t, victim.Kill())
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+	require.NoError(t, victim.Restart(context.Background()))
+	waitFor(t, "EventRestored", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+
+	interrupted := evs.of(shardcast.EventInterrupted)
+	require.Len(t, interrupted, 1, "one connection lost, one event")
+	assert.Equal(t, victim.Addr(), interrupted[0].Shard)
+	assert.Equal(t, victimChans, sorted(interrupted[0].Channels))
+	assert.False(t, interrupted[0].Since.Before(killedAt), "interruption starts after the kill")
+
+	restored := evs.of(shardcast.EventRestored)
+	require.Len(t, restored, 1)
+	assert.Equal(t, victim.Addr(), restored[0].Shard)
+	assert.Equal(t, victimChans, sorted(restored[0].Channels))
+	assert.Equal(t, interrupted[0].Since, restored[0].Since, "the gap starts when the interruption did")
+	assert.True(t, restored[0].Until.After(restored[0].Since))
+	assert.EqualValues(t, 1, sub.Stats().Reconnects)
+	assert.Equal(t, len(victimChans), pubsubChannels(t, victim), "restarted instance holds its channels again")
+
+	publishUntilAccepted(t, pub, victimChans[0])
+	rec.reset()
+	publishAll(t, pub, chans, payloadOf)
+	waitFor(t, "every channel to deliver after the restart", func() bool { return len(rec.missing(chans, 1)) == 0 })
+}
+
+// TestResubscribeIsBatched kills the subscriber's connections with CLIENT
+// KILL TYPE pubsub on an instance holding 5,000 of its channels: the
+// broker resubscribes them in at most ceil(5000/512) SUBSCRIBE commands
+// per connection, and every channel delivers again.
+func TestResubscribeIsBatched(t *testing.T) {
+	for _, conns := range []int{1, 2} {
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			const total = 5000
+			servers := startServers(t, 1)
+			s := servers[0]
+			ctx := context.Background()
+			rec := newRecorder()
+			var evs events
+			sub := newBroker(t, Config{
+				Addrs: addrs(s), ConnsPerShard: conns,
+				Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+			})
+			pub := newBroker(t, Config{Addrs: addrs(s)})
+			chans := channelNames("batch:", total)
+			require.NoError(t, sub.Subscribe(ctx, chans...))
+			require.Equal(t, total, pubsubChannels(t, s))
+
+			before, err := s.CommandStats(ctx)
+			require.NoError(t, err)
+			killed, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+			require.NoError(t, err)
+			require.EqualValues(t, conns, killed, "one pubsub connection per ConnsPerShard")
+			waitFor(t, "every connection restored", func() bool { return len(evs.of(shardcast.EventRestored)) == conns })
+			after, err := s.CommandStats(ctx)
+			require.NoError(t, err)
+
+			// Each connection carries its share n_i of the channels and may
+			// send ceil(n_i/512) commands; summed over connections that is at
+			// most ceil(5000/512) + conns - 1.
+			maxCmds := int64((total+shardcast.DefaultSubscribeBatch-1)/shardcast.DefaultSubscribeBatch + conns - 1)
+			sent := after["subscribe"] - before["subscribe"]
+			assert.Positive(t, sent)
+			assert.LessOrEqual(t, sent, maxCmds, "SUBSCRIBE commands sent by the resubscribe")
+			resubscribed := 0
+			for _, ev := range evs.of(shardcast.EventRestored) {
+				resubscribed += len(ev.Channels)
+			}
+			assert.Equal(t, total, resubscribed)
+			assert.Equal(t, total, pubsubChannels(t, s))
+
+			publishAll(t, pub, chans, payloadOf)
+			waitFor(t, "every channel to deliver after the resubscribe", func() bool { return len(rec.missing(chans, 1)) == 0 })
+		})
+	}
+}
+
+// TestSubscribeWhileShardDown: a Subscribe for a channel whose instance is
+// down waits until ctx ends and says so; it never reports success. Once
+// the instance is back, the same Subscribe succeeds and delivers.
+func TestSubscribeWhileShardDown(t *testing.T) {
+	servers := startServers(t, 1)
+	s := servers[0]
+	rec := newRecorder()
+	var evs events
+	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
+	pub := newBroker(t, Config{Addrs: addrs(s)})
+	require.NoError(t, sub.Subscribe(context.Background(), "before"))
+
+	require.NoError(t, s.Kill())
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := sub.Subscribe(ctx, "during")
+	cancel()
+	require.Error(t, err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 1, sub.Stats().Channels, "the failed Subscribe added nothing")
+
+	require.NoError(t, s.Restart(context.Background()))
+	ctx, cancel = context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, sub.Subscribe(ctx, "during"))
+	assert.EqualValues(t, 1, numsub(t, s, "during"))
+	assert.Equal(t, 2, sub.Stats().Channels)
+
+	publishUntilAccepted(t, pub, "during")
+	require.NoError(t, pub.Publish(ctx, "before", []byte("x")))
+	waitFor(t, "both channels to deliver", func() bool { return rec.count("during") > 0 && rec.count("before") > 0 })
+}
+
+// TestSubscribeRacingAKill subscribes in a loop while the instance is
+// killed: no call may report success unless Redis holds the channel once
+// the instance is back.
+func TestSubscribeRacingAKill(t *testing.T) {
+	servers := startServers(t, 1)
+	s := servers[0]
+	var evs events
+	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add}})
+
+	var (
+		confirmed []string
+		failures  []error
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ch := "race:" + string(rune('a'+i%26)) + time.Now().Format("150405.000000000")
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			if err := sub.Subscribe(ctx, ch); err == nil {
+				confirmed = append(confirmed, ch)
+			} else {
+				failures = append(failures, err)
+			}
+			cancel()
+		}
+	}()
+	waitFor(t, "some subscribes", func() bool { return sub.Stats().Channels >= 20 })
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart(context.Background()))
+	waitFor(t, "EventRestored", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+	waitFor(t, "subscribes after the restart", func() bool { return sub.Stats().Channels >= 40 })
+	close(stop)
+	<-done
+	// Every confirmed channel is held by Redis: before the kill it was
+	// resubscribed, after it was subscribed on the new connection.
+	// A call may run out of time while the instance is down, but it
+	// must not fail for the broken wire while ctx still has time: it waits
+	// for the reconnect instead.
+	for _, err := range failures {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	assert.Equal(t, len(confirmed), pubsubChannels(t, s))
+	assert.Equal(t, len(confirmed), sub.Stats().Channels)
+	for _, ch := range confirmed {
+		require.EqualValues(t, 1, numsub(t, s, ch), "channel %s", ch)
+	}
+}
