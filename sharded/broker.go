@@ -39,7 +39,18 @@ type Broker struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 	closed    atomic.Bool
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // subscriber run loops
+	// ctx ends when Close begins. It bounds the commands the broker sends
+	// on its own, so that Close does not wait out their timeouts against an
+	// instance that stopped answering.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// background tracks commands finished after their caller returned (see
+	// subscriber.finish); bgClosed, under bgMu, stops new ones during Close.
+	bgMu       sync.Mutex
+	bgClosed   bool
+	background sync.WaitGroup
 }
 
 // shard is one Redis instance: a client for publishing and the subscribe
@@ -67,6 +78,7 @@ func New(cfg Config) (*Broker, error) {
 		closing: make(chan struct{}),
 		resub:   shardcast.Resubscriber{Batch: cfg.SubscribeBatch},
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	addrs := make([]string, len(cfg.Addrs))
 	opts := make([]rueidis.ClientOption, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
@@ -80,6 +92,7 @@ func New(cfg Config) (*Broker, error) {
 	for i, opt := range opts {
 		client, err := rueidis.NewClient(opt)
 		if err != nil {
+			b.cancel()
 			b.closeClients()
 			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, addrs[i], err)
 		}
@@ -148,7 +161,9 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 
 // Subscribe subscribes channels and returns once Redis confirmed every one.
 // While a shard is unreachable it waits, bounded by ctx. On error no
-// channel of this call is left newly subscribed.
+// channel of this call is left newly subscribed: if ctx ends with commands
+// in flight, the call returns ctx's error at once and the undo is finished
+// in the background, ahead of any later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	if err := b.check(ctx, channels); err != nil {
 		return err
@@ -193,7 +208,11 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	return fmt.Errorf("shardcast: subscribe: %w", err)
 }
 
-// Unsubscribe unsubscribes channels. Unknown channels are ignored.
+// Unsubscribe unsubscribes channels. Unknown channels are ignored. The
+// channels leave the broker's subscriptions at once; if ctx ends before
+// Redis confirmed the UNSUBSCRIBE, the call returns nil and the command
+// completes in the background, still ahead of any later call for these
+// channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 	if err := b.check(ctx, channels); err != nil {
 		return err
@@ -281,7 +300,12 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		close(b.closing)
+		b.cancel()
+		b.bgMu.Lock()
+		b.bgClosed = true
+		b.bgMu.Unlock()
 		b.wg.Wait()
+		b.background.Wait()
 		b.closeClients()
 		if b.pool != nil {
 			b.pool.Close()
@@ -291,6 +315,22 @@ func (b *Broker) Close() error {
 		}
 	})
 	return nil
+}
+
+// goBackground runs f on a goroutine that Close waits for, and reports
+// false without running it once Close has begun.
+func (b *Broker) goBackground(f func()) bool {
+	b.bgMu.Lock()
+	defer b.bgMu.Unlock()
+	if b.bgClosed {
+		return false
+	}
+	b.background.Add(1)
+	go func() {
+		defer b.background.Done()
+		f()
+	}()
+	return true
 }
 
 func (b *Broker) closeClients() {

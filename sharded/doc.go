@@ -9,6 +9,14 @@
 // holds in batches, and raises EventInterrupted and EventRestored naming
 // the channels and the gap.
 //
+// Every call honours its ctx, also against an instance that stopped
+// answering: work that must still reach Redis for the broker's state to
+// hold (undoing a cut-short Subscribe, finishing an Unsubscribe) goes on in
+// the background, ahead of later calls on the same connection. rueidis
+// cuts a wire to an instance that stops answering after its
+// ConnWriteTimeout (about 10 s by default; 12 s measured for an idle
+// subscribe connection), which the broker then handles as a dropped one.
+//
 // The order of Config.Addrs is a wire contract: every node must list the
 // same instances in the same order (compare Broker.Fingerprint).
 package sharded

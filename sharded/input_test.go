@@ -185,3 +185,31 @@ func TestPasswords(t *testing.T) {
 		assert.True(t, strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS"), "error: %v", err)
 	})
 }
+
+// TestRefusedSubscribeIsUndone: when Redis refuses one command of a
+// Subscribe (here an ACL forbids one channel), the channels of the
+// commands it accepted are unsubscribed again and the call fails with
+// Redis's reason.
+func TestRefusedSubscribeIsUndone(t *testing.T) {
+	s := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">pw", "~*", "&ok:*", "+@all"))
+	ctx := context.Background()
+	b := newBroker(t, Config{
+		Addrs: []string{"redis://app:pw@" + s.Addr()},
+		// Two channels per command: the allowed ones go first and succeed.
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, SubscribeBatch: 2},
+	})
+	require.NoError(t, b.Subscribe(ctx, "ok:before"))
+
+	err := b.Subscribe(ctx, "ok:1", "ok:2", "ok:before", "forbidden")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NOPERM")
+	for _, ch := range []string{"ok:1", "ok:2", "forbidden"} {
+		assert.Zero(t, numsub(t, s, ch), "channel %s", ch)
+	}
+	assert.EqualValues(t, 1, numsub(t, s, "ok:before"), "a channel subscribed before the call stays")
+	assert.Equal(t, 1, b.Stats().Channels)
+
+	// The connection is still good.
+	require.NoError(t, b.Subscribe(ctx, "ok:1"))
+	assert.EqualValues(t, 1, numsub(t, s, "ok:1"))
+}

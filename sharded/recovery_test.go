@@ -124,37 +124,54 @@ func TestResubscribeIsBatched(t *testing.T) {
 }
 
 // TestSubscribeWhileShardDown: a Subscribe for a channel whose instance is
-// down waits until ctx ends and says so; it never reports success. Once
-// the instance is back, the same Subscribe succeeds and delivers.
+// down waits until ctx ends and says so; it never reports success, and the
+// channels of the call on the instance that is up are not left subscribed.
+// An Unsubscribe while down is remembered. Once the instance is back, the
+// same Subscribe succeeds and delivers.
 func TestSubscribeWhileShardDown(t *testing.T) {
-	servers := startServers(t, 1)
-	s := servers[0]
+	servers := startServers(t, 2)
 	rec := newRecorder()
 	var evs events
-	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
-	pub := newBroker(t, Config{Addrs: addrs(s)})
-	require.NoError(t, sub.Subscribe(context.Background(), "before"))
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
+	pub := newBroker(t, Config{Addrs: addrs(servers...)})
+	chans := channelNames("down:", 40)
+	down, up := onShard(sub, chans, 0), onShard(sub, chans, 1)
+	require.GreaterOrEqual(t, len(down), 3)
+	require.NotEmpty(t, up)
+	s := servers[0]
+	kept, dropped, during := down[0], down[1], down[2]
+	require.NoError(t, sub.Subscribe(context.Background(), kept, dropped))
 
 	require.NoError(t, s.Kill())
 	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := sub.Subscribe(ctx, "during")
+	err := sub.Subscribe(ctx, up[0], during)
 	cancel()
 	require.Error(t, err)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, 1, sub.Stats().Channels, "the failed Subscribe added nothing")
+	assert.Equal(t, 2, sub.Stats().Channels, "the failed Subscribe added nothing")
+	assert.Zero(t, numsub(t, servers[1], up[0]), "the reachable shard's channel of the failed call was undone")
+	require.NoError(t, sub.Unsubscribe(context.Background(), dropped), "unsubscribing needs no connection")
 
 	require.NoError(t, s.Restart(context.Background()))
 	ctx, cancel = context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	require.NoError(t, sub.Subscribe(ctx, "during"))
-	assert.EqualValues(t, 1, numsub(t, s, "during"))
-	assert.Equal(t, 2, sub.Stats().Channels)
+	require.NoError(t, sub.Subscribe(ctx, up[0], during))
+	assert.EqualValues(t, 1, numsub(t, s, during))
+	assert.EqualValues(t, 1, numsub(t, s, kept), "resubscribed after the restart")
+	assert.Zero(t, numsub(t, s, dropped), "unsubscribed while down, so not resubscribed")
+	assert.EqualValues(t, 1, numsub(t, servers[1], up[0]))
+	assert.Equal(t, 3, sub.Stats().Channels)
+	restored := evs.of(shardcast.EventRestored)
+	require.Len(t, restored, 1)
+	assert.Equal(t, []string{kept}, restored[0].Channels)
 
-	publishUntilAccepted(t, pub, "during")
-	require.NoError(t, pub.Publish(ctx, "before", []byte("x")))
-	waitFor(t, "both channels to deliver", func() bool { return rec.count("during") > 0 && rec.count("before") > 0 })
+	publishUntilAccepted(t, pub, during)
+	for _, ch := range []string{kept, during, up[0]} {
+		require.NoError(t, pub.Publish(ctx, ch, []byte("x")))
+	}
+	waitFor(t, "every subscribed channel to deliver", func() bool { return len(rec.missing([]string{kept, during, up[0]}, 1)) == 0 })
 }
 
 // TestSubscribeRacingAKill subscribes in a loop while the instance is
@@ -210,4 +227,94 @@ func TestSubscribeRacingAKill(t *testing.T) {
 	for _, ch := range confirmed {
 		require.EqualValues(t, 1, numsub(t, s, ch), "channel %s", ch)
 	}
+}
+
+// TestCloseWhileShardDown: Close returns while an instance is down and
+// reconnects are pending, and a Subscribe waiting for that instance ends
+// with ErrClosed instead of waiting for its ctx.
+func TestCloseWhileShardDown(t *testing.T) {
+	servers := startServers(t, 1)
+	var evs events
+	sub, err := New(Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add}})
+	require.NoError(t, err)
+	require.NoError(t, sub.Subscribe(context.Background(), "a"))
+	require.NoError(t, servers[0].Kill())
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+
+	result := make(chan error, 1)
+	go func() { result <- sub.Subscribe(context.Background(), "b") }()
+	require.NoError(t, sub.Close())
+	require.ErrorIs(t, <-result, shardcast.ErrClosed)
+}
+
+// TestFrozenInstance: against an instance that stops answering (SIGSTOP:
+// sockets open, no replies) every call still returns when its ctx ends,
+// even with a CommandTimeout far beyond the test's patience; the undo of a
+// cut-short Subscribe and the rest of a cut-short Unsubscribe reach Redis
+// once it answers again, ahead of later calls.
+func TestFrozenInstance(t *testing.T) {
+	s := startServers(t, 1)[0]
+	rec := newRecorder()
+	var evs events
+	sub := newBroker(t, Config{
+		Addrs: addrs(s), CommandTimeout: time.Hour,
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+	})
+	pub := newBroker(t, Config{Addrs: addrs(s)})
+	require.NoError(t, sub.Subscribe(context.Background(), "kept", "dropped"))
+
+	// call runs f with a short ctx and waits for it (bounded, so a call
+	// that ignores its ctx fails the test instead of hanging it).
+	call := func(f func(context.Context) error) error {
+		result := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			result <- f(ctx)
+		}()
+		select {
+		case err := <-result:
+			return err
+		case <-time.After(waitTimeout):
+			t.Fatalf("call still running %v after its ctx ended", waitTimeout)
+			return nil
+		}
+	}
+	resume := func() {
+		require.NoError(t, s.Resume())
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		// Waits for the connection's turn, so whatever was left in the
+		// background is done when it returns.
+		require.NoError(t, sub.Subscribe(ctx, "kept"))
+		require.NoError(t, sub.Unsubscribe(ctx, "probe"))
+	}
+
+	require.NoError(t, s.Pause())
+	err := call(func(ctx context.Context) error { return sub.Subscribe(ctx, "frozen") })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err = call(func(ctx context.Context) error { return pub.Publish(ctx, "kept", []byte("x")) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 2, sub.Stats().Channels)
+	resume()
+	assert.Zero(t, numsub(t, s, "frozen"), "the cut-short Subscribe was undone")
+
+	require.NoError(t, s.Pause())
+	err = call(func(ctx context.Context) error { return sub.Unsubscribe(ctx, "dropped") })
+	require.NoError(t, err, "the unsubscribe is committed and finishes in the background")
+	assert.Equal(t, 1, sub.Stats().Channels)
+	resume()
+	assert.Zero(t, numsub(t, s, "dropped"), "the cut-short Unsubscribe reached Redis")
+	assert.EqualValues(t, 1, numsub(t, s, "kept"))
+
+	require.NoError(t, pub.Publish(context.Background(), "kept", []byte("after")))
+	waitFor(t, "delivery after the freeze", func() bool { return rec.count("kept") >= 1 })
+
+	// The calls returned while the instance was still frozen, so the test
+	// resumed it long before rueidis gives up on a silent wire (its 10 s
+	// ConnWriteTimeout): the subscribe connection lived through both
+	// freezes. A call that held on past its ctx would have kept the
+	// instance frozen until rueidis cut the wire.
+	assert.Zero(t, sub.Stats().Reconnects)
+	assert.Empty(t, evs.of(shardcast.EventInterrupted))
 }

@@ -122,9 +122,15 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 			continue
 		}
 		// Redis refused, or ctx ended with commands possibly in flight:
-		// undo whatever part went through so nothing is half-applied.
-		s.rollback(conn, fresh)
-		s.unlock()
+		// undo whatever part went through so nothing is half-applied. The
+		// undo must not hold the caller past its ctx (the instance may have
+		// stopped answering), so it runs behind the caller's back.
+		s.finish(ctx, func(ctx context.Context) error {
+			if err := firstError(conn.Unsubscribe(ctx, s.b.batches(fresh)...)); err != nil {
+				s.b.log.Warn("shardcast: rollback unsubscribe failed", "shard", s.addr, "err", err)
+			}
+			return nil
+		})
 		return nil, fmt.Errorf("subscribe on shard %s: %w", s.addr, err)
 	}
 }
@@ -172,11 +178,30 @@ func (s *subscriber) markDown(conn *subconn.Conn) <-chan struct{} {
 	return s.up
 }
 
-func (s *subscriber) rollback(conn *subconn.Conn, channels []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.cfg.CommandTimeout)
-	defer cancel()
-	if err := firstError(conn.Unsubscribe(ctx, s.b.batches(channels)...)); err != nil {
-		s.b.log.Warn("shardcast: rollback unsubscribe failed", "shard", s.addr, "err", err)
+// finish runs op, which sends commands on this connection, on behalf of a
+// caller that holds the turn, and takes the turn over from it: the caller
+// must not unlock. It waits for op bounded by ctx and returns op's error,
+// or nil if ctx ended first. In that case op goes on in the background,
+// bounded by CommandTimeout and Close, and keeps the turn until it is done,
+// so that later calls on this connection still reach Redis after it.
+func (s *subscriber) finish(ctx context.Context, op func(context.Context) error) error {
+	done := make(chan error, 1)
+	started := s.b.goBackground(func() {
+		defer s.unlock()
+		opCtx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.CommandTimeout)
+		defer cancel()
+		done <- op(opCtx)
+	})
+	if !started {
+		// Close has begun and is closing this connection anyway.
+		s.unlock()
+		return shardcast.ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
 	}
 }
 
@@ -186,7 +211,6 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
-	defer s.unlock()
 	s.mu.Lock()
 	gone := make([]string, 0, len(channels))
 	for _, ch := range channels {
@@ -198,17 +222,18 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 	conn := s.conn
 	s.mu.Unlock()
 	if len(gone) == 0 || conn == nil {
+		s.unlock()
 		return nil // a down connection holds no subscriptions
 	}
 	// Once started, finish the commands even if the caller's ctx ends, so
 	// Redis is not left subscribed to channels the broker no longer wants.
-	cmdCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.cfg.CommandTimeout)
-	defer cancel()
-	err := firstError(conn.Unsubscribe(cmdCtx, s.b.batches(gone)...))
-	if err != nil && conn.Alive() {
-		return fmt.Errorf("unsubscribe on shard %s: %w", s.addr, err)
-	}
-	return nil
+	return s.finish(ctx, func(ctx context.Context) error {
+		err := firstError(conn.Unsubscribe(ctx, s.b.batches(gone)...))
+		if err != nil && conn.Alive() {
+			return fmt.Errorf("unsubscribe on shard %s: %w", s.addr, err)
+		}
+		return nil
+	})
 }
 
 // missing returns the channels not in the wanted set, without duplicates.
@@ -284,7 +309,7 @@ func (s *subscriber) run() {
 // connect opens a wire and resubscribes every wanted channel on it. It
 // returns the Restored event to raise when this ends an outage.
 func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.DialTimeout)
 	defer cancel()
 	conn, err := subconn.Open(ctx, s.node, subconn.Classic, subconn.Hooks{OnMessage: s.b.inbox.Deliver})
 	if err != nil {
@@ -301,7 +326,7 @@ func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
 	s.mu.Unlock()
 
 	if len(channels) > 0 {
-		rctx, rcancel := context.WithTimeout(context.Background(), s.b.cfg.CommandTimeout)
+		rctx, rcancel := context.WithTimeout(s.b.ctx, s.b.cfg.CommandTimeout)
 		report := s.b.resub.Run(rctx, []shardcast.Group{{Key: s.shard, Channels: channels}},
 			func(ctx context.Context, cmd shardcast.Command) error {
 				return firstError(conn.Subscribe(ctx, cmd.Channels))
