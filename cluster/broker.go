@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,15 +128,52 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	}
 	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
 	cmd := b.client.B().Spublish().Channel(b.layout.Key(channel)).Message(frame.String()).Build()
-	if err := b.client.Do(ctx, cmd).Error(); err != nil {
-		if ctx.Err() == nil {
-			frame.Release()
+	for attempt := 0; ; attempt++ {
+		err := b.client.Do(ctx, cmd).Error()
+		if err == nil {
+			break
 		}
+		if attempt < publishDialRetries && isDialError(err) && ctx.Err() == nil {
+			// The command never left: the client's slot map still names a
+			// master that is gone (a failover or a removed node), and the
+			// failed dial made rueidis refresh its map. Resending cannot
+			// publish twice.
+			if b.sleep(ctx, engine.Backoff(attempt, b.cfg.ReconnectMin, b.cfg.ReconnectMax)) == nil {
+				continue
+			}
+		}
+		// The frame is not returned to the pool: after any failure (a
+		// dead pipe, an abandoned context) rueidis's writer may still hold
+		// it, and a reused buffer would be overwritten under it.
 		return fmt.Errorf("shardcast: publish: %w", err)
 	}
 	frame.Release()
 	b.published.Add(1)
 	return nil
+}
+
+// publishDialRetries bounds how often Publish resends after a failed dial.
+const publishDialRetries = 5
+
+// isDialError reports whether err is a failure to connect, after which the
+// command was certainly not sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// sleep waits for d, bounded by ctx and by Close.
+func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.closing:
+		return shardcast.ErrClosed
+	}
 }
 
 // Subscribe subscribes channels and returns once Redis confirmed every one.

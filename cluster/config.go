@@ -52,7 +52,10 @@ type Config struct {
 	// HealthInterval is how often each subscribe connection is pinged
 	// (default 1s); HealthTimeout is how long a ping may take before the
 	// connection is treated as dead (default 3s). They catch a master that
-	// froze without closing its sockets.
+	// froze without closing its sockets: a ping still unanswered after one
+	// HealthInterval makes the broker poll the slot map every
+	// RecoveryInterval, so a frozen master's partitions follow its promoted
+	// replica as soon as the cluster shows it, usually before HealthTimeout.
 	HealthInterval, HealthTimeout time.Duration
 	// MaxFlushDelay is how long a publish may wait for others to share its
 	// round trip (default 100µs). Negative means no delay.

@@ -70,7 +70,7 @@ func (r *failoverRig) lastFirstDelivery(parts []int, since time.Time) (time.Time
 
 // checkEvents asserts that Interrupted and Restored events named exactly
 // parts, Interrupted on from and Restored on to.
-func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string) {
+func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string, origin time.Time) {
 	t.Helper()
 	require.True(t, waitFor(30*time.Second, func() bool {
 		got, _ := r.events.partitions(shardcast.EventRestored)
@@ -82,15 +82,52 @@ func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string) {
 	assert.Equal(t, setOf(parts), restored, "restored partitions")
 	assert.Equal(t, map[string]bool{from: true}, ishards, "interrupted shard")
 	assert.Equal(t, map[string]bool{to: true}, rshards, "restored shard")
+	// Summarise: events of one kind, the earliest start and latest end
+	// relative to the fault.
+	type summary struct {
+		events, parts int
+		first, last   time.Duration
+		causes        map[string]bool
+	}
+	sums := map[shardcast.EventKind]*summary{}
 	for _, ev := range r.events.snapshot() {
-		switch ev.Kind {
-		case shardcast.EventInterrupted:
+		if ev.Kind != shardcast.EventInterrupted && ev.Kind != shardcast.EventRestored {
+			continue
+		}
+		if ev.Kind == shardcast.EventInterrupted {
 			assert.Error(t, ev.Err, "an interruption names its cause")
-			t.Logf("event %v (cause: %v)", ev, ev.Err)
-		case shardcast.EventRestored:
+		} else {
 			assert.False(t, ev.Since.IsZero() || ev.Until.Before(ev.Since), "restored window %v..%v", ev.Since, ev.Until)
 		}
+		s := sums[ev.Kind]
+		if s == nil {
+			s = &summary{first: time.Hour, causes: map[string]bool{}}
+			sums[ev.Kind] = s
+		}
+		at := ev.Since.Sub(origin)
+		if ev.Kind == shardcast.EventRestored {
+			at = ev.Until.Sub(origin)
+		}
+		s.events++
+		s.parts += len(ev.Partitions)
+		s.first, s.last = min(s.first, at), max(s.last, at)
+		if ev.Err != nil {
+			s.causes[ev.Err.Error()] = true
+		}
 	}
+	for kind, s := range sums {
+		t.Logf("FIGURE %v: %d events, %d partitions, %v..%v after the fault, causes %v",
+			kind, s.events, s.parts, s.first.Round(time.Millisecond), s.last.Round(time.Millisecond), keys(s.causes))
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestFailover kills a master under continuous publishing: its replica is
@@ -134,7 +171,7 @@ func TestFailover(t *testing.T) {
 	last, lastPart := r.lastFirstDelivery(parts, killedAt)
 	t.Logf("FIGURE failover: kill -> first delivery on the last of %d affected partitions (partition %d): %v",
 		len(parts), lastPart, last.Sub(killedAt).Round(time.Millisecond))
-	r.checkEvents(t, parts, victim.Addr(), promoted.Addr())
+	r.checkEvents(t, parts, victim.Addr(), promoted.Addr(), killedAt)
 	assert.Equal(t, parts, sortedCopy(r.sub.Masters()[promoted.Addr()]), "the promoted replica carries the partitions")
 	assert.NotContains(t, r.sub.Masters(), victim.Addr())
 
@@ -149,7 +186,11 @@ func TestFailover(t *testing.T) {
 		t.Logf("Subscribe with a 300 ms budget failed: %v", h.err)
 	}
 	checkLateChannels(t, r, late, h.err == nil)
-	r.feed.halt()
+	settle(t, r.rec, r.feed, r.channels)
+	rep := checkDelivery(t, r.rec, r.feed, r.channels)
+	lost := checkLossReported(t, r.rec, r.feed, r.events, l, r.channels)
+	t.Logf("FIGURE failover: duplicates %d, reordered %d, failed publishes %d, acknowledged but lost %d (all inside reported windows)",
+		rep.duplicates, rep.reordered, r.feed.failures(), lost)
 }
 
 // checkLateChannels publishes to channels subscribed during the failover:
@@ -204,12 +245,7 @@ func TestFrozenMaster(t *testing.T) {
 	last, lastPart := r.lastFirstDelivery(parts, pausedAt)
 	t.Logf("FIGURE sigstop: pause -> first delivery on the last of %d affected partitions (partition %d): %v",
 		len(parts), lastPart, last.Sub(pausedAt).Round(time.Millisecond))
-	for _, ev := range r.events.snapshot() {
-		if ev.Kind == shardcast.EventInterrupted {
-			t.Logf("FIGURE sigstop: detected %v after the pause: %v", ev.Since.Sub(pausedAt).Round(time.Millisecond), ev)
-		}
-	}
-	r.checkEvents(t, parts, victim.Addr(), promoted.Addr())
+	r.checkEvents(t, parts, victim.Addr(), promoted.Addr(), pausedAt)
 
 	// Wake the old master: it rejoins as a replica of its successor and
 	// pushes sunsubscribe to whoever is still subscribed on it. Delivery
@@ -224,6 +260,7 @@ func TestFrozenMaster(t *testing.T) {
 	rep := checkDelivery(t, r.rec, r.feed, r.channels)
 	t.Logf("FIGURE sigstop: duplicates %d, reordered %d, failed publishes %d of which delivered late %d, acknowledged but lost %d",
 		rep.duplicates, rep.reordered, r.feed.failures(), rep.lateFailed, rep.missing)
+	checkLossReported(t, r.rec, r.feed, r.events, r.sub.Layout(), r.channels)
 }
 
 // settle halts the feeder and waits until every channel received the last

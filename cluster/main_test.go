@@ -275,6 +275,7 @@ type feeder struct {
 	mu      sync.Mutex
 	last    map[string]uint64          // last sequence number Redis accepted
 	failed  map[string]map[uint64]bool // sequence numbers whose Publish failed
+	sentAt  map[string][]time.Time     // when each sequence number was published, by seq-1
 	stopped bool
 }
 
@@ -283,7 +284,7 @@ type feeder struct {
 func startFeeder(t *testing.T, pub *Broker, channels []string) *feeder {
 	t.Helper()
 	const workers, perTick = 4, 4
-	f := &feeder{stop: make(chan struct{}), last: make(map[string]uint64), failed: make(map[string]map[uint64]bool)}
+	f := &feeder{stop: make(chan struct{}), last: make(map[string]uint64), failed: make(map[string]map[uint64]bool), sentAt: make(map[string][]time.Time)}
 	for w := range workers {
 		var mine []string
 		for i := w; i < len(channels); i += workers {
@@ -310,6 +311,9 @@ func (f *feeder) run(pub *Broker, channels []string, perTick int) {
 			ch := channels[next%len(channels)]
 			next++
 			seq[ch]++
+			f.mu.Lock()
+			f.sentAt[ch] = append(f.sentAt[ch], time.Now())
+			f.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := pub.Publish(ctx, ch, []byte(strconv.FormatUint(seq[ch], 10)))
 			cancel()
@@ -409,6 +413,53 @@ func checkDelivery(t *testing.T, rec *recorder, f *feeder, channels []string) de
 	}
 	assert.Empty(t, head(bad, 20), "duplicate or reordered deliveries")
 	return r
+}
+
+// checkLossReported asserts that every acknowledged message rec did not
+// receive was published inside the window of a Restored event naming its
+// partition: the broker reported every loss it caused. It returns how many
+// such messages there were.
+func checkLossReported(t *testing.T, rec *recorder, f *feeder, events *eventLog, l *shardcast.Layout, channels []string) int {
+	t.Helper()
+	windows := make(map[int][]shardcast.Event)
+	for _, ev := range events.snapshot() {
+		if ev.Kind == shardcast.EventRestored {
+			for _, p := range ev.Partitions {
+				windows[p] = append(windows[p], ev)
+			}
+		}
+	}
+	lost := 0
+	var unreported []string
+	for _, ch := range channels {
+		got := make(map[uint64]bool)
+		for _, s := range rec.seqs(ch) {
+			got[s] = true
+		}
+		f.mu.Lock()
+		sent := append([]time.Time(nil), f.sentAt[ch]...)
+		f.mu.Unlock()
+		for s := uint64(1); s <= f.lastSeq(ch); s++ {
+			if got[s] || f.publishFailed(ch, s) {
+				continue
+			}
+			lost++
+			at := sent[s-1]
+			covered := false
+			for _, w := range windows[l.Partition(ch)] {
+				// The publisher stamps its envelope just after at.
+				if !at.Before(w.Since.Add(-time.Millisecond)) && !at.After(w.Until) {
+					covered = true
+					break
+				}
+			}
+			if !covered {
+				unreported = append(unreported, fmt.Sprintf("%s #%d at %s", ch, s, at.Format("15:04:05.000")))
+			}
+		}
+	}
+	assert.Empty(t, head(unreported, 10), "%d of %d lost messages fall outside every reported window", len(unreported), lost)
+	return lost
 }
 
 // ssubClients returns the ssub= counts of the connections of s that hold

@@ -29,6 +29,10 @@ type masterConn struct {
 	// frozen master is usually replaced by its replica (after the cluster
 	// node timeout) before the ping times out, and the slot map shows it.
 	slow atomic.Bool
+	// healthyAt is when the wire last proved alive (connected or answered
+	// a ping), in Unix nanoseconds. A frozen master loses messages from
+	// then on, not from when the broker noticed.
+	healthyAt atomic.Int64
 
 	// ctx ends when the master is stopped; it bounds every dial and ping
 	// so that stopping never waits for a frozen server.
@@ -82,6 +86,7 @@ func (m *masterConn) run() {
 			m.b.reconnects.Add(1)
 		}
 		connected = true
+		m.healthyAt.Store(time.Now().UnixNano())
 		m.mu.Lock()
 		m.wire = wire
 		m.mu.Unlock()
@@ -134,14 +139,21 @@ func (m *masterConn) watch(wire *subconn.Conn) bool {
 			wire.Close()
 			return false
 		case <-wire.Done():
+			since := time.Now()
+			if m.slow.Load() {
+				since = m.lastHealthy()
+			}
 			endPing()
-			m.lost(wire)
+			m.lost(wire, since)
 			return true
 		case err := <-pinged:
 			pingCancel()
 			pingCancel = nil
-			m.slow.Store(false)
-			if err != nil && wire.Alive() && m.ctx.Err() == nil {
+			if err == nil {
+				m.slow.Store(false)
+				m.healthyAt.Store(time.Now().UnixNano())
+			} else if wire.Alive() && m.ctx.Err() == nil {
+				m.slow.Store(true) // the loss below dates from the last answer
 				m.b.log.Warn("shardcast: master did not answer ping; dropping its connection", "master", m.addr, "err", err)
 				wire.Close()
 			}
@@ -166,10 +178,21 @@ func (m *masterConn) ping(wire *subconn.Conn, out chan<- error) context.CancelFu
 	return cancel
 }
 
+// lastHealthy returns when the wire last proved alive.
+func (m *masterConn) lastHealthy() time.Time { return time.Unix(0, m.healthyAt.Load()) }
+
+// suspectSince returns when a slow master was last known healthy, or the
+// zero time if it is not slow.
+func (m *masterConn) suspectSince() time.Time {
+	if !m.slow.Load() {
+		return time.Time{}
+	}
+	return m.lastHealthy()
+}
+
 // lost marks every partition carried by wire as interrupted, reports them
 // and asks for a topology refresh: the master may have failed over.
-func (m *masterConn) lost(wire *subconn.Conn) {
-	now := time.Now()
+func (m *masterConn) lost(wire *subconn.Conn, now time.Time) {
 	m.mu.Lock()
 	m.wire = nil
 	m.mu.Unlock()

@@ -73,6 +73,26 @@ func (p *partState) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool)
 	return p.snapshotLocked(), true
 }
 
+// interruptUnless interrupts the partition unless it is active on keep
+// (a nil keep interrupts it whatever wire carries it). It returns the
+// wanted channels when this starts an interruption that loses
+// subscriptions.
+func (p *partState) interruptUnless(keep *subconn.Conn, at time.Time) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire == nil || (keep != nil && p.wire == keep) {
+		return nil, false
+	}
+	p.wire = nil
+	if len(p.wanted) == 0 {
+		return nil, false
+	}
+	if p.downSince.IsZero() {
+		p.downSince = at
+	}
+	return p.snapshotLocked(), true
+}
+
 // activate records that every wanted channel is confirmed on wire. It
 // returns when the interruption it ends began (zero if none).
 func (p *partState) activate(wire *subconn.Conn) time.Time {
@@ -180,6 +200,16 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 			p.unlock()
 			return fresh, nil
 		}
+		if isWireError(err) {
+			// The reply can report the broken socket before the wire's
+			// watcher does; rueidis closes a wire on any I/O error, so
+			// wait for that instead of failing a call that should wait
+			// for the reconnect.
+			select {
+			case <-wire.Done():
+			case <-ctx.Done():
+			}
+		}
 		if !wire.Alive() || isMoved(err) {
 			// The wire died or the slot moved: nothing from this attempt
 			// survives on the right node. Wait for the topology to settle.
@@ -245,7 +275,8 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 	// not left subscribed to channels nobody wants.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CommandTimeout)
 	defer cancel()
-	if err := firstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) {
+	// A wire that broke or a slot that moved took the subscriptions along.
+	if err := firstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
 		return fmt.Errorf("partition %d: %w", p.id, err)
 	}
 	return nil
@@ -282,6 +313,19 @@ func (b *Broker) waitError(p *partState, err, last error) error {
 		return fmt.Errorf("partition %d (slot %d): %w (last error: %v)", p.id, b.layout.Slot(p.id), err, last)
 	}
 	return fmt.Errorf("partition %d (slot %d): %w", p.id, b.layout.Slot(p.id), err)
+}
+
+// isWireError reports whether err means the connection itself failed (an
+// I/O error or a closed wire), as opposed to a Redis error reply or an
+// expired context.
+func isWireError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 func isMoved(err error) bool {

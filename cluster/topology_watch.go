@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
 )
 
 // watchTopology polls the slot map, applies changes and heals interrupted
@@ -70,17 +71,22 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 }
 
 // applySlots installs a new slot map: it recomputes the partition →
-// master assignment, opens connections to new masters, closes those to
-// departed ones, and interrupts the partitions that moved so that heal
-// resubscribes them on their new owner.
+// master assignment, interrupts the partitions that moved so that heal
+// resubscribes them on their new owner, opens connections to new masters
+// and closes those to departed ones.
 //
 // Order on a move: the new owner is subscribed only after it owns the
 // slot (earlier it would answer MOVED), and the old owner has by then
-// dropped the subscriptions itself with a pushed sunsubscribe, so the
-// broker never sends an explicit unsubscribe to the old owner. Since a
-// SPUBLISH runs on exactly one master and the broker subscribes only on
+// dropped the subscriptions itself with a pushed sunsubscribe (or is gone),
+// so the broker never sends an explicit unsubscribe to the old owner. Since
+// a SPUBLISH runs on exactly one master and the broker subscribes only on
 // masters, no message can reach one broker twice; the price is a short gap,
 // reported as Interrupted/Restored.
+//
+// Moved partitions are interrupted before any connection is opened or
+// closed: a new master's connection resubscribes its partitions as soon as
+// it is up, and interrupting them after that would report a loss that did
+// not happen and subscribe them a second time.
 func (b *Broker) applySlots(slots shardcast.SlotMap) {
 	assign := shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots)
 	b.mu.Lock()
@@ -90,13 +96,29 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 	}
 	old := b.assign
 	b.slots, b.assign = slots, assign
-	var started []*masterConn
-	var stopped []*masterConn
+	var started, stopped []*masterConn
+	// keep maps a master to its live wire: a moved partition already
+	// active there was resubscribed by a Subscribe racing this update.
+	keep := make(map[string]*subconn.Conn)
+	// suspect maps a master that is slow to answer pings to when it was
+	// last healthy: its moved partitions stopped delivering then.
+	suspect := make(map[string]time.Time)
 	if b.parts != nil {
 		wantMasters := make(map[string]bool)
 		for _, addr := range assign {
 			if addr != "" {
 				wantMasters[addr] = true
+			}
+		}
+		for addr, m := range b.masters {
+			if t := m.suspectSince(); !t.IsZero() {
+				suspect[addr] = t
+			}
+			if !wantMasters[addr] {
+				delete(b.masters, addr)
+				stopped = append(stopped, m)
+			} else {
+				keep[addr] = m.current()
 			}
 		}
 		for addr := range wantMasters {
@@ -106,30 +128,32 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 				started = append(started, m)
 			}
 		}
-		for addr, m := range b.masters {
-			if !wantMasters[addr] {
-				delete(b.masters, addr)
-				stopped = append(stopped, m)
-			}
-		}
 	}
 	b.mu.Unlock()
 
+	if old != nil {
+		b.reportMoves(old, assign, keep, suspect)
+	}
 	for _, m := range started {
 		go m.run()
 	}
 	for _, m := range stopped {
 		m.close()
 	}
-	if old == nil {
-		return
-	}
+}
+
+// reportMoves reports the assignment change and interrupts the moved
+// partitions that are not already active on their new owner's wire (keep).
+// The loss of a partition that left a suspect master dates from when that
+// master was last healthy.
+func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*subconn.Conn, suspect map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
 	if diff.Empty() {
 		return
 	}
 	b.topologyChanges.Add(1)
-	ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: time.Now()}
+	now := time.Now()
+	ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: now}
 	for _, mv := range diff.Moved {
 		ev.Partitions = append(ev.Partitions, mv.Partition)
 	}
@@ -139,17 +163,37 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 	if b.parts == nil {
 		return
 	}
-	now := time.Now()
+	// One Interrupted event per old → new master pair.
+	type route struct{ from, to string }
+	lost := make(map[route]*shardcast.Event)
+	var order []route
 	for _, mv := range diff.Moved {
 		p := b.parts[mv.Partition]
-		if chans, ok := p.interrupt(nil, now); ok {
-			b.emitter.Emit(shardcast.Event{
-				Kind: shardcast.EventInterrupted, Shard: mv.From, Partitions: []int{p.id},
-				Channels: chans, Since: now, Err: fmt.Errorf("partition %d moved from %s to %s", p.id, mv.From, mv.To),
-			})
+		since := now
+		if t, ok := suspect[mv.From]; ok {
+			since = t
 		}
+		chans, ok := p.interruptUnless(keep[mv.To], since)
+		if !ok {
+			continue
+		}
+		r := route{mv.From, mv.To}
+		e := lost[r]
+		if e == nil {
+			e = &shardcast.Event{Kind: shardcast.EventInterrupted, Shard: mv.From, Since: since,
+				Err: fmt.Errorf("%w: from %s to %s", errPartitionMoved, mv.From, mv.To)}
+			lost[r] = e
+			order = append(order, r)
+		}
+		e.Partitions = append(e.Partitions, p.id)
+		e.Channels = append(e.Channels, chans...)
+	}
+	for _, r := range order {
+		b.emitter.Emit(*lost[r])
 	}
 }
+
+var errPartitionMoved = errors.New("shardcast: partitions moved to another master")
 
 // heal resubscribes every interrupted partition whose master connection is
 // up.

@@ -149,9 +149,8 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
 	err := sh.client.Do(ctx, sh.client.B().Publish().Channel(channel).Message(frame.String()).Build()).Error()
 	if err != nil {
-		if ctx.Err() == nil {
-			frame.Release() // the command completed; nothing references the frame
-		}
+		// The frame is not released: after a failed command (a broken wire,
+		// an abandoned ctx) rueidis's writer may still read it.
 		return fmt.Errorf("shardcast: publish to shard %s: %w", sh.addr, err)
 	}
 	frame.Release()

@@ -29,9 +29,10 @@ func NewFrame(payload []byte, raw bool, now time.Time) *Frame {
 // valid until Release.
 func (f *Frame) String() string { return unsafe.String(unsafe.SliceData(f.buf), len(f.buf)) }
 
-// Release returns the frame to the pool. Call it only once nothing can read
-// the frame any more: never after a command was abandoned by its context,
-// since rueidis may still write it to the socket.
+// Release returns the frame to the pool. Call it only after the command
+// carrying the frame succeeded: after any failure (an abandoned ctx, a
+// broken wire) rueidis's writer may still read the frame, so leave it to
+// the garbage collector.
 func (f *Frame) Release() {
 	if cap(f.buf) > 64<<10 {
 		return // let oversized buffers go instead of pinning them

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 )
@@ -54,6 +55,12 @@ type Conn struct {
 	done      chan struct{} // closed when the wire is gone
 	watcher   chan struct{} // closed when the watch goroutine exits
 	closeOnce sync.Once
+	// closing is set when Close starts. From then on the hooks are not
+	// called: closing a wire to an unresponsive server can take rueidis a
+	// while, and a server that wakes up in that window (a SIGSTOPped master
+	// that lost its slots meanwhile) would deliver, on a wire the caller
+	// already gave up, messages the caller now receives elsewhere.
+	closing atomic.Bool
 }
 
 // Open dedicates a new wire of node to subscriptions and checks that it is
@@ -94,7 +101,7 @@ func (c *Conn) watch(errs <-chan error) {
 }
 
 func (c *Conn) onMessage(m rueidis.PubSubMessage) {
-	if c.hooks.OnMessage != nil {
+	if c.hooks.OnMessage != nil && !c.closing.Load() {
 		c.hooks.OnMessage(m.Channel, m.Message)
 	}
 }
@@ -113,7 +120,7 @@ func (c *Conn) onSubscription(s rueidis.PubSubSubscription) {
 		}
 	}
 	c.mu.Unlock()
-	if !own && c.hooks.OnLost != nil {
+	if !own && c.hooks.OnLost != nil && !c.closing.Load() {
 		c.hooks.OnLost(s.Channel)
 	}
 }
@@ -224,8 +231,9 @@ func (c *Conn) do(ctx context.Context, batches [][]string, build func([]string) 
 }
 
 // Close closes the wire and waits for the connection's goroutine to exit.
-// It is idempotent.
+// No hook is called once Close has started. It is idempotent.
 func (c *Conn) Close() {
+	c.closing.Store(true)
 	c.closeOnce.Do(func() {
 		// Closing the wire first makes rueidis drop it instead of trying to
 		// unsubscribe it for reuse, which would block on a frozen server.
