@@ -96,7 +96,7 @@ func New(cfg Config) (*Broker, error) {
 			b.parts[i] = newPartState(i)
 		}
 	}
-	b.applySlots(slots)
+	b.applySlots(context.Background(), slots)
 	if cfg.Handler != nil {
 		b.wg.Add(1)
 		go b.watchTopology()
@@ -114,16 +114,7 @@ func (b *Broker) Fingerprint() string { return b.layout.Fingerprint() }
 // Publish sends payload with SPUBLISH to the master owning channel's
 // partition. rueidis follows MOVED and ASK redirections.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
-	if b.closed.Load() {
-		return shardcast.ErrClosed
-	}
-	if err := shardcast.ValidateChannel(channel); err != nil {
-		return err
-	}
-	if len(payload) > b.cfg.MaxPayload {
-		return fmt.Errorf("%w: %d bytes, limit %d", shardcast.ErrPayloadTooLarge, len(payload), b.cfg.MaxPayload)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := engine.CheckPublish(ctx, b.closed.Load(), channel, payload, b.cfg.MaxPayload); err != nil {
 		return err
 	}
 	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
@@ -237,15 +228,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 }
 
 func (b *Broker) check(ctx context.Context, channels []string) error {
-	if b.closed.Load() {
-		return shardcast.ErrClosed
-	}
-	for _, ch := range channels {
-		if err := shardcast.ValidateChannel(ch); err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
+	return engine.CheckChannels(ctx, b.closed.Load(), channels)
 }
 
 // onMessage runs on a wire's reader goroutine.
@@ -266,14 +249,15 @@ func (b *Broker) onLost(m *masterConn, key string) {
 		return
 	}
 	p := b.parts[b.layout.Partition(channel)]
-	wire := m.current()
-	if wire == nil {
-		return
+	// The slot moved at some point after the wire last proved healthy.
+	since := time.Now()
+	if h := m.lastHealthy(); h.UnixNano() > 0 && h.Before(since) {
+		since = h
 	}
-	if chans, ok := p.interrupt(wire, time.Now()); ok {
+	if chans, ok := p.noteLost(m.current(), since); ok {
 		b.emitter.Emit(shardcast.Event{
 			Kind: shardcast.EventInterrupted, Shard: m.addr, Partitions: []int{p.id},
-			Channels: chans, Since: time.Now(), Err: errSlotMoved,
+			Channels: chans, Since: since, Err: errSlotMoved,
 		})
 	}
 	b.requestRefresh()

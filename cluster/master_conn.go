@@ -29,9 +29,12 @@ type masterConn struct {
 	// frozen master is usually replaced by its replica (after the cluster
 	// node timeout) before the ping times out, and the slot map shows it.
 	slow atomic.Bool
-	// healthyAt is when the wire last proved alive (connected or answered
-	// a ping), in Unix nanoseconds. A frozen master loses messages from
-	// then on, not from when the broker noticed.
+	// healthyAt is when the wire last proved alive, in Unix nanoseconds:
+	// when it connected, or when a ping that was answered was sent (the
+	// server ran the PING after that, and any slot it lost before would
+	// have pushed its sunsubscribe ahead of the PONG). A frozen master, or
+	// a slot moved away, loses messages from then on, not from when the
+	// broker noticed.
 	healthyAt atomic.Int64
 
 	// ctx ends when the master is stopped; it bounds every dial and ping
@@ -121,6 +124,7 @@ func (m *masterConn) watch(wire *subconn.Conn) bool {
 	defer tick.Stop()
 	pinged := make(chan error, 1)
 	var pingCancel context.CancelFunc // non-nil while a ping is out
+	var pingSent time.Time
 	endPing := func() {
 		if pingCancel != nil {
 			pingCancel()
@@ -151,7 +155,7 @@ func (m *masterConn) watch(wire *subconn.Conn) bool {
 			pingCancel = nil
 			if err == nil {
 				m.slow.Store(false)
-				m.healthyAt.Store(time.Now().UnixNano())
+				m.healthyAt.Store(pingSent.UnixNano())
 			} else if wire.Alive() && m.ctx.Err() == nil {
 				m.slow.Store(true) // the loss below dates from the last answer
 				m.b.log.Warn("shardcast: master did not answer ping; dropping its connection", "master", m.addr, "err", err)
@@ -165,6 +169,7 @@ func (m *masterConn) watch(wire *subconn.Conn) bool {
 				}
 				continue
 			}
+			pingSent = time.Now()
 			pingCancel = m.ping(wire, pinged)
 		}
 	}
@@ -180,15 +185,6 @@ func (m *masterConn) ping(wire *subconn.Conn, out chan<- error) context.CancelFu
 
 // lastHealthy returns when the wire last proved alive.
 func (m *masterConn) lastHealthy() time.Time { return time.Unix(0, m.healthyAt.Load()) }
-
-// suspectSince returns when a slow master was last known healthy, or the
-// zero time if it is not slow.
-func (m *masterConn) suspectSince() time.Time {
-	if !m.slow.Load() {
-		return time.Time{}
-	}
-	return m.lastHealthy()
-}
 
 // lost marks every partition carried by wire as interrupted, reports them
 // and asks for a topology refresh: the master may have failed over.
@@ -241,6 +237,7 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 	}
 	var groups []shardcast.Group
 	var empty []*partState
+	seqs := make(map[int]uint64)
 	for _, p := range locked {
 		if b.masterAddr(p.id) != m.addr {
 			continue
@@ -261,6 +258,7 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 			keys[i] = b.layout.PartitionKey(p.id, ch)
 		}
 		groups = append(groups, shardcast.Group{Key: p.id, Channels: keys})
+		seqs[p.id] = p.lostSeq()
 	}
 	for _, p := range empty {
 		p.activate(wire)
@@ -270,7 +268,7 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 	report := b.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
-		return firstError(wire.Subscribe(ctx, cmd.Channels))
+		return engine.FirstError(wire.Subscribe(ctx, cmd.Channels))
 	})
 	cancel()
 	b.resubscribeCommands.Add(uint64(report.Commands))
@@ -285,7 +283,14 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 			continue
 		}
 		p := b.parts[g.Key]
-		if s := p.activate(wire); !s.IsZero() {
+		s, ok := p.activateIf(wire, seqs[g.Key])
+		if !ok {
+			// A slot move overtook the confirmation; the next heal retries
+			// on whichever master owns the slot by then.
+			b.requestRefresh()
+			continue
+		}
+		if !s.IsZero() {
 			restored = append(restored, p)
 			if since.IsZero() || s.Before(since) {
 				since = s

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -22,13 +23,18 @@ type partState struct {
 	turn chan struct{}
 
 	mu        sync.Mutex
-	wanted    map[string]struct{}
+	wanted    engine.ChannelSet
 	wire      *subconn.Conn // nil while interrupted
 	downSince time.Time     // start of the current interruption, if any
+	// lost counts server-pushed unsubscribes seen for this partition. A
+	// resubscribe reads it before sending and activates only if it is
+	// unchanged once Redis confirmed: a push that overtook the activation
+	// would otherwise be ignored and leave the partition silently dead.
+	lost uint64
 }
 
 func newPartState(id int) *partState {
-	return &partState{id: id, turn: make(chan struct{}, 1), wanted: make(map[string]struct{})}
+	return &partState{id: id, turn: make(chan struct{}, 1), wanted: engine.ChannelSet{}}
 }
 
 func (p *partState) lock(ctx context.Context, closing <-chan struct{}) error {
@@ -96,12 +102,43 @@ func (p *partState) interruptUnless(keep *subconn.Conn, at time.Time) ([]string,
 // activate records that every wanted channel is confirmed on wire. It
 // returns when the interruption it ends began (zero if none).
 func (p *partState) activate(wire *subconn.Conn) time.Time {
+	since, _ := p.activateIf(wire, p.lostSeq())
+	return since
+}
+
+// lostSeq returns the count of server-pushed unsubscribes so far.
+func (p *partState) lostSeq() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.lost
+}
+
+// activateIf is activate, unless a server-pushed unsubscribe arrived since
+// lostSeq returned seq: then the confirmation may already be void and the
+// partition stays interrupted (ok is false).
+func (p *partState) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost != seq {
+		return time.Time{}, false
+	}
 	p.wire = wire
-	since := p.downSince
+	since = p.downSince
 	p.downSince = time.Time{}
-	return since
+	return since, true
+}
+
+// noteLost records a server-pushed unsubscribe that arrived on wire and
+// interrupts the partition if wire carries it. It returns the wanted
+// channels when this starts an interruption.
+func (p *partState) noteLost(wire *subconn.Conn, at time.Time) ([]string, bool) {
+	p.mu.Lock()
+	p.lost++
+	p.mu.Unlock()
+	if wire == nil {
+		return nil, false
+	}
+	return p.interrupt(wire, at)
 }
 
 func (p *partState) snapshot() []string {
@@ -110,13 +147,7 @@ func (p *partState) snapshot() []string {
 	return p.snapshotLocked()
 }
 
-func (p *partState) snapshotLocked() []string {
-	out := make([]string, 0, len(p.wanted))
-	for ch := range p.wanted {
-		out = append(out, ch)
-	}
-	return out
-}
+func (p *partState) snapshotLocked() []string { return p.wanted.Slice() }
 
 func (p *partState) wantedCount() int {
 	p.mu.Lock()
@@ -128,27 +159,13 @@ func (p *partState) wantedCount() int {
 func (p *partState) missing(channels []string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(channels))
-	seen := make(map[string]struct{}, len(channels))
-	for _, ch := range channels {
-		if _, ok := p.wanted[ch]; ok {
-			continue
-		}
-		if _, dup := seen[ch]; dup {
-			continue
-		}
-		seen[ch] = struct{}{}
-		out = append(out, ch)
-	}
-	return out
+	return p.wanted.Missing(channels)
 }
 
 func (p *partState) add(channels []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, ch := range channels {
-		p.wanted[ch] = struct{}{}
-	}
+	p.wanted.Add(channels)
 }
 
 // remove drops channels from the wanted set and returns those that were
@@ -156,14 +173,7 @@ func (p *partState) add(channels []string) {
 func (p *partState) remove(channels []string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	gone := make([]string, 0, len(channels))
-	for _, ch := range channels {
-		if _, ok := p.wanted[ch]; ok {
-			delete(p.wanted, ch)
-			gone = append(gone, ch)
-		}
-	}
-	return gone
+	return p.wanted.Remove(channels)
 }
 
 // subscribe makes channels of partition p subscribed and confirmed. If the
@@ -194,7 +204,7 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 				continue
 			}
 		}
-		err = firstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
+		err = engine.FirstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
 		if err == nil {
 			p.add(fresh)
 			p.unlock()
@@ -246,15 +256,21 @@ func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, e
 	if wire == nil {
 		return nil, fmt.Errorf("no connection to master %s", addr)
 	}
+	seq := p.lostSeq()
 	if wanted := p.snapshot(); len(wanted) > 0 {
-		if err := firstError(wire.Subscribe(ctx, b.keys(p.id, wanted)...)); err != nil {
+		if err := engine.FirstError(wire.Subscribe(ctx, b.keys(p.id, wanted)...)); err != nil {
 			if isMoved(err) {
 				b.requestRefresh()
 			}
 			return nil, fmt.Errorf("resubscribe on %s: %w", addr, err)
 		}
 	}
-	if since := p.activate(wire); !since.IsZero() {
+	since, ok := p.activateIf(wire, seq)
+	if !ok {
+		b.requestRefresh()
+		return nil, fmt.Errorf("resubscribe on %s: %w", addr, errSlotMoved)
+	}
+	if !since.IsZero() {
 		b.emitRestored(addr, []*partState{p}, since)
 	}
 	return wire, nil
@@ -276,7 +292,7 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CommandTimeout)
 	defer cancel()
 	// A wire that broke or a slot that moved took the subscriptions along.
-	if err := firstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
+	if err := engine.FirstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
 		return fmt.Errorf("partition %d: %w", p.id, err)
 	}
 	return nil
@@ -285,7 +301,7 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 func (b *Broker) rollback(wire *subconn.Conn, part int, channels []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 	defer cancel()
-	if err := firstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil {
+	if err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil {
 		b.log.Warn("shardcast: rollback unsubscribe failed", "partition", part, "err", err)
 	}
 }
@@ -338,13 +354,4 @@ func isMoved(err error) bool {
 		}
 	}
 	return false
-}
-
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -32,12 +33,12 @@ func (b *Broker) watchTopology() {
 		timer.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 		slots, err := b.pollSlots(ctx)
-		cancel()
 		if err != nil {
 			b.log.Warn("shardcast: topology poll failed", "err", err)
 		} else {
-			b.applySlots(slots)
+			b.applySlots(ctx, slots)
 		}
+		cancel()
 		b.heal()
 		b.signalChange()
 	}
@@ -47,19 +48,11 @@ func (b *Broker) watchTopology() {
 func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	var errs []error
 	for addr, node := range b.client.Nodes() {
-		nctx, cancel := context.WithTimeout(ctx, time.Second)
-		reply, err := node.Do(nctx, node.B().ClusterSlots().Build()).ToAny()
-		cancel()
+		m, err := slotsFrom(ctx, addr, node)
 		if err == nil {
-			var m shardcast.SlotMap
-			if m, err = shardcast.ParseClusterSlotsFrom(reply, addr); err == nil && len(m.Ranges) > 0 {
-				return m, nil
-			}
-			if err == nil {
-				err = errors.New("empty slot map")
-			}
+			return m, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -68,6 +61,62 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 		return shardcast.SlotMap{}, errors.New("no cluster node known")
 	}
 	return shardcast.SlotMap{}, errors.Join(errs...)
+}
+
+// slotsFrom asks one node for CLUSTER SLOTS.
+func slotsFrom(ctx context.Context, addr string, node rueidis.Client) (shardcast.SlotMap, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	reply, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToAny()
+	if err != nil {
+		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	m, err := shardcast.ParseClusterSlotsFrom(reply, addr)
+	if err == nil && len(m.Ranges) == 0 {
+		err = errors.New("empty slot map")
+	}
+	if err != nil {
+		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	return m, nil
+}
+
+// confirmMoves keeps a partition on its current master when the master
+// the polled map moves it to does not claim the slot itself. The node that
+// answered the poll may not have heard of a slot move yet (resharding tells
+// the new owner first, the rest later), and following its stale map would
+// move subscriptions away and back again. A destination that cannot be
+// asked is trusted.
+func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) shardcast.Assignment {
+	b.mu.Lock()
+	old := b.assign
+	b.mu.Unlock()
+	if old == nil || len(old) != len(next) {
+		return next
+	}
+	views := make(map[string]*shardcast.SlotMap)
+	for p := range next {
+		dest := next[p]
+		if dest == "" || dest == old[p] {
+			continue
+		}
+		view, asked := views[dest]
+		if !asked {
+			if node, ok := b.client.Nodes()[dest]; ok {
+				if m, err := slotsFrom(ctx, dest, node); err == nil {
+					view = &m
+				}
+			}
+			views[dest] = view
+		}
+		if view == nil {
+			continue
+		}
+		if owner, _ := view.MasterOf(b.layout.Slot(p)); owner != dest {
+			next[p] = old[p]
+		}
+	}
+	return next
 }
 
 // applySlots installs a new slot map: it recomputes the partition →
@@ -87,8 +136,8 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 // closed: a new master's connection resubscribes its partitions as soon as
 // it is up, and interrupting them after that would report a loss that did
 // not happen and subscribe them a second time.
-func (b *Broker) applySlots(slots shardcast.SlotMap) {
-	assign := shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots)
+func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
+	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots))
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
@@ -100,9 +149,9 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 	// keep maps a master to its live wire: a moved partition already
 	// active there was resubscribed by a Subscribe racing this update.
 	keep := make(map[string]*subconn.Conn)
-	// suspect maps a master that is slow to answer pings to when it was
-	// last healthy: its moved partitions stopped delivering then.
-	suspect := make(map[string]time.Time)
+	// healthy maps each master to when its wire last proved healthy: a
+	// partition that moved away stopped delivering at some point after.
+	healthy := make(map[string]time.Time)
 	if b.parts != nil {
 		wantMasters := make(map[string]bool)
 		for _, addr := range assign {
@@ -111,8 +160,8 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 			}
 		}
 		for addr, m := range b.masters {
-			if t := m.suspectSince(); !t.IsZero() {
-				suspect[addr] = t
+			if t := m.lastHealthy(); t.UnixNano() > 0 {
+				healthy[addr] = t
 			}
 			if !wantMasters[addr] {
 				delete(b.masters, addr)
@@ -132,7 +181,7 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 	b.mu.Unlock()
 
 	if old != nil {
-		b.reportMoves(old, assign, keep, suspect)
+		b.reportMoves(old, assign, keep, healthy)
 	}
 	for _, m := range started {
 		go m.run()
@@ -144,9 +193,9 @@ func (b *Broker) applySlots(slots shardcast.SlotMap) {
 
 // reportMoves reports the assignment change and interrupts the moved
 // partitions that are not already active on their new owner's wire (keep).
-// The loss of a partition that left a suspect master dates from when that
-// master was last healthy.
-func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*subconn.Conn, suspect map[string]time.Time) {
+// The loss of a moved partition dates from when its old master was last
+// known healthy.
+func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
 	if diff.Empty() {
 		return
@@ -170,7 +219,7 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*
 	for _, mv := range diff.Moved {
 		p := b.parts[mv.Partition]
 		since := now
-		if t, ok := suspect[mv.From]; ok {
+		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
 		chans, ok := p.interruptUnless(keep[mv.To], since)

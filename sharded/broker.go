@@ -133,16 +133,7 @@ func (b *Broker) Shard(channel string) int { return jump.Channel(channel, len(b.
 // Publish sends payload to channel's shard with PUBLISH. Concurrent calls
 // share round trips through rueidis auto-pipelining.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
-	if b.closed.Load() {
-		return shardcast.ErrClosed
-	}
-	if err := shardcast.ValidateChannel(channel); err != nil {
-		return err
-	}
-	if len(payload) > b.cfg.MaxPayload {
-		return fmt.Errorf("%w: %d bytes, limit %d", shardcast.ErrPayloadTooLarge, len(payload), b.cfg.MaxPayload)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := engine.CheckPublish(ctx, b.closed.Load(), channel, payload, b.cfg.MaxPayload); err != nil {
 		return err
 	}
 	sh := b.shards[b.Shard(channel)]
@@ -243,15 +234,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 }
 
 func (b *Broker) check(ctx context.Context, channels []string) error {
-	if b.closed.Load() {
-		return shardcast.ErrClosed
-	}
-	for _, ch := range channels {
-		if err := shardcast.ValidateChannel(ch); err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
+	return engine.CheckChannels(ctx, b.closed.Load(), channels)
 }
 
 // route groups channels by the subscribe connection that carries them.

@@ -29,7 +29,7 @@ type subscriber struct {
 	turn chan struct{}
 
 	mu        sync.Mutex
-	wanted    map[string]struct{}
+	wanted    engine.ChannelSet
 	conn      *subconn.Conn // nil while down
 	up        chan struct{} // closed while conn != nil
 	downSince time.Time
@@ -42,7 +42,7 @@ func newSubscriber(b *Broker, shard int, addr string, node rueidis.Client) *subs
 		addr:   addr,
 		node:   node,
 		turn:   make(chan struct{}, 1),
-		wanted: make(map[string]struct{}),
+		wanted: engine.ChannelSet{},
 		up:     make(chan struct{}),
 	}
 }
@@ -101,12 +101,10 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 			s.unlock()
 			return nil, nil
 		}
-		err := firstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
+		err := engine.FirstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
 		if err == nil {
 			s.mu.Lock()
-			for _, ch := range fresh {
-				s.wanted[ch] = struct{}{}
-			}
+			s.wanted.Add(fresh)
 			s.mu.Unlock()
 			s.unlock()
 			return fresh, nil
@@ -126,7 +124,7 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 		// undo must not hold the caller past its ctx (the instance may have
 		// stopped answering), so it runs behind the caller's back.
 		s.finish(ctx, func(ctx context.Context) error {
-			if err := firstError(conn.Unsubscribe(ctx, s.b.batches(fresh)...)); err != nil {
+			if err := engine.FirstError(conn.Unsubscribe(ctx, s.b.batches(fresh)...)); err != nil {
 				s.b.log.Warn("shardcast: rollback unsubscribe failed", "shard", s.addr, "err", err)
 			}
 			return nil
@@ -212,13 +210,7 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 		return err
 	}
 	s.mu.Lock()
-	gone := make([]string, 0, len(channels))
-	for _, ch := range channels {
-		if _, ok := s.wanted[ch]; ok {
-			delete(s.wanted, ch)
-			gone = append(gone, ch)
-		}
-	}
+	gone := s.wanted.Remove(channels)
 	conn := s.conn
 	s.mu.Unlock()
 	if len(gone) == 0 || conn == nil {
@@ -228,7 +220,7 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 	// Once started, finish the commands even if the caller's ctx ends, so
 	// Redis is not left subscribed to channels the broker no longer wants.
 	return s.finish(ctx, func(ctx context.Context) error {
-		err := firstError(conn.Unsubscribe(ctx, s.b.batches(gone)...))
+		err := engine.FirstError(conn.Unsubscribe(ctx, s.b.batches(gone)...))
 		if err != nil && conn.Alive() {
 			return fmt.Errorf("unsubscribe on shard %s: %w", s.addr, err)
 		}
@@ -240,19 +232,7 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 func (s *subscriber) missing(channels []string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(channels))
-	seen := make(map[string]struct{}, len(channels))
-	for _, ch := range channels {
-		if _, ok := s.wanted[ch]; ok {
-			continue
-		}
-		if _, dup := seen[ch]; dup {
-			continue
-		}
-		seen[ch] = struct{}{}
-		out = append(out, ch)
-	}
-	return out
+	return s.wanted.Missing(channels)
 }
 
 func (s *subscriber) wantedCount() int {
@@ -261,13 +241,8 @@ func (s *subscriber) wantedCount() int {
 	return len(s.wanted)
 }
 
-func (s *subscriber) snapshot() []string {
-	out := make([]string, 0, len(s.wanted))
-	for ch := range s.wanted {
-		out = append(out, ch)
-	}
-	return out
-}
+// snapshot lists the wanted channels; the caller holds s.mu.
+func (s *subscriber) snapshot() []string { return s.wanted.Slice() }
 
 // run keeps the connection up until the broker closes: connect,
 // resubscribe everything wanted, wait for the wire to die, report, repeat.
@@ -329,7 +304,7 @@ func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
 		rctx, rcancel := context.WithTimeout(s.b.ctx, s.b.cfg.CommandTimeout)
 		report := s.b.resub.Run(rctx, []shardcast.Group{{Key: s.shard, Channels: channels}},
 			func(ctx context.Context, cmd shardcast.Command) error {
-				return firstError(conn.Subscribe(ctx, cmd.Channels))
+				return engine.FirstError(conn.Subscribe(ctx, cmd.Channels))
 			})
 		rcancel()
 		if report.Err != nil {
@@ -375,13 +350,4 @@ func (s *subscriber) drop(conn *subconn.Conn) {
 	s.conn = nil
 	s.mu.Unlock()
 	conn.Close()
-}
-
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

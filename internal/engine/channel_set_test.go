@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/shardcast/shardcast"
+	"github.com/stretchr/testify/assert"
+)
+
+func TestChannelSet(t *testing.T) {
+	s := ChannelSet{}
+	assert.Equal(t, []string{"a", "b"}, s.Missing([]string{"a", "b", "a"}))
+	s.Add([]string{"a"})
+	assert.Equal(t, []string{"b"}, s.Missing([]string{"a", "b", "b"}))
+	assert.Equal(t, []string{"a"}, s.Remove([]string{"a", "zz", "a"}))
+	assert.Empty(t, s.Slice())
+	s.Add([]string{"x", "y"})
+	assert.ElementsMatch(t, []string{"x", "y"}, s.Slice())
+}
+
+func TestChecks(t *testing.T) {
+	ctx := context.Background()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, CheckChannels(ctx, true, []string{"a"}), shardcast.ErrClosed)
+	assert.ErrorIs(t, CheckChannels(ctx, false, []string{"a", ""}), shardcast.ErrInvalidChannel)
+	assert.ErrorIs(t, CheckChannels(cancelled, false, []string{"a"}), context.Canceled)
+	assert.NoError(t, CheckChannels(ctx, false, []string{"a", "{b}"}))
+
+	assert.ErrorIs(t, CheckPublish(ctx, true, "a", nil, 1), shardcast.ErrClosed)
+	assert.ErrorIs(t, CheckPublish(ctx, false, "", nil, 1), shardcast.ErrInvalidChannel)
+	assert.ErrorIs(t, CheckPublish(ctx, false, "a", []byte("ab"), 1), shardcast.ErrPayloadTooLarge)
+	assert.ErrorIs(t, CheckPublish(cancelled, false, "a", nil, 1), context.Canceled)
+	assert.NoError(t, CheckPublish(ctx, false, "a", []byte("a"), 1))
+
+	assert.NoError(t, FirstError([]error{nil, nil}))
+	assert.ErrorIs(t, FirstError([]error{nil, context.Canceled, shardcast.ErrClosed}), context.Canceled)
+}
