@@ -22,7 +22,8 @@ type Broker struct {
 	cfg    Config
 	log    *slog.Logger
 	layout *shardcast.Layout
-	client rueidis.Client
+	client rueidis.Client // topology, subscribe wires, and batched publishes
+	pub    *engine.PublishRoute
 
 	pool    *shardcast.WorkerPool
 	emitter *shardcast.Emitter
@@ -68,11 +69,22 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", cfg.Addrs, err)
 	}
+	pub := &engine.PublishRoute{Direct: client}
+	if opt := cfg.clientOption(); opt.MaxFlushDelay > 0 {
+		opt.MaxFlushDelay = 0
+		direct, err := rueidis.NewClient(opt)
+		if err != nil {
+			client.Close()
+			return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", cfg.Addrs, err)
+		}
+		pub = &engine.PublishRoute{Direct: direct, Batched: client, Threshold: int64(cfg.BatchThreshold)}
+	}
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		layout:  layout,
 		client:  client,
+		pub:     pub,
 		resub:   shardcast.Resubscriber{Batch: cfg.SubscribeBatch},
 		masters: make(map[string]*masterConn),
 		changed: make(chan struct{}),
@@ -85,7 +97,7 @@ func New(cfg Config) (*Broker, error) {
 	cancel()
 	if err != nil {
 		b.emitter.Close()
-		client.Close()
+		pub.Close()
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
 	if cfg.Handler != nil {
@@ -120,7 +132,7 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
 	cmd := b.client.B().Spublish().Channel(b.layout.Key(channel)).Message(frame.String()).Build()
 	for attempt := 0; ; attempt++ {
-		err := b.client.Do(ctx, cmd).Error()
+		err := b.pub.Do(ctx, cmd)
 		if err == nil {
 			break
 		}
@@ -389,7 +401,7 @@ func (b *Broker) Close() error {
 		for _, m := range masters {
 			m.close()
 		}
-		b.client.Close()
+		b.pub.Close() // closes b.client too
 		if b.pool != nil {
 			b.pool.Close()
 		}

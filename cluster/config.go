@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // Default values applied to a zero Config field.
@@ -60,6 +61,11 @@ type Config struct {
 	// MaxFlushDelay is how long a publish may wait for others to share its
 	// round trip (default 100µs). Negative means no delay.
 	MaxFlushDelay time.Duration
+	// BatchThreshold is the number of Publish calls in flight from which
+	// publishes wait up to MaxFlushDelay to share a round trip (default
+	// 32). Below it each publish is written at once, through a second
+	// client: with few publishers a flush delay only adds latency.
+	BatchThreshold int
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the backoff between reconnect
@@ -79,6 +85,9 @@ func (c Config) withDefaults() Config {
 		if *d == 0 {
 			*d = v
 		}
+	}
+	if c.BatchThreshold == 0 {
+		c.BatchThreshold = engine.DefaultBatchThreshold
 	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
@@ -116,6 +125,9 @@ func (c Config) validate() error {
 		if d < 0 {
 			return fmt.Errorf("%w: negative interval or timeout", shardcast.ErrInvalidConfig)
 		}
+	}
+	if c.BatchThreshold < 0 {
+		return fmt.Errorf("%w: BatchThreshold = %d, want >= 0", shardcast.ErrInvalidConfig, c.BatchThreshold)
 	}
 	return c.Options.Validate()
 }

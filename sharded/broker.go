@@ -57,7 +57,8 @@ type Broker struct {
 // connections of this broker.
 type shard struct {
 	addr   string
-	client rueidis.Client
+	client rueidis.Client // subscribe connections, and publishing when batched
+	pub    *engine.PublishRoute
 	subs   []*subscriber
 }
 
@@ -90,13 +91,13 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.fp = fingerprint(addrs)
 	for i, opt := range opts {
-		client, err := rueidis.NewClient(opt)
+		sh, err := newShard(addrs[i], opt, cfg.BatchThreshold)
 		if err != nil {
 			b.cancel()
 			b.closeClients()
 			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, addrs[i], err)
 		}
-		b.shards = append(b.shards, &shard{addr: addrs[i], client: client})
+		b.shards = append(b.shards, sh)
 	}
 	b.emitter = shardcast.NewEmitter(cfg.OnEvent, b.log)
 	if cfg.Handler != nil {
@@ -138,7 +139,7 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	}
 	sh := b.shards[b.Shard(channel)]
 	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
-	err := sh.client.Do(ctx, sh.client.B().Publish().Channel(channel).Message(frame.String()).Build()).Error()
+	err := sh.pub.Do(ctx, sh.client.B().Publish().Channel(channel).Message(frame.String()).Build())
 	if err != nil {
 		// The frame is not released: after a failed command (a broken wire,
 		// an abandoned ctx) rueidis's writer may still read it.
@@ -317,6 +318,27 @@ func (b *Broker) goBackground(f func()) bool {
 
 func (b *Broker) closeClients() {
 	for _, sh := range b.shards {
-		sh.client.Close()
+		sh.pub.Close()
 	}
+}
+
+// newShard connects to one instance. With a flush delay it opens a second
+// client that writes at once, for publishes while few are in flight (see
+// engine.PublishRoute).
+func newShard(addr string, opt rueidis.ClientOption, threshold int) (*shard, error) {
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	sh := &shard{addr: addr, client: client, pub: &engine.PublishRoute{Direct: client}}
+	if opt.MaxFlushDelay > 0 {
+		opt.MaxFlushDelay = 0
+		direct, err := rueidis.NewClient(opt)
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		sh.pub = &engine.PublishRoute{Direct: direct, Batched: client, Threshold: int64(threshold)}
+	}
+	return sh, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // Default values applied to a zero Config field.
@@ -41,6 +42,11 @@ type Config struct {
 	// round trip (rueidis auto-pipelining; default 100µs). Negative means
 	// no delay.
 	MaxFlushDelay time.Duration
+	// BatchThreshold is the number of Publish calls in flight on a shard
+	// from which publishes wait up to MaxFlushDelay to share a round trip
+	// (default 32). Below it each publish is written at once, on a second
+	// connection: with few publishers a flush delay only adds latency.
+	BatchThreshold int
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential backoff between
@@ -65,6 +71,9 @@ func (c Config) withDefaults() Config {
 	} else if c.MaxFlushDelay < 0 {
 		c.MaxFlushDelay = 0
 	}
+	if c.BatchThreshold == 0 {
+		c.BatchThreshold = engine.DefaultBatchThreshold
+	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
@@ -87,8 +96,8 @@ func (c Config) validate() error {
 	if len(c.Addrs) == 0 {
 		return fmt.Errorf("%w: sharded.Config.Addrs is empty", shardcast.ErrInvalidConfig)
 	}
-	if c.ConnsPerShard < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
-		return fmt.Errorf("%w: negative ConnsPerShard, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)
+	if c.ConnsPerShard < 0 || c.BatchThreshold < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
+		return fmt.Errorf("%w: negative ConnsPerShard, BatchThreshold, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)
 	}
 	return c.Options.Validate()
 }

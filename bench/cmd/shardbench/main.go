@@ -1,0 +1,216 @@
+// Command shardbench is a reproducible sharded Pub/Sub benchmark: it runs
+// shardcast's two engines and their peers (Centrifuge's RedisBroker,
+// hand-written go-redis, and the redis-benchmark/redis-cli ceiling) against
+// the same local Redis, interleaved, and prints tables (or JSON lines).
+//
+//	shardbench <scenario> [flags]
+//
+// Scenarios: throughput, latency, resubscribe, connections, broadcast,
+// balance, memory, and all (every scenario, then docs/BENCHMARKS.md via
+// -out). Without -addrs/-cluster it starts its own redis-server processes
+// on free loopback ports and kills them (by PID) when it ends.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shardcast/shardcast/bench/internal/launch"
+)
+
+// config holds every flag; each scenario reads the ones it needs.
+type config struct {
+	addrs, cluster3, cluster6 string
+	engines                   string
+	channels                  int
+	publishers                string
+	payload                   int
+	duration, warmup          time.Duration
+	rounds                    int
+	json                      bool
+	out                       string
+	scFlush                   time.Duration
+	scWorkers                 int
+	scBatch                   int
+	resubChannels             int
+	memChannels               int
+	memBatch                  int
+	rates                     string
+	latencyDuration           time.Duration
+	brokers                   int
+	cpuprofile                string
+	memprofile                string
+	quick                     bool
+}
+
+var cfg config
+
+var scenarios = map[string]func(context.Context, *env) (section, error){
+	"throughput":  runThroughput,
+	"latency":     runLatency,
+	"resubscribe": runResubscribe,
+	"connections": runConnections,
+	"broadcast":   runBroadcast,
+	"balance":     runBalance,
+	"memory":      runMemory,
+}
+
+// order is the order "all" runs scenarios in (most important first).
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency"}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
+	fs := flags()
+	fs.PrintDefaults()
+}
+
+func flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("shardbench", flag.ContinueOnError)
+	fs.StringVar(&cfg.addrs, "addrs", "", "standalone Redis address to use (default: start one)")
+	fs.StringVar(&cfg.cluster3, "cluster", "", "seed nodes of a 3-master Redis Cluster to use (default: start one)")
+	fs.StringVar(&cfg.cluster6, "cluster6", "", "seed nodes of a 6-master Redis Cluster to use (broadcast, balance; default: start one)")
+	fs.StringVar(&cfg.engines, "engines", "", "comma-separated engines (default: all that fit the scenario)")
+	fs.IntVar(&cfg.channels, "channels", 1000, "channels (throughput, latency)")
+	fs.StringVar(&cfg.publishers, "publishers", "8,128", "publisher goroutines, comma-separated (throughput)")
+	fs.IntVar(&cfg.payload, "payload", 256, "payload bytes")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per throughput run")
+	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each throughput run")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (A B C A B C …)")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per run on stdout instead of tables")
+	fs.StringVar(&cfg.out, "out", "", "write a Markdown report (docs/BENCHMARKS.md) to this file")
+	fs.DurationVar(&cfg.scFlush, "sc-flush", 0, "shardcast MaxFlushDelay override (0: library default, negative: none)")
+	fs.IntVar(&cfg.scWorkers, "sc-workers", 0, "shardcast Workers override (0: library default)")
+	fs.IntVar(&cfg.scBatch, "sc-batch", 0, "shardcast SubscribeBatch override (0: library default)")
+	fs.IntVar(&cfg.resubChannels, "resub-channels", 100000, "channels (resubscribe)")
+	fs.IntVar(&cfg.memChannels, "mem-channels", 1000000, "channels (memory)")
+	fs.IntVar(&cfg.memBatch, "mem-batch", 10000, "channels per Subscribe call (memory)")
+	fs.StringVar(&cfg.rates, "rates", "10000,25000,50000,100000,200000", "publish rates in msgs/s (latency)")
+	fs.DurationVar(&cfg.latencyDuration, "latency-duration", 3*time.Second, "time per rate step (latency)")
+	fs.IntVar(&cfg.brokers, "brokers", 4, "broker instances (connections)")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file")
+	fs.BoolVar(&cfg.quick, "quick", false, "shorter runs everywhere (smoke test)")
+	return fs
+}
+
+func main() {
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	fs := flags()
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		os.Exit(2)
+	}
+	var run []string
+	switch {
+	case name == "all":
+		run = order
+	case scenarios[name] != nil:
+		run = []string{name}
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if cfg.quick {
+		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
+		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second
+	}
+
+	set, err := launch.NewSet()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shardbench:", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		cancel()
+		fmt.Fprintln(os.Stderr, "\nshardbench: interrupted; stopping the Redis servers it started")
+		set.Close()
+		os.Exit(130)
+	}()
+	code := runAll(ctx, set, name, run)
+	cancel()
+	set.Close()
+	os.Exit(code)
+}
+
+func runAll(ctx context.Context, set *launch.Set, name string, run []string) int {
+	if cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
+	}
+	if cfg.memprofile != "" {
+		defer func() {
+			if f, err := os.Create(cfg.memprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
+	e := newEnv(set, splitList(cfg.addrs), splitList(cfg.cluster3), splitList(cfg.cluster6))
+	started := time.Now()
+	var sections []section
+	failed := 0
+	for _, s := range run {
+		progress("== scenario %s ==", s)
+		sec, err := scenarios[s](ctx, e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "shardbench: %s: %v\n", s, err)
+			failed++
+			sec = section{Name: s, Title: s, Body: fmt.Sprintf("Scenario failed: `%v`\n", err)}
+		}
+		sections = append(sections, sec)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if cfg.out != "" {
+		if err := writeReport(cfg.out, name, sections, time.Since(started)); err != nil {
+			fmt.Fprintln(os.Stderr, "shardbench:", err)
+			return 1
+		}
+		progress("wrote %s", cfg.out)
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// progress prints a status line on stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// emit prints one run as a JSON line when -json is set.
+func emit(v any) {
+	if !cfg.json {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		fmt.Println(string(b))
+	}
+}
+
+// show prints a scenario's table unless -json is set.
+func show(s string) {
+	if !cfg.json {
+		fmt.Println(s)
+	}
+}

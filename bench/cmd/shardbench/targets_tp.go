@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// throughputTargets renders the ratios between engines and checks the
+// throughput targets of issue 5 against the medians.
+func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []target) {
+	var b strings.Builder
+	var ts []target
+	b.WriteString("### Ratios (medians of the same run)\n\n")
+	var rows [][]string
+	add := func(topo string, p int, a, c string) (tpResult, tpResult, bool) {
+		ra, okA := m[topo][p][a]
+		rc, okC := m[topo][p][c]
+		if !okA || !okC || ra.Rate == 0 || rc.Rate == 0 {
+			return ra, rc, false
+		}
+		cpu := "–"
+		if rc.ClientCPUns > 0 && ra.ClientCPUns > 0 {
+			cpu = ratio(ra.ClientCPUns, rc.ClientCPUns)
+		}
+		p99 := "–"
+		if rc.P99us > 0 && ra.P99us > 0 {
+			p99 = ratio(ra.P99us, rc.P99us)
+		}
+		rows = append(rows, []string{topo, fmt.Sprint(p), a + " / " + c, ratio(ra.Rate, rc.Rate), cpu, p99})
+		return ra, rc, true
+	}
+	for _, topo := range []string{"standalone", "cluster-3"} {
+		for _, p := range sortedKeys(m[topo]) {
+			if topo == "standalone" {
+				add(topo, p, "shardcast", "centrifuge")
+				add(topo, p, "shardcast", "go-redis")
+				add(topo, p, "shardcast", ceiling)
+			} else {
+				add(topo, p, "shardcast-cluster", "centrifuge-sharded")
+				add(topo, p, "shardcast-cluster", "centrifuge-sharded-tags")
+				add(topo, p, "shardcast-cluster", "go-redis-cluster")
+			}
+		}
+	}
+	b.WriteString(table([]string{"topology", "publishers", "engines", "delivered/s ratio", "client CPU/msg ratio", "p99 ratio"}, rows))
+	b.WriteString("\n")
+
+	if a, c, ok := add("standalone", 128, "shardcast", "centrifuge"); ok {
+		r := a.Rate / c.Rate
+		ts = append(ts, target{"standalone, 128 publishers: delivered/s ≥ 1.3× Centrifuge", fmt.Sprintf("%.2f× (%s vs %s)", r, fmtRate(a.Rate), fmtRate(c.Rate)), metStr(r >= 1.3)})
+		cr := a.ClientCPUns / c.ClientCPUns
+		ts = append(ts, target{"standalone, 128 publishers: client CPU/msg ≤ 0.75× Centrifuge", fmt.Sprintf("%.2f× (%s vs %s)", cr, fmtDur(time.Duration(a.ClientCPUns)), fmtDur(time.Duration(c.ClientCPUns))), metStr(cr <= 0.75)})
+	}
+	if a, c, ok := add("standalone", 8, "shardcast", "centrifuge"); ok {
+		r := a.Rate / c.Rate
+		ts = append(ts, target{"standalone, 8 publishers: delivered/s ≥ 3× Centrifuge with a lower p99",
+			fmt.Sprintf("%.2f× (%s vs %s); p99 %s vs %s", r, fmtRate(a.Rate), fmtRate(c.Rate), fmtDur(time.Duration(a.P99us*1e3)), fmtDur(time.Duration(c.P99us*1e3))),
+			metStr(r >= 3 && a.P99us < c.P99us)})
+	}
+	for _, peer := range []string{"centrifuge-sharded", "centrifuge-sharded-tags"} {
+		if a, c, ok := add("cluster-3", 128, "shardcast-cluster", peer); ok {
+			r := a.Rate / c.Rate
+			ts = append(ts, target{"3-master cluster, 128 publishers: delivered/s ≥ 1.3× Centrifuge (" + peer + ")", fmt.Sprintf("%.2f× (%s vs %s)", r, fmtRate(a.Rate), fmtRate(c.Rate)), metStr(r >= 1.3)})
+		}
+	}
+	for _, p := range sortedKeys(m["standalone"]) {
+		a, c := m["standalone"][p]["shardcast"], m["standalone"][p][ceiling]
+		if a.Rate > 0 && c.Rate > 0 {
+			ts = append(ts, target{fmt.Sprintf("report shardcast delivered/s as a fraction of the redis-benchmark ceiling (%d publishers)", p),
+				fmt.Sprintf("%.0f%% (%s of %s)", 100*a.Rate/c.Rate, fmtRate(a.Rate), fmtRate(c.Rate)), "reported"})
+		}
+	}
+	// The target rows were added to the ratio table too; rebuild it without duplicates.
+	seen := map[string]bool{}
+	var uniq [][]string
+	for _, r := range rows {
+		k := strings.Join(r, "|")
+		if !seen[k] {
+			seen[k] = true
+			uniq = append(uniq, r)
+		}
+	}
+	b.Reset()
+	b.WriteString("### Ratios (medians of the same run)\n\n")
+	b.WriteString(table([]string{"topology", "publishers", "engines", "delivered/s ratio", "client CPU/msg ratio", "p99 ratio"}, uniq))
+	b.WriteString("\n")
+	return b.String(), ts
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

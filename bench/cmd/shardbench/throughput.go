@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast/bench/internal/engines"
+	"github.com/shardcast/shardcast/bench/internal/measure"
+)
+
+// tpResult is one throughput run.
+type tpResult struct {
+	Scenario      string  `json:"scenario"`
+	Topology      string  `json:"topology"`
+	Engine        string  `json:"engine"`
+	Publishers    int     `json:"publishers"`
+	Round         int     `json:"round"`
+	Channels      int     `json:"channels"`
+	PayloadBytes  int     `json:"payload_bytes"`
+	Seconds       float64 `json:"seconds"`
+	Published     uint64  `json:"published"`
+	Delivered     uint64  `json:"delivered"`
+	Rate          float64 `json:"delivered_per_sec"`
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+	P999us        float64 `json:"p999_us"`
+	ClientCPUns   float64 `json:"client_cpu_ns_per_msg"`
+	RedisCPUns    float64 `json:"redis_cpu_ns_per_msg"`
+	Connections   int     `json:"connections"`
+	AllocsPerMsg  float64 `json:"client_allocs_per_msg"`
+	BytesPerMsg   float64 `json:"client_alloc_bytes_per_msg"`
+	Note          string  `json:"note,omitempty"`
+	Error         string  `json:"error,omitempty"`
+	cpu, redisCPU time.Duration
+}
+
+const ceiling = "redis-ceiling"
+
+func tuning() engines.Tuning {
+	return engines.Tuning{MaxFlushDelay: cfg.scFlush, Workers: cfg.scWorkers, SubscribeBatch: cfg.scBatch}
+}
+
+func channelNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number %q", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func engineList(def []string) []string {
+	if cfg.engines != "" {
+		return splitList(cfg.engines)
+	}
+	return def
+}
+
+// runThroughput measures delivered msgs/s with closed-loop publishers on a
+// standalone Redis and on a 3-master cluster.
+func runThroughput(ctx context.Context, e *env) (section, error) {
+	pubs, err := parseInts(cfg.publishers)
+	if err != nil {
+		return section{}, err
+	}
+	sec := section{Name: "throughput", Title: "Throughput"}
+	var body strings.Builder
+	fmt.Fprintf(&body, "%d channels, %d-byte payloads, closed-loop publisher goroutines calling Publish as fast as it returns, "+
+		"round-robin over the channels; the same engine instance (one process) publishes and subscribes. Each run: %s warm-up, %s measured, "+
+		"then the subscriber drains. *delivered/s* counts messages published inside the measured window and delivered (publish→handler latency from "+
+		"shardcast's `Message.PublishedAt`, or a publish timestamp in the first 8 payload bytes for peers). *client CPU/msg* is getrusage of the "+
+		"process (publisher + subscriber) over window+drain divided by delivered messages; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user "+
+		"of every server; *conns* is the rise of connected_clients. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n",
+		cfg.channels, cfg.payload, cfg.warmup, cfg.duration, cfg.rounds)
+	fmt.Fprintf(&body, "The *%s* row is Redis itself: `redis-benchmark -P 16 -c %d -r <channels> PUBLISH bench:__rand_int__ <payload>` "+
+		"(the same fixed configuration beside every publisher count) into one subscriber of all channels that only counts bytes: a raw Go socket "+
+		"reader, since every message push has the same size. A `redis-cli SUBSCRIBE` subscriber was tried first and cannot keep up on this "+
+		"machine: Redis disconnects it at the pubsub output buffer limit within seconds. Its client CPU is redis-benchmark's (from /proc) plus this "+
+		"process's.\n\n", ceiling, ceilingClients)
+	topos := []struct {
+		name    string
+		cluster bool
+		def     []string
+	}{
+		{"standalone", false, []string{"shardcast", "centrifuge", "go-redis", ceiling}},
+		{"cluster-3", true, []string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}},
+	}
+	medians := map[string]map[int]map[string]tpResult{} // topo → pubs → engine
+	for _, topo := range topos {
+		var names []string
+		for _, n := range engineList(topo.def) {
+			if n == ceiling {
+				if !topo.cluster {
+					names = append(names, n)
+				}
+				continue
+			}
+			k, err := engines.Lookup(n)
+			if err != nil {
+				return sec, err
+			}
+			if k.Cluster == topo.cluster {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		var target engines.Target
+		var servers []string
+		if topo.cluster {
+			c, err := e.Cluster(ctx, 3)
+			if err != nil {
+				return sec, err
+			}
+			target.Cluster = c
+			m, err := slotMap(ctx, c)
+			if err != nil {
+				return sec, err
+			}
+			servers = masters(m)
+		} else {
+			s, err := e.Standalone()
+			if err != nil {
+				return sec, err
+			}
+			target.Standalone, servers = s, s
+		}
+		medians[topo.name] = map[int]map[string]tpResult{}
+		total := len(pubs) * cfg.rounds * len(names)
+		n := 0
+		var rows [][]string
+		for _, p := range pubs {
+			runs := map[string][]tpResult{}
+			for round := 1; round <= cfg.rounds; round++ {
+				for _, name := range names {
+					if ctx.Err() != nil {
+						return sec, ctx.Err()
+					}
+					n++
+					progress("[%s %d/%d] %s publishers=%d round %d …", topo.name, n, total, name, p, round)
+					var r tpResult
+					if name == ceiling {
+						r = ceilingRun(ctx, servers[0], p)
+					} else {
+						k, _ := engines.Lookup(name)
+						r = throughputRun(ctx, k, target, servers, p)
+					}
+					r.Scenario, r.Topology, r.Engine, r.Publishers, r.Round = "throughput", topo.name, name, p, round
+					emit(r)
+					if r.Error != "" {
+						progress("   error: %s", r.Error)
+					} else {
+						progress("   %s delivered/s, p99 %s, client %s/msg, redis %s/msg, conns %d", fmtRate(r.Rate),
+							fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)), fmtDur(time.Duration(r.RedisCPUns)), r.Connections)
+					}
+					runs[name] = append(runs[name], r)
+				}
+			}
+			medians[topo.name][p] = map[string]tpResult{}
+			for _, name := range names {
+				m := median(runs[name])
+				m.Scenario, m.Round = "throughput-median", 0
+				emit(m)
+				medians[topo.name][p][name] = m
+				rows = append(rows, tpRow(m, len(runs[name])))
+			}
+		}
+		fmt.Fprintf(&body, "### %s\n\n", topoTitle(topo.name))
+		body.WriteString(table(tpHead, rows))
+		body.WriteString("\n")
+		show(fmt.Sprintf("throughput, %s\n%s", topo.name, table(tpHead, rows)))
+	}
+	ratios, targets := throughputTargets(medians)
+	body.WriteString(ratios)
+	show(ratios)
+	sec.Body, sec.Targets = body.String(), targets
+	return sec, nil
+}
+
+func topoTitle(t string) string {
+	if t == "standalone" {
+		return "One standalone Redis"
+	}
+	return "Redis Cluster, 3 masters, no replicas (128 partitions)"
+}
+
+var tpHead = []string{"engine", "publishers", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "client allocs/msg", "Redis CPU/msg", "conns", "loss", "runs"}
+
+func tpRow(r tpResult, runs int) []string {
+	if r.Error != "" && r.Delivered == 0 {
+		return []string{r.Engine, strconv.Itoa(r.Publishers), "error: " + r.Error, "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
+	}
+	loss := "0"
+	if r.Published > r.Delivered && r.Published > 0 {
+		loss = fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
+	}
+	allocs := fmt.Sprintf("%.1f (%.0f B)", r.AllocsPerMsg, r.BytesPerMsg)
+	if r.Engine == ceiling {
+		allocs = "–"
+	}
+	us := func(v float64) string {
+		if v == 0 {
+			return "–"
+		}
+		return fmtDur(time.Duration(v * 1e3))
+	}
+	return []string{r.Engine, strconv.Itoa(r.Publishers), fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us),
+		fmtDur(time.Duration(r.ClientCPUns)), allocs, fmtDur(time.Duration(r.RedisCPUns)), strconv.Itoa(r.Connections), loss, strconv.Itoa(runs)}
+}
+
+// median combines the error-free runs of one engine: every numeric
+// column is the median of that column over the runs (so one disturbed
+// round moves no column far), published/delivered are summed.
+func median(rs []tpResult) tpResult {
+	var ok []tpResult
+	for _, r := range rs {
+		if r.Error == "" {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) == 0 {
+		if len(rs) > 0 {
+			return rs[0]
+		}
+		return tpResult{}
+	}
+	med := func(get func(tpResult) float64) float64 {
+		v := make([]float64, len(ok))
+		for i, r := range ok {
+			v[i] = get(r)
+		}
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m := ok[0]
+	m.Round = 0
+	m.Published, m.Delivered = 0, 0
+	for _, r := range ok {
+		m.Published += r.Published
+		m.Delivered += r.Delivered
+	}
+	m.Rate = med(func(r tpResult) float64 { return r.Rate })
+	m.P50us = med(func(r tpResult) float64 { return r.P50us })
+	m.P99us = med(func(r tpResult) float64 { return r.P99us })
+	m.P999us = med(func(r tpResult) float64 { return r.P999us })
+	m.ClientCPUns = med(func(r tpResult) float64 { return r.ClientCPUns })
+	m.RedisCPUns = med(func(r tpResult) float64 { return r.RedisCPUns })
+	m.AllocsPerMsg = med(func(r tpResult) float64 { return r.AllocsPerMsg })
+	m.BytesPerMsg = med(func(r tpResult) float64 { return r.BytesPerMsg })
+	m.Connections = int(med(func(r tpResult) float64 { return float64(r.Connections) }))
+	return m
+}
+
+// window tells the receive callback which messages count.
+type window struct {
+	start, end atomic.Int64 // UnixNano; end = 0 while open
+}
+
+func (w *window) contains(t int64) bool {
+	s := w.start.Load()
+	if s == 0 || t < s {
+		return false
+	}
+	e := w.end.Load()
+	return e == 0 || t <= e
+}
+
+// throughputRun runs one engine: subscribe all channels, publish for
+// warm-up + duration from p goroutines, drain, measure.
+func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, servers []string, p int) (res tpResult) {
+	res.Channels, res.PayloadBytes = cfg.channels, cfg.payload
+	var win window
+	var hist measure.Histogram
+	var total atomic.Uint64
+	recv := func(_ string, _ []byte, sentAt time.Time) {
+		total.Add(1)
+		ns := sentAt.UnixNano()
+		if win.contains(ns) {
+			hist.Record(time.Since(sentAt))
+		}
+	}
+	base := measure.Clients(servers)
+	eng, err := k.New(t, tuning(), recv)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer closeAndSettle(eng, servers, base)
+	names := channelNames(fmt.Sprintf("tp:%s:%d:", k.Name, time.Now().UnixNano()%1e6), cfg.channels)
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = eng.Subscribe(sctx, names)
+	cancel()
+	if err != nil {
+		res.Error = "subscribe: " + err.Error()
+		return res
+	}
+	res.Connections = measure.Clients(servers) - base
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	counts := make([]struct {
+		n    atomic.Uint64
+		_    [56]byte
+		errs atomic.Uint64
+	}, p)
+	var firstErr atomic.Value
+	for g := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, cfg.payload)
+			for i := range buf[8:] {
+				buf[8+i] = 'a' + byte(i%26)
+			}
+			idx := g
+			for !stop.Load() && ctx.Err() == nil {
+				engines.Stamp(buf, time.Now())
+				if err := eng.Publish(ctx, names[idx%len(names)], buf); err != nil {
+					counts[g].errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					counts[g].n.Add(1)
+				}
+				idx += p
+			}
+		}()
+	}
+	sumPub := func() uint64 {
+		var s uint64
+		for i := range counts {
+			s += counts[i].n.Load()
+		}
+		return s
+	}
+	sleepCtx(ctx, cfg.warmup)
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	t0 := time.Now()
+	win.start.Store(t0.UnixNano())
+	pub0 := sumPub()
+	sleepCtx(ctx, cfg.duration)
+	t1 := time.Now()
+	win.end.Store(t1.UnixNano())
+	pub1 := sumPub()
+	stop.Store(true)
+	wg.Wait()
+	drain(&total, sumPub(), 5*time.Second)
+	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	runtime.ReadMemStats(&ms1)
+
+	res.Seconds = t1.Sub(t0).Seconds()
+	res.Published = pub1 - pub0
+	res.Delivered = hist.Count()
+	res.Rate = float64(res.Delivered) / res.Seconds
+	res.P50us = float64(hist.Quantile(0.5)) / 1e3
+	res.P99us = float64(hist.Quantile(0.99)) / 1e3
+	res.P999us = float64(hist.Quantile(0.999)) / 1e3
+	res.cpu, res.redisCPU = cpu1-cpu0, rcpu1-rcpu0
+	if res.Delivered > 0 {
+		res.ClientCPUns = float64(res.cpu) / float64(res.Delivered)
+		res.RedisCPUns = float64(res.redisCPU) / float64(res.Delivered)
+		res.AllocsPerMsg = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Delivered)
+		res.BytesPerMsg = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(res.Delivered)
+	}
+	if v := firstErr.Load(); v != nil {
+		res.Note = "publish errors, first: " + v.(string)
+		if res.Delivered == 0 {
+			res.Error = res.Note
+		}
+	}
+	return res
+}
+
+// closeAndSettle closes an engine and waits (at most 5 s) until the
+// servers hold no more connections than before it started, so the next
+// run's connection count starts clean (some engines close asynchronously).
+func closeAndSettle(eng engines.Engine, servers []string, base int) {
+	_ = eng.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for measure.Clients(servers) > base && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// drain waits until every published message arrived or deliveries stop
+// for 300 ms (lost messages), at most max.
+func drain(total *atomic.Uint64, want uint64, max time.Duration) {
+	deadline := time.Now().Add(max)
+	last, lastChange := total.Load(), time.Now()
+	for time.Now().Before(deadline) {
+		cur := total.Load()
+		if cur >= want {
+			return
+		}
+		if cur != last {
+			last, lastChange = cur, time.Now()
+		} else if time.Since(lastChange) > 300*time.Millisecond {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,61 @@
+package engines
+
+import (
+	"context"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/sharded"
+)
+
+func init() {
+	register(Kind{Name: "shardcast", New: newSharded})
+	register(Kind{Name: "shardcast-cluster", Cluster: true, New: newCluster})
+}
+
+func options(tu Tuning, recv Recv) shardcast.Options {
+	o := shardcast.Options{
+		Workers:        tu.Workers,
+		SubscribeBatch: tu.SubscribeBatch,
+		Handler:        func(m shardcast.Message) { recv(m.Channel, m.Payload, m.PublishedAt) },
+	}
+	if tu.OnEvent != nil {
+		o.OnEvent = func(e shardcast.Event) { tu.OnEvent(e.Kind.String(), time.Now()) }
+	}
+	return o
+}
+
+type shardcastEngine struct{ shardcast.Broker }
+
+func (e shardcastEngine) Subscribe(ctx context.Context, channels []string) error {
+	return e.Broker.Subscribe(ctx, channels...)
+}
+
+func newSharded(t Target, tu Tuning, recv Recv) (Engine, error) {
+	if len(t.Standalone) == 0 {
+		return nil, errNoTarget
+	}
+	b, err := sharded.New(sharded.Config{Addrs: t.Standalone, Options: options(tu, recv), MaxFlushDelay: tu.MaxFlushDelay})
+	if err != nil {
+		return nil, err
+	}
+	if tu.Stats != nil {
+		*tu.Stats = func() (int, uint64) { s := b.Stats(); return s.Channels, s.Reconnects }
+	}
+	return shardcastEngine{b}, nil
+}
+
+func newCluster(t Target, tu Tuning, recv Recv) (Engine, error) {
+	if len(t.Cluster) == 0 {
+		return nil, errNoTarget
+	}
+	b, err := cluster.New(cluster.Config{Addrs: t.Cluster, Partitions: 128, Options: options(tu, recv), MaxFlushDelay: tu.MaxFlushDelay})
+	if err != nil {
+		return nil, err
+	}
+	if tu.Stats != nil {
+		*tu.Stats = func() (int, uint64) { s := b.Stats(); return s.Channels, s.Reconnects }
+	}
+	return shardcastEngine{b}, nil
+}
