@@ -131,6 +131,17 @@ func (l *Layout) PartitionKey(p int, channel string) string {
 	return "{" + partitionTags[p] + "}." + l.prefix + channel
 }
 
+// AppendKey appends Key(channel) to dst and returns the extended slice.
+// It lets a hot path build the key in a reused buffer instead of a new
+// string.
+func (l *Layout) AppendKey(dst []byte, channel string) []byte {
+	dst = append(dst, '{')
+	dst = append(dst, partitionTags[l.Partition(channel)]...)
+	dst = append(dst, '}', '.')
+	dst = append(dst, l.prefix...)
+	return append(dst, channel...)
+}
+
 // Channel returns the channel name of a wire key built by Key or
 // PartitionKey, and true. It returns "" and false for a key this layout
 // does not produce: one that does not start with "{tag}." for a tag of one

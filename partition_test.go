@@ -332,3 +332,19 @@ func ExampleLayout() {
 	// {8i7}.app.chat:room:1
 	// chat:room:1
 }
+
+func TestAppendKeyEqualsKey(t *testing.T) {
+	for _, n := range []int{16, 128, 4096} {
+		for _, prefix := range []string{"", "app:", "{p}"} {
+			l, err := shardcast.NewLayout(n, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range []string{"a", "{", "}", "{x}y", "ü{ß}", "\x00\xff", "room:42"} {
+				if got, want := string(l.AppendKey([]byte("pre"), ch)), "pre"+l.Key(ch); got != want {
+					t.Fatalf("AppendKey(%q) = %q, want %q", ch, got, want)
+				}
+			}
+		}
+	}
+}

@@ -129,8 +129,8 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	if err := engine.CheckPublish(ctx, b.closed.Load(), channel, payload, b.cfg.MaxPayload); err != nil {
 		return err
 	}
-	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
-	cmd := b.client.B().Spublish().Channel(b.layout.Key(channel)).Message(frame.String()).Build()
+	frame := engine.NewKeyedFrame(b.layout, channel, payload, b.cfg.Raw, time.Now())
+	cmd := b.client.B().Spublish().Channel(frame.Key()).Message(frame.String()).Build()
 	for attempt := 0; ; attempt++ {
 		err := b.pub.Do(ctx, cmd)
 		if err == nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/stretchr/testify/assert"
@@ -36,4 +37,23 @@ func TestChecks(t *testing.T) {
 
 	assert.NoError(t, FirstError([]error{nil, nil}))
 	assert.ErrorIs(t, FirstError([]error{nil, context.Canceled, shardcast.ErrClosed}), context.Canceled)
+}
+
+func TestKeyedFrame(t *testing.T) {
+	l, err := shardcast.NewLayout(128, "p:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"a", "{x}y", "room:42"} {
+		f := NewKeyedFrame(l, ch, []byte("body"), true, time.Time{})
+		assert.Equal(t, l.Key(ch), f.Key())
+		assert.Equal(t, "body", f.String())
+		f.Release()
+	}
+	f := NewFrame([]byte("body"), true, time.Time{})
+	assert.Equal(t, "", f.Key())
+	assert.Equal(t, "body", f.String())
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		NewKeyedFrame(l, "room:42", []byte("body"), false, time.Now()).Release()
+	}))
 }
