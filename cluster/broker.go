@@ -34,7 +34,7 @@ type Broker struct {
 	mu       sync.Mutex
 	slots    shardcast.SlotMap
 	assign   shardcast.Assignment
-	masters  map[string]*masterConn
+	masters  map[string][]*masterConn // by address; ConnsPerMaster each
 	changed  chan struct{} // closed and replaced whenever state changes
 	stopping bool
 
@@ -86,7 +86,7 @@ func New(cfg Config) (*Broker, error) {
 		client:  client,
 		pub:     pub,
 		resub:   shardcast.Resubscriber{Batch: cfg.SubscribeBatch},
-		masters: make(map[string]*masterConn),
+		masters: make(map[string][]*masterConn),
 		changed: make(chan struct{}),
 		refresh: make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -316,10 +316,47 @@ func (b *Broker) masterAddr(part int) string {
 	return ""
 }
 
-func (b *Broker) master(addr string) *masterConn {
+// connFor returns the subscribe connection that carries partition part,
+// or nil while its slot has no master.
+func (b *Broker) connFor(part int) *masterConn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.masters[addr]
+	return b.connForLocked(part)
+}
+
+func (b *Broker) connForLocked(part int) *masterConn {
+	if part >= len(b.assign) {
+		return nil
+	}
+	conns := b.masters[b.assign[part]]
+	if len(conns) == 0 {
+		return nil
+	}
+	return conns[part%len(conns)]
+}
+
+// partitionsOfConn returns the partitions m carries.
+func (b *Broker) partitionsOfConn(m *masterConn) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for _, p := range b.assign.PartitionsOf(m.addr) {
+		if b.connForLocked(p) == m {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// allConns lists every master connection.
+func (b *Broker) allConns() []*masterConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*masterConn
+	for _, conns := range b.masters {
+		out = append(out, conns...)
+	}
+	return out
 }
 
 func (b *Broker) partitionsOf(addr string) []int {
@@ -396,10 +433,12 @@ func (b *Broker) Close() error {
 		b.mu.Lock()
 		b.stopping = true
 		masters := b.masters
-		b.masters = map[string]*masterConn{}
+		b.masters = map[string][]*masterConn{}
 		b.mu.Unlock()
-		for _, m := range masters {
-			m.close()
+		for _, conns := range masters {
+			for _, m := range conns {
+				m.close()
+			}
 		}
 		b.pub.Close() // closes b.client too
 		if b.pool != nil {

@@ -14,6 +14,8 @@ import (
 // Default values applied to a zero Config field.
 const (
 	DefaultPartitions       = 128
+	DefaultConnsPerMaster   = 1
+	MaxConnsPerMaster       = 16
 	DefaultTopologyInterval = 30 * time.Second
 	DefaultRecoveryInterval = 250 * time.Millisecond
 	DefaultHealthInterval   = time.Second
@@ -42,6 +44,12 @@ type Config struct {
 
 	// Options are the settings shared with the sharded engine.
 	shardcast.Options
+
+	// ConnsPerMaster is the number of subscribe connections the broker
+	// holds to each master (default 1, at most MaxConnsPerMaster). A
+	// master's partitions are spread over them by partition number, so one
+	// busy master's messages can be read by several goroutines.
+	ConnsPerMaster int
 
 	// TopologyInterval is how often the slot map is polled while all is
 	// well (default 30s). Connection errors and server-pushed unsubscribes
@@ -89,6 +97,9 @@ func (c Config) withDefaults() Config {
 	if c.BatchThreshold == 0 {
 		c.BatchThreshold = engine.DefaultBatchThreshold
 	}
+	if c.ConnsPerMaster == 0 {
+		c.ConnsPerMaster = DefaultConnsPerMaster
+	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
@@ -125,6 +136,9 @@ func (c Config) validate() error {
 		if d < 0 {
 			return fmt.Errorf("%w: negative interval or timeout", shardcast.ErrInvalidConfig)
 		}
+	}
+	if c.ConnsPerMaster < 0 || c.ConnsPerMaster > MaxConnsPerMaster {
+		return fmt.Errorf("%w: ConnsPerMaster = %d, want 0..%d", shardcast.ErrInvalidConfig, c.ConnsPerMaster, MaxConnsPerMaster)
 	}
 	if c.BatchThreshold < 0 {
 		return fmt.Errorf("%w: BatchThreshold = %d, want >= 0", shardcast.ErrInvalidConfig, c.BatchThreshold)

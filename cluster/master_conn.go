@@ -20,6 +20,7 @@ import (
 type masterConn struct {
 	b    *Broker
 	addr string
+	idx  int // carries the master's partitions p with p % ConnsPerMaster == idx
 
 	mu   sync.Mutex
 	wire *subconn.Conn // nil while down
@@ -44,9 +45,9 @@ type masterConn struct {
 	done   chan struct{}
 }
 
-func newMasterConn(b *Broker, addr string) *masterConn {
+func newMasterConn(b *Broker, addr string, idx int) *masterConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &masterConn{b: b, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &masterConn{b: b, addr: addr, idx: idx, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // current returns the live wire, or nil.
@@ -94,7 +95,7 @@ func (m *masterConn) run() {
 		m.wire = wire
 		m.mu.Unlock()
 		m.b.signalChange()
-		m.b.sync(m, wire, m.b.partitionsOf(m.addr))
+		m.b.sync(m, wire, m.b.partitionsOfConn(m))
 		if !m.watch(wire) {
 			return
 		}
@@ -239,7 +240,7 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 	var empty []*partState
 	seqs := make(map[int]uint64)
 	for _, p := range locked {
-		if b.masterAddr(p.id) != m.addr {
+		if b.connFor(p.id) != m {
 			continue
 		}
 		p.mu.Lock()

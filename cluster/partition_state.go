@@ -248,7 +248,7 @@ func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, e
 	if addr == "" {
 		return nil, fmt.Errorf("slot %d has no master", b.layout.Slot(p.id))
 	}
-	m := b.master(addr)
+	m := b.connFor(p.id)
 	var wire *subconn.Conn
 	if m != nil {
 		wire = m.current()

@@ -25,6 +25,7 @@ func TestSharedCluster(t *testing.T) {
 			t.Run(strconv.Itoa(parts), func(t *testing.T) { testOneConnectionPerMaster(t, c, parts) })
 		}
 	})
+	t.Run("ConnsPerMaster", func(t *testing.T) { testConnsPerMaster(t, c) })
 	t.Run("NoBroadcast", func(t *testing.T) { testNoBroadcast(t, c) })
 	t.Run("DeliveryOrderAndUnsubscribe", func(t *testing.T) { testDeliveryAndUnsubscribe(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })

@@ -148,8 +148,8 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	var started, stopped []*masterConn
 	// keep maps a master to its live wire: a moved partition already
 	// active there was resubscribed by a Subscribe racing this update.
-	keep := make(map[string]*subconn.Conn)
-	// healthy maps each master to when its wire last proved healthy: a
+	keep := make(map[string][]*subconn.Conn)
+	// healthy maps each master to when its wires last proved healthy: a
 	// partition that moved away stopped delivering at some point after.
 	healthy := make(map[string]time.Time)
 	if b.parts != nil {
@@ -159,22 +159,27 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 				wantMasters[addr] = true
 			}
 		}
-		for addr, m := range b.masters {
-			if t := m.lastHealthy(); t.UnixNano() > 0 {
-				healthy[addr] = t
+		for addr, conns := range b.masters {
+			for _, m := range conns {
+				if t := m.lastHealthy(); t.UnixNano() > 0 && (healthy[addr].IsZero() || t.Before(healthy[addr])) {
+					healthy[addr] = t
+				}
+				keep[addr] = append(keep[addr], m.current())
 			}
 			if !wantMasters[addr] {
 				delete(b.masters, addr)
-				stopped = append(stopped, m)
-			} else {
-				keep[addr] = m.current()
+				delete(keep, addr)
+				stopped = append(stopped, conns...)
 			}
 		}
 		for addr := range wantMasters {
 			if _, ok := b.masters[addr]; !ok {
-				m := newMasterConn(b, addr)
-				b.masters[addr] = m
-				started = append(started, m)
+				conns := make([]*masterConn, b.cfg.ConnsPerMaster)
+				for i := range conns {
+					conns[i] = newMasterConn(b, addr, i)
+				}
+				b.masters[addr] = conns
+				started = append(started, conns...)
 			}
 		}
 	}
@@ -195,7 +200,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 // partitions that are not already active on their new owner's wire (keep).
 // The loss of a moved partition dates from when its old master was last
 // known healthy.
-func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*subconn.Conn, healthy map[string]time.Time) {
+func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
 	if diff.Empty() {
 		return
@@ -222,7 +227,11 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string]*
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
-		chans, ok := p.interruptUnless(keep[mv.To], since)
+		var keepWire *subconn.Conn
+		if wires := keep[mv.To]; len(wires) > 0 {
+			keepWire = wires[p.id%len(wires)]
+		}
+		chans, ok := p.interruptUnless(keepWire, since)
 		if !ok {
 			continue
 		}
@@ -255,19 +264,16 @@ func (b *Broker) heal() {
 		m   *masterConn
 		ids []int
 	}
-	jobs := make(map[string]*job)
-	for id, addr := range b.assign {
-		if addr == "" {
-			continue
-		}
-		m := b.masters[addr]
+	jobs := make(map[*masterConn]*job)
+	for id := range b.assign {
+		m := b.connForLocked(id)
 		if m == nil {
 			continue
 		}
-		j := jobs[addr]
+		j := jobs[m]
 		if j == nil {
 			j = &job{m: m}
-			jobs[addr] = j
+			jobs[m] = j
 		}
 		j.ids = append(j.ids, id)
 	}
@@ -290,13 +296,7 @@ func (b *Broker) heal() {
 // degraded reports whether some wanted partition is interrupted, or some
 // master connection is down or slow to answer its health ping.
 func (b *Broker) degraded() bool {
-	b.mu.Lock()
-	masters := make([]*masterConn, 0, len(b.masters))
-	for _, m := range b.masters {
-		masters = append(masters, m)
-	}
-	b.mu.Unlock()
-	for _, m := range masters {
+	for _, m := range b.allConns() {
 		if m.current() == nil || m.slow.Load() {
 			return true
 		}
