@@ -35,7 +35,7 @@ type Broker struct {
 	slots    shardcast.SlotMap
 	assign   shardcast.Assignment
 	masters  map[string][]*masterConn // by address; ConnsPerMaster each
-	changed  chan struct{} // closed and replaced whenever state changes
+	changed  chan struct{}            // closed and replaced whenever state changes
 	stopping bool
 
 	refresh chan struct{} // asks the topology loop for an immediate poll
