@@ -316,6 +316,19 @@ func (b *Broker) masterAddr(part int) string {
 	return ""
 }
 
+// publishKnows reports whether a publishing client still routes to addr.
+func (b *Broker) publishKnows(addr string) bool {
+	for _, c := range []rueidis.Client{b.pub.Direct, b.pub.Batched} {
+		if c == nil {
+			continue
+		}
+		if _, ok := c.Nodes()[addr]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // connFor returns the subscribe connection that carries partition part,
 // or nil while its slot has no master.
 func (b *Broker) connFor(part int) *masterConn {

@@ -130,9 +130,8 @@ func TestAddRemoveMaster(t *testing.T) {
 	// until the publisher's slot map has dropped the node, as an operator
 	// waits for clients before removing one.
 	require.True(t, waitFor(30*time.Second, func() bool {
-		_, known := pub.client.Nodes()[fresh.Addr()]
-		return !known
-	}), "the publisher's client still knows %s", fresh.Addr())
+		return !pub.publishKnows(fresh.Addr())
+	}), "the publisher's clients still know %s", fresh.Addr())
 	require.NoError(t, c.RemoveNode(ctx, fresh))
 	checkAllDeliver("new master removed")
 	assert.Len(t, sub.Masters(), 3)
