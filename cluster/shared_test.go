@@ -26,6 +26,7 @@ func TestSharedCluster(t *testing.T) {
 		}
 	})
 	t.Run("ConnsPerMaster", func(t *testing.T) { testConnsPerMaster(t, c) })
+	t.Run("ConcurrentCalls", func(t *testing.T) { testConcurrentCalls(t, c) })
 	t.Run("NoBroadcast", func(t *testing.T) { testNoBroadcast(t, c) })
 	t.Run("DeliveryOrderAndUnsubscribe", func(t *testing.T) { testDeliveryAndUnsubscribe(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
