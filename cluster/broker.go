@@ -40,6 +40,7 @@ type Broker struct {
 
 	refresh chan struct{} // asks the topology loop for an immediate poll
 
+	calls               atomic.Uint64 // Subscribe call tokens
 	published           atomic.Uint64
 	resubscribeCommands atomic.Uint64
 	topologyChanges     atomic.Uint64
@@ -190,6 +191,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	if b.pool == nil {
 		return shardcast.ErrNoHandler
 	}
+	token := b.calls.Add(1)
 	groups := shardcast.GroupByPartition(channels, b.layout.Partition)
 	added := make([][]string, len(groups))
 	errs := make([]error, len(groups))
@@ -198,7 +200,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			added[i], errs[i] = b.subscribePartition(ctx, b.parts[g.Key], g.Channels)
+			added[i], errs[i] = b.subscribePartition(ctx, b.parts[g.Key], g.Channels, token)
 		}()
 	}
 	wg.Wait()
@@ -208,7 +210,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	}
 	for i, g := range groups {
 		if errs[i] == nil && len(added[i]) > 0 {
-			_ = b.unsubscribePartition(context.WithoutCancel(ctx), b.parts[g.Key], added[i])
+			_ = b.unsubscribePartition(context.WithoutCancel(ctx), b.parts[g.Key], added[i], token)
 		}
 	}
 	return fmt.Errorf("shardcast: subscribe: %w", err)
@@ -229,7 +231,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.unsubscribePartition(ctx, b.parts[g.Key], g.Channels)
+			errs[i] = b.unsubscribePartition(ctx, b.parts[g.Key], g.Channels, 0)
 		}()
 	}
 	wg.Wait()
@@ -437,7 +439,8 @@ func (b *Broker) Masters() map[string][]int {
 
 // Close closes every connection, waits for the broker's goroutines and the
 // handlers of queued messages, and makes later calls return ErrClosed. It
-// is idempotent.
+// is idempotent. Do not call it from a Handler or OnEvent: it waits for
+// them to return.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)

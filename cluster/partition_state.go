@@ -119,7 +119,9 @@ func (p *partState) lostSeq() uint64 {
 func (p *partState) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lost != seq {
+	if p.lost != seq || !wire.Alive() {
+		// A wire that died meanwhile: its loss handler may already have
+		// passed this partition, so activating it would hide the loss.
 		return time.Time{}, false
 	}
 	p.wire = wire
@@ -155,17 +157,25 @@ func (p *partState) wantedCount() int {
 	return len(p.wanted)
 }
 
-// missing returns the channels not yet wanted, without duplicates.
-func (p *partState) missing(channels []string) []string {
+// claim marks the wanted channels as asked for by call token and returns
+// the others, without duplicates.
+func (p *partState) claim(channels []string, token uint64) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.wanted.Missing(channels)
+	return p.wanted.Claim(channels, token)
 }
 
-func (p *partState) add(channels []string) {
+func (p *partState) add(channels []string, token uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.wanted.Add(channels)
+	p.wanted.Add(channels, token)
+}
+
+// removeClaimed drops the channels whose last asker is call token.
+func (p *partState) removeClaimed(channels []string, token uint64) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wanted.RemoveClaimed(channels, token)
 }
 
 // remove drops channels from the wanted set and returns those that were
@@ -180,17 +190,14 @@ func (p *partState) remove(channels []string) []string {
 // partition is interrupted it first re-activates it on its master; while
 // its master is unreachable it waits for the topology to change, bounded
 // by ctx.
-func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels []string) (added []string, err error) {
+func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels []string, token uint64) (added []string, err error) {
 	var lastErr error
 	for {
 		if err := p.lock(ctx, b.closing); err != nil {
 			return nil, b.waitError(p, err, lastErr)
 		}
-		fresh := p.missing(channels)
-		if len(fresh) == 0 {
-			p.unlock()
-			return nil, nil
-		}
+		// An interrupted partition is re-activated first, even when every
+		// channel is already wanted: success means Redis holds them now.
 		wire := p.activeWire()
 		if wire == nil {
 			wire, err = b.reactivate(ctx, p)
@@ -204,21 +211,29 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 				continue
 			}
 		}
+		fresh := p.claim(channels, token)
+		if len(fresh) == 0 {
+			p.unlock()
+			return nil, nil
+		}
 		err = engine.FirstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
 		if err == nil {
-			p.add(fresh)
+			p.add(fresh, token)
 			p.unlock()
 			return fresh, nil
 		}
 		if isWireError(err) {
 			// The reply can report the broken socket before the wire's
 			// watcher does; rueidis closes a wire on any I/O error, so
-			// wait for that instead of failing a call that should wait
-			// for the reconnect.
+			// wait (briefly) for that instead of failing a call that
+			// should wait for the reconnect.
+			settle := time.NewTimer(wireSettle)
 			select {
 			case <-wire.Done():
 			case <-ctx.Done():
+			case <-settle.C:
 			}
+			settle.Stop()
 		}
 		if !wire.Alive() || isMoved(err) {
 			// The wire died or the slot moved: nothing from this attempt
@@ -240,6 +255,10 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 		return nil, fmt.Errorf("partition %d: %w", p.id, err)
 	}
 }
+
+// wireSettle bounds the wait for a wire that reported an I/O error to be
+// declared dead.
+const wireSettle = time.Second
 
 // reactivate resubscribes an interrupted partition's wanted channels on
 // its current master. The caller holds p's turn.
@@ -276,13 +295,20 @@ func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, e
 	return wire, nil
 }
 
-// unsubscribePartition removes channels from partition p.
-func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channels []string) error {
+// unsubscribePartition removes channels from partition p. With a non-zero
+// token it is the undo of that Subscribe call: it removes only the
+// channels no later call has asked for.
+func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channels []string, token uint64) error {
 	if err := p.lock(ctx, b.closing); err != nil {
 		return err
 	}
 	defer p.unlock()
-	gone := p.remove(channels)
+	var gone []string
+	if token != 0 {
+		gone = p.removeClaimed(channels, token)
+	} else {
+		gone = p.remove(channels)
+	}
 	wire := p.activeWire()
 	if len(gone) == 0 || wire == nil {
 		return nil // an interrupted partition holds no subscriptions

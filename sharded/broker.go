@@ -33,6 +33,7 @@ type Broker struct {
 	inbox   *engine.Inbox
 	resub   shardcast.Resubscriber
 
+	calls      atomic.Uint64 // Subscribe call tokens
 	published  atomic.Uint64
 	reconnects atomic.Uint64
 
@@ -152,9 +153,11 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 
 // Subscribe subscribes channels and returns once Redis confirmed every one.
 // While a shard is unreachable it waits, bounded by ctx. On error no
-// channel of this call is left newly subscribed: if ctx ends with commands
-// in flight, the call returns ctx's error at once and the undo is finished
-// in the background, ahead of any later call for these channels.
+// channel of this call is left newly subscribed, unless a later Subscribe
+// asked for it meanwhile: if ctx ends with commands in flight on one shard,
+// that shard's undo finishes in the background, ahead of any later call
+// for these channels; channels this call added on other shards are
+// unsubscribed before it returns.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	if err := b.check(ctx, channels); err != nil {
 		return err
@@ -167,6 +170,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 		added []string
 		err   error
 	}
+	token := b.calls.Add(1)
 	groups := b.route(channels)
 	results := make([]result, 0, len(groups))
 	for s := range groups {
@@ -177,7 +181,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 		wg.Add(1)
 		go func(r *result) {
 			defer wg.Done()
-			r.added, r.err = r.s.subscribe(ctx, groups[r.s])
+			r.added, r.err = r.s.subscribe(ctx, groups[r.s], token)
 		}(&results[i])
 	}
 	wg.Wait()
@@ -193,7 +197,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	// effect. Channels that were subscribed before the call stay.
 	for _, r := range results {
 		if r.err == nil && len(r.added) > 0 {
-			_ = r.s.unsubscribe(context.WithoutCancel(ctx), r.added)
+			_ = r.s.unsubscribe(context.WithoutCancel(ctx), r.added, token)
 		}
 	}
 	return fmt.Errorf("shardcast: subscribe: %w", err)
@@ -220,7 +224,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 		wg.Add(1)
 		go func(s *subscriber, chans []string) {
 			defer wg.Done()
-			if err := s.unsubscribe(ctx, chans); err != nil {
+			if err := s.unsubscribe(ctx, chans, 0); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -278,7 +282,8 @@ func (b *Broker) Stats() shardcast.Stats {
 
 // Close closes every connection, waits for the broker's goroutines and
 // the handlers of messages already queued, and makes later calls return
-// ErrClosed. It is idempotent.
+// ErrClosed. It is idempotent. Do not call it from a Handler or OnEvent:
+// it waits for them to return.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)

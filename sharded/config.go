@@ -14,6 +14,7 @@ import (
 // Default values applied to a zero Config field.
 const (
 	DefaultConnsPerShard  = 1
+	MaxConnsPerShard      = 16
 	DefaultMaxFlushDelay  = 100 * time.Microsecond
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultReconnectMin   = 50 * time.Millisecond
@@ -36,7 +37,8 @@ type Config struct {
 	shardcast.Options
 
 	// ConnsPerShard is the number of subscribe connections per shard
-	// (default 1). Channels are spread over them by hash.
+	// (default 1, at most MaxConnsPerShard). Channels are spread over them
+	// by hash.
 	ConnsPerShard int
 	// MaxFlushDelay is how long a publish may wait for others to share its
 	// round trip (rueidis auto-pipelining; default 100µs). Negative means
@@ -95,6 +97,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if len(c.Addrs) == 0 {
 		return fmt.Errorf("%w: sharded.Config.Addrs is empty", shardcast.ErrInvalidConfig)
+	}
+	if c.ConnsPerShard > MaxConnsPerShard {
+		return fmt.Errorf("%w: ConnsPerShard = %d, at most %d", shardcast.ErrInvalidConfig, c.ConnsPerShard, MaxConnsPerShard)
 	}
 	if c.ConnsPerShard < 0 || c.BatchThreshold < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
 		return fmt.Errorf("%w: negative ConnsPerShard, BatchThreshold, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)

@@ -83,7 +83,7 @@ func (s *subscriber) waitUp(ctx context.Context, up <-chan struct{}) error {
 // subscribe subscribes the channels not yet wanted and returns once Redis
 // confirmed them, with the channels this call added. While the shard is
 // down it waits, bounded by ctx.
-func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []string, err error) {
+func (s *subscriber) subscribe(ctx context.Context, channels []string, token uint64) (added []string, err error) {
 	for {
 		if err := s.lock(ctx); err != nil {
 			return nil, err
@@ -96,7 +96,7 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 			}
 			continue
 		}
-		fresh := s.missing(channels)
+		fresh := s.claim(channels, token)
 		if len(fresh) == 0 {
 			s.unlock()
 			return nil, nil
@@ -104,7 +104,7 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string) (added []
 		err := engine.FirstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
 		if err == nil {
 			s.mu.Lock()
-			s.wanted.Add(fresh)
+			s.wanted.Add(fresh, token)
 			s.mu.Unlock()
 			s.unlock()
 			return fresh, nil
@@ -204,13 +204,20 @@ func (s *subscriber) finish(ctx context.Context, op func(context.Context) error)
 }
 
 // unsubscribe removes channels from the wanted set and, when the
-// connection is up, from Redis.
-func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
+// connection is up, from Redis. With a non-zero token it is the undo of
+// that Subscribe call: it removes only the channels no later call has
+// asked for.
+func (s *subscriber) unsubscribe(ctx context.Context, channels []string, token uint64) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	gone := s.wanted.Remove(channels)
+	var gone []string
+	if token != 0 {
+		gone = s.wanted.RemoveClaimed(channels, token)
+	} else {
+		gone = s.wanted.Remove(channels)
+	}
 	conn := s.conn
 	s.mu.Unlock()
 	if len(gone) == 0 || conn == nil {
@@ -228,11 +235,12 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string) error {
 	})
 }
 
-// missing returns the channels not in the wanted set, without duplicates.
-func (s *subscriber) missing(channels []string) []string {
+// claim marks the wanted channels as asked for by call token and returns
+// the others, without duplicates.
+func (s *subscriber) claim(channels []string, token uint64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.wanted.Missing(channels)
+	return s.wanted.Claim(channels, token)
 }
 
 func (s *subscriber) wantedCount() int {
@@ -322,6 +330,9 @@ func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
 		return conn, nil, nil
 	}
 	s.b.reconnects.Add(1)
+	if len(channels) == 0 {
+		return conn, nil, nil // nothing was interrupted, so nothing is restored
+	}
 	return conn, &shardcast.Event{
 		Kind: shardcast.EventRestored, Shard: s.addr, Channels: channels,
 		Since: since, Until: time.Now(),

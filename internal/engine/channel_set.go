@@ -1,16 +1,21 @@
 package engine
 
 // ChannelSet is the set of channels a broker wants on one subscribe path
-// (a sharded connection, a cluster partition). It does no locking: its
-// owner guards it.
-type ChannelSet map[string]struct{}
+// (a sharded connection, a cluster partition). Each channel carries the
+// token of the last Subscribe call that asked for it, so that undoing a
+// failed call removes only the channels no later call has asked for since.
+// It does no locking: its owner guards it.
+type ChannelSet map[string]uint64
 
-// Missing returns the channels not in the set, once each, in input order.
-func (s ChannelSet) Missing(channels []string) []string {
+// Claim marks the channels already in the set as asked for by the call
+// with token, and returns the others, once each, in input order: those
+// still to be subscribed.
+func (s ChannelSet) Claim(channels []string, token uint64) []string {
 	out := make([]string, 0, len(channels))
 	seen := make(map[string]struct{}, len(channels))
 	for _, ch := range channels {
 		if _, ok := s[ch]; ok {
+			s[ch] = token
 			continue
 		}
 		if _, dup := seen[ch]; dup {
@@ -22,10 +27,10 @@ func (s ChannelSet) Missing(channels []string) []string {
 	return out
 }
 
-// Add puts channels in the set.
-func (s ChannelSet) Add(channels []string) {
+// Add puts channels in the set on behalf of the call with token.
+func (s ChannelSet) Add(channels []string, token uint64) {
 	for _, ch := range channels {
-		s[ch] = struct{}{}
+		s[ch] = token
 	}
 }
 
@@ -34,6 +39,19 @@ func (s ChannelSet) Remove(channels []string) []string {
 	gone := make([]string, 0, len(channels))
 	for _, ch := range channels {
 		if _, ok := s[ch]; ok {
+			delete(s, ch)
+			gone = append(gone, ch)
+		}
+	}
+	return gone
+}
+
+// RemoveClaimed takes out the channels whose last asker is the call with
+// token, and returns them: the undo of that call.
+func (s ChannelSet) RemoveClaimed(channels []string, token uint64) []string {
+	gone := make([]string, 0, len(channels))
+	for _, ch := range channels {
+		if t, ok := s[ch]; ok && t == token {
 			delete(s, ch)
 			gone = append(gone, ch)
 		}
