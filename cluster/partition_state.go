@@ -319,7 +319,7 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 	defer cancel()
 	// A wire that broke or a slot that moved took the subscriptions along.
 	if err := engine.FirstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
-		return fmt.Errorf("partition %d: %w", p.id, err)
+		b.dropWire(wire, p.id, err)
 	}
 	return nil
 }
@@ -327,9 +327,18 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 func (b *Broker) rollback(wire *subconn.Conn, part int, channels []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 	defer cancel()
-	if err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil {
-		b.log.Warn("shardcast: rollback unsubscribe failed", "partition", part, "err", err)
+	if err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil && wire.Alive() && !isMoved(err) {
+		b.dropWire(wire, part, err)
 	}
+}
+
+// dropWire closes a live wire on which an unsubscribe failed: Redis may
+// still hold channels the broker no longer wants, and only a new wire,
+// resubscribed from the wanted sets, is sure not to deliver them. The
+// master's goroutine reports the interruption and reconnects.
+func (b *Broker) dropWire(wire *subconn.Conn, part int, err error) {
+	b.log.Warn("shardcast: unsubscribe failed; reconnecting the master's subscribe connection", "partition", part, "err", err)
+	wire.Close()
 }
 
 // keys turns one partition's channels into wire keys, cut into commands of

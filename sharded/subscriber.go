@@ -124,8 +124,8 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string, token uin
 		// undo must not hold the caller past its ctx (the instance may have
 		// stopped answering), so it runs behind the caller's back.
 		s.finish(ctx, func(ctx context.Context) error {
-			if err := engine.FirstError(conn.Unsubscribe(ctx, s.b.batches(fresh)...)); err != nil {
-				s.b.log.Warn("shardcast: rollback unsubscribe failed", "shard", s.addr, "err", err)
+			if err := engine.FirstError(conn.Unsubscribe(ctx, s.b.batches(fresh)...)); err != nil && conn.Alive() {
+				s.dropConn(conn, err)
 			}
 			return nil
 		})
@@ -229,10 +229,20 @@ func (s *subscriber) unsubscribe(ctx context.Context, channels []string, token u
 	return s.finish(ctx, func(ctx context.Context) error {
 		err := engine.FirstError(conn.Unsubscribe(ctx, s.b.batches(gone)...))
 		if err != nil && conn.Alive() {
-			return fmt.Errorf("unsubscribe on shard %s: %w", s.addr, err)
+			s.dropConn(conn, err)
 		}
 		return nil
 	})
+}
+
+// dropConn closes a live connection on which an unsubscribe failed: Redis
+// may still hold channels the broker no longer wants, and only a new
+// connection, resubscribed from the wanted set, is sure not to deliver
+// them. The connection's goroutine reports the interruption and
+// reconnects.
+func (s *subscriber) dropConn(conn *subconn.Conn, err error) {
+	s.b.log.Warn("shardcast: unsubscribe failed; reconnecting", "shard", s.addr, "err", err)
+	conn.Close()
 }
 
 // claim marks the wanted channels as asked for by call token and returns
