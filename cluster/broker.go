@@ -48,8 +48,12 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
-	closed    atomic.Bool
-	wg        sync.WaitGroup
+	// ctx ends when Close starts; every master connection's work derives
+	// from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed atomic.Bool
+	wg     sync.WaitGroup
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
@@ -80,6 +84,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 		pub = &engine.PublishRoute{Direct: direct, Batched: client, Threshold: int64(cfg.BatchThreshold)}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -91,12 +96,15 @@ func New(cfg Config) (*Broker, error) {
 		changed: make(chan struct{}),
 		refresh: make(chan struct{}, 1),
 		closing: make(chan struct{}),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	b.emitter = shardcast.NewEmitter(cfg.OnEvent, b.log)
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
-	slots, err := b.pollSlots(ctx)
-	cancel()
+	pollCtx, pollCancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	slots, err := b.pollSlots(pollCtx)
+	pollCancel()
 	if err != nil {
+		cancel()
 		b.emitter.Close()
 		pub.Close()
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
@@ -445,6 +453,7 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		close(b.closing)
+		b.cancel()
 		b.wg.Wait()
 		b.mu.Lock()
 		b.stopping = true

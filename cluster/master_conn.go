@@ -30,6 +30,9 @@ type masterConn struct {
 	// frozen master is usually replaced by its replica (after the cluster
 	// node timeout) before the ping times out, and the slot map shows it.
 	slow atomic.Bool
+	// syncing is set while the topology loop's heal runs a sync of this
+	// connection, so that heals never pile up behind a slow master.
+	syncing atomic.Bool
 	// healthyAt is when the wire last proved alive, in Unix nanoseconds:
 	// when it connected, or when a ping that was answered was sent (the
 	// server ran the PING after that, and any slot it lost before would
@@ -38,15 +41,16 @@ type masterConn struct {
 	// broker noticed.
 	healthyAt atomic.Int64
 
-	// ctx ends when the master is stopped; it bounds every dial and ping
-	// so that stopping never waits for a frozen server.
+	// ctx ends when the master is stopped or the broker closes; it bounds
+	// every dial, ping and resubscribe so that stopping never waits for a
+	// frozen server.
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func newMasterConn(b *Broker, addr string, idx int) *masterConn {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(b.ctx)
 	return &masterConn{b: b, addr: addr, idx: idx, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
@@ -229,9 +233,13 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 			p.unlock()
 		}
 	}()
+	// Stopping the master (it left the topology) or closing the broker
+	// ends a sync at once, even one stuck on a frozen server.
+	ctx, cancel := context.WithTimeout(m.ctx, b.cfg.CommandTimeout)
+	defer cancel()
 	for _, id := range ids {
 		p := b.parts[id]
-		if err := p.lock(context.Background(), b.closing); err != nil {
+		if err := p.lock(ctx, b.closing); err != nil {
 			return
 		}
 		locked = append(locked, p)
@@ -267,11 +275,9 @@ func (b *Broker) sync(m *masterConn, wire *subconn.Conn, ids []int) {
 	if len(groups) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 	report := b.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
 		return engine.FirstError(wire.Subscribe(ctx, cmd.Channels))
 	})
-	cancel()
 	b.resubscribeCommands.Add(uint64(report.Commands))
 	failed := make(map[int]bool, len(report.FailedKeys))
 	for _, k := range report.FailedKeys {

@@ -278,6 +278,8 @@ func (b *Broker) heal() {
 		j.ids = append(j.ids, id)
 	}
 	b.mu.Unlock()
+	// Each master heals on its own goroutine: one slow or frozen master
+	// must not hold up the others, nor the next topology poll.
 	for _, j := range jobs {
 		wire := j.m.current()
 		if wire == nil {
@@ -289,7 +291,15 @@ func (b *Broker) heal() {
 				stale = append(stale, id)
 			}
 		}
-		b.sync(j.m, wire, stale)
+		if len(stale) == 0 || !j.m.syncing.CompareAndSwap(false, true) {
+			continue
+		}
+		b.wg.Add(1)
+		go func(m *masterConn) {
+			defer b.wg.Done()
+			defer m.syncing.Store(false)
+			b.sync(m, wire, stale)
+		}(j.m)
 	}
 }
 
