@@ -89,7 +89,7 @@ func (m *masterConn) run() {
 			}
 			continue
 		}
-		attempt = -1
+		connectedAt := time.Now()
 		if connected {
 			m.b.reconnects.Add(1)
 		}
@@ -102,6 +102,9 @@ func (m *masterConn) run() {
 		m.b.sync(m, wire, m.b.partitionsOfConn(m))
 		if !m.watch(wire) {
 			return
+		}
+		if time.Since(connectedAt) >= m.b.cfg.ReconnectMax {
+			attempt = -1 // it was healthy a while: reconnect at once
 		}
 	}
 }

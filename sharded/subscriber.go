@@ -285,7 +285,7 @@ func (s *subscriber) run() {
 			}
 			continue
 		}
-		attempt = -1
+		connectedAt := time.Now()
 		if restored != nil {
 			s.b.emitter.Emit(*restored)
 		}
@@ -296,6 +296,12 @@ func (s *subscriber) run() {
 			return
 		}
 		s.lost(conn)
+		// Backoff starts over only after a connection that stayed up a
+		// while: one the server drops right away (an output buffer limit,
+		// a proxy) must not turn into a hot loop of full resubscribes.
+		if time.Since(connectedAt) >= s.b.cfg.ReconnectMax {
+			attempt = -1
+		}
 	}
 }
 
