@@ -20,6 +20,8 @@ const (
 	DefaultReconnectMin   = 50 * time.Millisecond
 	DefaultReconnectMax   = 2 * time.Second
 	DefaultCommandTimeout = 10 * time.Second
+	DefaultHealthInterval = time.Second
+	DefaultHealthTimeout  = 3 * time.Second
 )
 
 // Config configures a sharded Broker. The zero value of every field except
@@ -57,6 +59,11 @@ type Config struct {
 	// CommandTimeout bounds the subscribe commands the broker sends on its
 	// own, such as resubscribes after a reconnect (default 10s).
 	CommandTimeout time.Duration
+	// HealthInterval is how often each subscribe connection is pinged
+	// (default 1s); HealthTimeout is how long a ping may take before the
+	// connection is treated as dead (default 3s). They catch an instance
+	// that froze, or a path that went silent, without closing the socket.
+	HealthInterval, HealthTimeout time.Duration
 	// Username, Password and TLS apply to every "host:port" address; URL
 	// addresses carry their own.
 	Username, Password string
@@ -88,6 +95,12 @@ func (c Config) withDefaults() Config {
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin
 	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.HealthTimeout == 0 {
+		c.HealthTimeout = DefaultHealthTimeout
+	}
 	if c.CommandTimeout == 0 {
 		c.CommandTimeout = DefaultCommandTimeout
 	}
@@ -100,6 +113,9 @@ func (c Config) validate() error {
 	}
 	if c.ConnsPerShard > MaxConnsPerShard {
 		return fmt.Errorf("%w: ConnsPerShard = %d, at most %d", shardcast.ErrInvalidConfig, c.ConnsPerShard, MaxConnsPerShard)
+	}
+	if c.HealthInterval < 0 || c.HealthTimeout < 0 {
+		return fmt.Errorf("%w: negative HealthInterval or HealthTimeout", shardcast.ErrInvalidConfig)
 	}
 	if c.ConnsPerShard < 0 || c.BatchThreshold < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
 		return fmt.Errorf("%w: negative ConnsPerShard, BatchThreshold, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)

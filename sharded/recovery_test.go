@@ -318,3 +318,36 @@ func TestFrozenInstance(t *testing.T) {
 	assert.Zero(t, sub.Stats().Reconnects)
 	assert.Empty(t, evs.of(shardcast.EventInterrupted))
 }
+
+// TestFrozenInstanceDetectedByPing freezes an instance for longer than the
+// health ping allows: the broker drops the silent connection, reports the
+// loss from the last answered ping (before the freeze), and after the
+// instance wakes reconnects and delivers again.
+func TestFrozenInstanceDetectedByPing(t *testing.T) {
+	s := startServers(t, 1)[0]
+	rec := newRecorder()
+	var evs events
+	sub := newBroker(t, Config{
+		Addrs: addrs(s), HealthInterval: 100 * time.Millisecond, HealthTimeout: 300 * time.Millisecond,
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+	})
+	pub := newBroker(t, Config{Addrs: addrs(s)})
+	chans := channelNames("frost:", 20)
+	require.NoError(t, sub.Subscribe(context.Background(), chans...))
+
+	pausedAt := time.Now()
+	require.NoError(t, s.Pause())
+	waitFor(t, "an Interrupted event from the health ping", func() bool {
+		return len(evs.of(shardcast.EventInterrupted)) > 0
+	})
+	detected := time.Since(pausedAt)
+	ev := evs.of(shardcast.EventInterrupted)[0]
+	assert.ElementsMatch(t, chans, ev.Channels)
+	assert.False(t, ev.Since.After(pausedAt), "the loss window starts at the last answered ping, before the freeze (since %v, paused %v)", ev.Since, pausedAt)
+	t.Logf("frozen instance detected after %v", detected.Round(time.Millisecond))
+
+	require.NoError(t, s.Resume())
+	waitFor(t, "a Restored event", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+	publishAll(t, pub, chans, payloadOf)
+	waitFor(t, "every channel to deliver after the thaw", func() bool { return len(rec.missing(chans, 1)) == 0 })
+}

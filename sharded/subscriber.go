@@ -289,13 +289,12 @@ func (s *subscriber) run() {
 		if restored != nil {
 			s.b.emitter.Emit(*restored)
 		}
-		select {
-		case <-conn.Done():
-		case <-s.b.closing:
+		since, closing := s.watch(conn)
+		if closing {
 			s.drop(conn)
 			return
 		}
-		s.lost(conn)
+		s.lost(conn, since)
 		// Backoff starts over only after a connection that stayed up a
 		// while: one the server drops right away (an output buffer limit,
 		// a proxy) must not turn into a hot loop of full resubscribes.
@@ -355,11 +354,50 @@ func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
 	}, nil
 }
 
-// lost marks the connection down and reports the channels it carried.
-func (s *subscriber) lost(conn *subconn.Conn) {
+// watch pings conn every HealthInterval until it dies (it returns when the
+// loss began) or the broker closes (closing is true). A ping unanswered for
+// HealthTimeout closes the connection: the instance froze or the path went
+// silent, and messages have been lost since the last answered ping.
+func (s *subscriber) watch(conn *subconn.Conn) (since time.Time, closing bool) {
+	tick := time.NewTicker(s.b.cfg.HealthInterval)
+	defer tick.Stop()
+	var silentSince time.Time
+	lastGood := time.Now()
+	for {
+		select {
+		case <-conn.Done():
+			if !silentSince.IsZero() {
+				return silentSince, false
+			}
+			return time.Now(), false
+		case <-s.b.closing:
+			return time.Time{}, true
+		case <-tick.C:
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.HealthTimeout)
+			err := conn.Ping(ctx)
+			cancel()
+			switch {
+			case err == nil:
+				lastGood = sent
+			case conn.Alive() && s.b.ctx.Err() == nil:
+				s.b.log.Warn("shardcast: shard did not answer ping; dropping its connection", "shard", s.addr, "err", err)
+				silentSince = lastGood
+				conn.Close()
+			}
+		}
+	}
+}
+
+// lost marks the connection down and reports the channels it carried,
+// lost from since on.
+func (s *subscriber) lost(conn *subconn.Conn, since time.Time) {
 	s.markDown(conn)
 	s.mu.Lock()
-	since := s.downSince
+	if !s.downSince.IsZero() && s.downSince.Before(since) {
+		since = s.downSince // a call saw the wire fail first
+	}
+	s.downSince = since
 	channels := s.snapshot()
 	s.mu.Unlock()
 	err := conn.Err()
