@@ -48,6 +48,11 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	// background counts the commands finish runs behind a caller's back;
+	// bgClosed, under bgMu, stops new ones once Close has begun.
+	background sync.WaitGroup
+	bgMu       sync.Mutex
+	bgClosed   bool
 	// ctx ends when Close starts; every master connection's work derives
 	// from it.
 	ctx    context.Context
@@ -191,7 +196,9 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 // Subscribe subscribes channels and returns once Redis confirmed every one.
 // While a partition's master is unreachable (a failover, a slot move) it
 // waits for the topology to settle, bounded by ctx. On error no channel of
-// this call is left newly subscribed.
+// this call is left newly subscribed, unless a later Subscribe asked for it
+// meanwhile; an undo that cannot finish within ctx finishes in the
+// background, ahead of any later call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	if err := b.check(ctx, channels); err != nil {
 		return err
@@ -218,7 +225,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	}
 	for i, g := range groups {
 		if errs[i] == nil && len(added[i]) > 0 {
-			_ = b.unsubscribePartition(context.WithoutCancel(ctx), b.parts[g.Key], added[i], token)
+			_ = b.unsubscribePartition(ctx, b.parts[g.Key], added[i], token)
 		}
 	}
 	return fmt.Errorf("shardcast: subscribe: %w", err)
@@ -324,6 +331,22 @@ func (b *Broker) masterAddr(part int) string {
 		return b.assign[part]
 	}
 	return ""
+}
+
+// goBackground runs f on a goroutine Close waits for, unless Close has
+// begun; it reports whether f was started.
+func (b *Broker) goBackground(f func()) bool {
+	b.bgMu.Lock()
+	defer b.bgMu.Unlock()
+	if b.bgClosed {
+		return false
+	}
+	b.background.Add(1)
+	go func() {
+		defer b.background.Done()
+		f()
+	}()
+	return true
 }
 
 // publishKnows reports whether a publishing client still routes to addr.
@@ -454,6 +477,10 @@ func (b *Broker) Close() error {
 		b.closed.Store(true)
 		close(b.closing)
 		b.cancel()
+		b.bgMu.Lock()
+		b.bgClosed = true
+		b.bgMu.Unlock()
+		b.background.Wait()
 		b.wg.Wait()
 		b.mu.Lock()
 		b.stopping = true

@@ -250,8 +250,9 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 			}
 			continue
 		}
-		b.rollback(wire, p.id, fresh)
-		p.unlock()
+		// Undo what may have gone through; the undo keeps the partition's
+		// turn but not the caller, who gets its answer within ctx.
+		b.finish(ctx, p, func(ctx context.Context) { b.rollback(ctx, wire, p.id, fresh) })
 		return nil, fmt.Errorf("partition %d: %w", p.id, err)
 	}
 }
@@ -299,10 +300,15 @@ func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, e
 // token it is the undo of that Subscribe call: it removes only the
 // channels no later call has asked for.
 func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channels []string, token uint64) error {
-	if err := p.lock(ctx, b.closing); err != nil {
+	lockCtx := ctx
+	if token != 0 {
+		// An undo must happen even when the caller's ctx has ended; only
+		// the caller's wait for it is bounded by ctx.
+		lockCtx = context.WithoutCancel(ctx)
+	}
+	if err := p.lock(lockCtx, b.closing); err != nil {
 		return err
 	}
-	defer p.unlock()
 	var gone []string
 	if token != 0 {
 		gone = p.removeClaimed(channels, token)
@@ -311,24 +317,46 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 	}
 	wire := p.activeWire()
 	if len(gone) == 0 || wire == nil {
+		p.unlock()
 		return nil // an interrupted partition holds no subscriptions
 	}
-	// Once started, finish even if the caller's ctx ends, so that Redis is
-	// not left subscribed to channels nobody wants.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CommandTimeout)
-	defer cancel()
-	// A wire that broke or a slot that moved took the subscriptions along.
-	if err := engine.FirstError(wire.Unsubscribe(cctx, b.keys(p.id, gone)...)); err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
-		b.dropWire(wire, p.id, err)
-	}
+	// Once started, the commands finish even if the caller's ctx ends, so
+	// that Redis is not left subscribed to channels nobody wants.
+	b.finish(ctx, p, func(ctx context.Context) { b.rollback(ctx, wire, p.id, gone) })
 	return nil
 }
 
-func (b *Broker) rollback(wire *subconn.Conn, part int, channels []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
-	defer cancel()
-	if err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...)); err != nil && wire.Alive() && !isMoved(err) {
+// rollback unsubscribes channels of partition part on wire. A wire that
+// broke or a slot that moved took the subscriptions along; any other
+// failure drops the wire.
+func (b *Broker) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
+	err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...))
+	if err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
 		b.dropWire(wire, part, err)
+	}
+}
+
+// finish runs op, which sends commands for partition p, on behalf of a
+// caller holding p's turn, and takes the turn over: op releases it when
+// done, so later calls for p still reach Redis after op. The caller waits
+// for op bounded by its ctx; op itself is bounded by CommandTimeout and
+// Close, and Close waits for it.
+func (b *Broker) finish(ctx context.Context, p *partState, op func(context.Context)) {
+	done := make(chan struct{})
+	started := b.goBackground(func() {
+		defer p.unlock()
+		defer close(done)
+		opCtx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)
+		defer cancel()
+		op(opCtx)
+	})
+	if !started {
+		p.unlock() // Close has begun and closes the wire anyway
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
