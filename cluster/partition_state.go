@@ -157,12 +157,11 @@ func (p *partState) wantedCount() int {
 	return len(p.wanted)
 }
 
-// claim marks the wanted channels as asked for by call token and returns
-// the others, without duplicates.
-func (p *partState) claim(channels []string, token uint64) []string {
+// missing returns the channels not yet wanted, without duplicates.
+func (p *partState) missing(channels []string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.wanted.Claim(channels, token)
+	return p.wanted.Missing(channels)
 }
 
 func (p *partState) add(channels []string, token uint64) {
@@ -211,14 +210,14 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 				continue
 			}
 		}
-		fresh := p.claim(channels, token)
-		if len(fresh) == 0 {
-			p.unlock()
-			return nil, nil
+		fresh := p.missing(channels)
+		if len(fresh) > 0 {
+			err = engine.FirstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
 		}
-		err = engine.FirstError(wire.Subscribe(ctx, b.keys(p.id, fresh)...))
-		if err == nil {
-			p.add(fresh, token)
+		if len(fresh) == 0 || err == nil {
+			// This call is now the last to have asked for every one of
+			// its channels here, so an older call's undo leaves them.
+			p.add(channels, token)
 			p.unlock()
 			return fresh, nil
 		}

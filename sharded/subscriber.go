@@ -96,15 +96,16 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string, token uin
 			}
 			continue
 		}
-		fresh := s.claim(channels, token)
-		if len(fresh) == 0 {
-			s.unlock()
-			return nil, nil
+		fresh := s.missing(channels)
+		var err error
+		if len(fresh) > 0 {
+			err = engine.FirstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
 		}
-		err := engine.FirstError(conn.Subscribe(ctx, s.b.batches(fresh)...))
-		if err == nil {
+		if len(fresh) == 0 || err == nil {
+			// This call is now the last to have asked for every one of
+			// its channels here, so an older call's undo leaves them.
 			s.mu.Lock()
-			s.wanted.Add(fresh, token)
+			s.wanted.Add(channels, token)
 			s.mu.Unlock()
 			s.unlock()
 			return fresh, nil
@@ -245,12 +246,11 @@ func (s *subscriber) dropConn(conn *subconn.Conn, err error) {
 	conn.Close()
 }
 
-// claim marks the wanted channels as asked for by call token and returns
-// the others, without duplicates.
-func (s *subscriber) claim(channels []string, token uint64) []string {
+// missing returns the channels not in the wanted set, without duplicates.
+func (s *subscriber) missing(channels []string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.wanted.Claim(channels, token)
+	return s.wanted.Missing(channels)
 }
 
 func (s *subscriber) wantedCount() int {

@@ -7,15 +7,13 @@ package engine
 // It does no locking: its owner guards it.
 type ChannelSet map[string]uint64
 
-// Claim marks the channels already in the set as asked for by the call
-// with token, and returns the others, once each, in input order: those
-// still to be subscribed.
-func (s ChannelSet) Claim(channels []string, token uint64) []string {
+// Missing returns the channels not in the set, once each, in input order:
+// those still to be subscribed.
+func (s ChannelSet) Missing(channels []string) []string {
 	out := make([]string, 0, len(channels))
 	seen := make(map[string]struct{}, len(channels))
 	for _, ch := range channels {
 		if _, ok := s[ch]; ok {
-			s[ch] = token
 			continue
 		}
 		if _, dup := seen[ch]; dup {
@@ -27,7 +25,8 @@ func (s ChannelSet) Claim(channels []string, token uint64) []string {
 	return out
 }
 
-// Add puts channels in the set on behalf of the call with token.
+// Add puts channels in the set on behalf of the call with token, which
+// becomes their last asker; call it once the call has succeeded for them.
 func (s ChannelSet) Add(channels []string, token uint64) {
 	for _, ch := range channels {
 		s[ch] = token
