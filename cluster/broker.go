@@ -48,11 +48,8 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
-	// background counts the commands finish runs behind a caller's back;
-	// bgClosed, under bgMu, stops new ones once Close has begun.
-	background sync.WaitGroup
-	bgMu       sync.Mutex
-	bgClosed   bool
+	// background runs the commands finish sends behind a caller's back.
+	background engine.Background
 	// ctx ends when Close starts; every master connection's work derives
 	// from it.
 	ctx    context.Context
@@ -333,22 +330,6 @@ func (b *Broker) masterAddr(part int) string {
 	return ""
 }
 
-// goBackground runs f on a goroutine Close waits for, unless Close has
-// begun; it reports whether f was started.
-func (b *Broker) goBackground(f func()) bool {
-	b.bgMu.Lock()
-	defer b.bgMu.Unlock()
-	if b.bgClosed {
-		return false
-	}
-	b.background.Add(1)
-	go func() {
-		defer b.background.Done()
-		f()
-	}()
-	return true
-}
-
 // publishKnows reports whether a publishing client still routes to addr.
 func (b *Broker) publishKnows(addr string) bool {
 	for _, c := range []rueidis.Client{b.pub.Direct, b.pub.Batched} {
@@ -477,10 +458,7 @@ func (b *Broker) Close() error {
 		b.closed.Store(true)
 		close(b.closing)
 		b.cancel()
-		b.bgMu.Lock()
-		b.bgClosed = true
-		b.bgMu.Unlock()
-		b.background.Wait()
+		b.background.Close()
 		b.wg.Wait()
 		b.mu.Lock()
 		b.stopping = true

@@ -342,7 +342,7 @@ func (b *Broker) rollback(ctx context.Context, wire *subconn.Conn, part int, cha
 // Close, and Close waits for it.
 func (b *Broker) finish(ctx context.Context, p *partState, op func(context.Context)) {
 	done := make(chan struct{})
-	started := b.goBackground(func() {
+	started := b.background.Go(func() {
 		defer p.unlock()
 		defer close(done)
 		opCtx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)

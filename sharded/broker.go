@@ -47,11 +47,9 @@ type Broker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// background tracks commands finished after their caller returned (see
-	// subscriber.finish); bgClosed, under bgMu, stops new ones during Close.
-	bgMu       sync.Mutex
-	bgClosed   bool
-	background sync.WaitGroup
+	// background runs commands finished after their caller returned (see
+	// subscriber.finish).
+	background engine.Background
 }
 
 // shard is one Redis instance: a client for publishing and the subscribe
@@ -289,11 +287,8 @@ func (b *Broker) Close() error {
 		b.closed.Store(true)
 		close(b.closing)
 		b.cancel()
-		b.bgMu.Lock()
-		b.bgClosed = true
-		b.bgMu.Unlock()
 		b.wg.Wait()
-		b.background.Wait()
+		b.background.Close()
 		b.closeClients()
 		if b.pool != nil {
 			b.pool.Close()
@@ -303,22 +298,6 @@ func (b *Broker) Close() error {
 		}
 	})
 	return nil
-}
-
-// goBackground runs f on a goroutine that Close waits for, and reports
-// false without running it once Close has begun.
-func (b *Broker) goBackground(f func()) bool {
-	b.bgMu.Lock()
-	defer b.bgMu.Unlock()
-	if b.bgClosed {
-		return false
-	}
-	b.background.Add(1)
-	go func() {
-		defer b.background.Done()
-		f()
-	}()
-	return true
 }
 
 func (b *Broker) closeClients() {

@@ -185,7 +185,7 @@ func (s *subscriber) markDown(conn *subconn.Conn) <-chan struct{} {
 // so that later calls on this connection still reach Redis after it.
 func (s *subscriber) finish(ctx context.Context, op func(context.Context) error) error {
 	done := make(chan error, 1)
-	started := s.b.goBackground(func() {
+	started := s.b.background.Go(func() {
 		defer s.unlock()
 		opCtx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.CommandTimeout)
 		defer cancel()

@@ -59,3 +59,21 @@ func TestKeyedFrame(t *testing.T) {
 		NewKeyedFrame(l, "room:42", []byte("body"), false, time.Now()).Release()
 	}))
 }
+
+func TestBackground(t *testing.T) {
+	var g Background
+	ran := make(chan struct{})
+	release := make(chan struct{})
+	assert.True(t, g.Go(func() { close(ran); <-release }))
+	<-ran
+	closed := make(chan struct{})
+	go func() { g.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while work was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	assert.False(t, g.Go(func() { t.Error("ran after Close") }))
+}
