@@ -79,13 +79,11 @@ func (p *partState) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool)
 	return p.snapshotLocked(), true
 }
 
-// interruptUnless interrupts the partition unless it is active on keep
-// (a nil keep interrupts it whatever wire carries it). It returns the
+// interruptUnlessLocked interrupts the partition unless it is active on
+// keep (a nil keep interrupts it whatever wire carries it). It returns the
 // wanted channels when this starts an interruption that loses
-// subscriptions.
-func (p *partState) interruptUnless(keep *subconn.Conn, at time.Time) ([]string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// subscriptions. The caller holds p.mu.
+func (p *partState) interruptUnlessLocked(keep *subconn.Conn, at time.Time) ([]string, bool) {
 	if p.wire == nil || (keep != nil && p.wire == keep) {
 		return nil, false
 	}

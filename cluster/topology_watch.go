@@ -217,7 +217,18 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 	if b.parts == nil {
 		return
 	}
-	// One Interrupted event per old → new master pair.
+	// One Interrupted event per old → new master pair. The moved partitions
+	// stay locked (ascending, the only place that holds several) until the
+	// events are queued, so that a Subscribe re-activating one of them
+	// cannot report it Restored before it is reported Interrupted.
+	for _, mv := range diff.Moved {
+		b.parts[mv.Partition].mu.Lock()
+	}
+	defer func() {
+		for _, mv := range diff.Moved {
+			b.parts[mv.Partition].mu.Unlock()
+		}
+	}()
 	type route struct{ from, to string }
 	lost := make(map[route]*shardcast.Event)
 	var order []route
@@ -231,7 +242,7 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 		if wires := keep[mv.To]; len(wires) > 0 {
 			keepWire = wires[p.id%len(wires)]
 		}
-		chans, ok := p.interruptUnless(keepWire, since)
+		chans, ok := p.interruptUnlessLocked(keepWire, since)
 		if !ok {
 			continue
 		}
