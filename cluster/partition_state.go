@@ -20,7 +20,7 @@ type partState struct {
 	// turn serialises subscribe, unsubscribe and resubscribe commands of
 	// this partition, so Redis sees one channel's commands in call order.
 	// Whoever holds several turns takes them in ascending partition order.
-	turn chan struct{}
+	turn engine.Turn
 
 	mu        sync.Mutex
 	wanted    engine.ChannelSet
@@ -34,21 +34,14 @@ type partState struct {
 }
 
 func newPartState(id int) *partState {
-	return &partState{id: id, turn: make(chan struct{}, 1), wanted: engine.ChannelSet{}}
+	return &partState{id: id, turn: engine.NewTurn(), wanted: engine.ChannelSet{}}
 }
 
 func (p *partState) lock(ctx context.Context, closing <-chan struct{}) error {
-	select {
-	case p.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-closing:
-		return shardcast.ErrClosed
-	}
+	return p.turn.Lock(ctx, closing)
 }
 
-func (p *partState) unlock() { <-p.turn }
+func (p *partState) unlock() { p.turn.Unlock() }
 
 // activeWire returns the wire carrying the partition, or nil.
 func (p *partState) activeWire() *subconn.Conn {
@@ -219,20 +212,7 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 			p.unlock()
 			return fresh, nil
 		}
-		if isWireError(err) {
-			// The reply can report the broken socket before the wire's
-			// watcher does; rueidis closes a wire on any I/O error, so
-			// wait (briefly) for that instead of failing a call that
-			// should wait for the reconnect.
-			settle := time.NewTimer(wireSettle)
-			select {
-			case <-wire.Done():
-			case <-ctx.Done():
-			case <-settle.C:
-			}
-			settle.Stop()
-		}
-		if !wire.Alive() || isMoved(err) {
+		if engine.WireFailed(ctx, wire, err, b.closing) || isMoved(err) {
 			// The wire died or the slot moved: nothing from this attempt
 			// survives on the right node. Wait for the topology to settle.
 			if isMoved(err) {
@@ -253,10 +233,6 @@ func (b *Broker) subscribePartition(ctx context.Context, p *partState, channels 
 		return nil, fmt.Errorf("partition %d: %w", p.id, err)
 	}
 }
-
-// wireSettle bounds the wait for a wire that reported an I/O error to be
-// declared dead.
-const wireSettle = time.Second
 
 // reactivate resubscribes an interrupted partition's wanted channels on
 // its current master. The caller holds p's turn.
@@ -328,33 +304,19 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 // failure drops the wire.
 func (b *Broker) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
 	err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...))
-	if err != nil && wire.Alive() && !isMoved(err) && !isWireError(err) {
+	if err != nil && wire.Alive() && !isMoved(err) && !engine.IsIOError(err) {
 		b.dropWire(wire, part, err)
 	}
 }
 
-// finish runs op, which sends commands for partition p, on behalf of a
-// caller holding p's turn, and takes the turn over: op releases it when
-// done, so later calls for p still reach Redis after op. The caller waits
-// for op bounded by its ctx; op itself is bounded by CommandTimeout and
-// Close, and Close waits for it.
+// finish hands op, which sends commands for partition p, to the broker's
+// background group on behalf of a caller holding p's turn; see
+// engine.Turn.Finish.
 func (b *Broker) finish(ctx context.Context, p *partState, op func(context.Context)) {
-	done := make(chan struct{})
-	started := b.background.Go(func() {
-		defer p.unlock()
-		defer close(done)
-		opCtx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)
-		defer cancel()
-		op(opCtx)
+	_ = p.turn.Finish(ctx, &b.background, b.ctx, b.cfg.CommandTimeout, func(ctx context.Context) error {
+		op(ctx)
+		return nil
 	})
-	if !started {
-		p.unlock() // Close has begun and closes the wire anyway
-		return
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
 }
 
 // dropWire closes a live wire on which an unsubscribe failed: Redis may
@@ -389,19 +351,6 @@ func (b *Broker) waitError(p *partState, err, last error) error {
 		return fmt.Errorf("partition %d (slot %d): %w (last error: %v)", p.id, b.layout.Slot(p.id), err, last)
 	}
 	return fmt.Errorf("partition %d (slot %d): %w", p.id, b.layout.Slot(p.id), err)
-}
-
-// isWireError reports whether err means the connection itself failed (an
-// I/O error or a closed wire), as opposed to a Redis error reply or an
-// expired context.
-func isWireError(err error) bool {
-	if err == nil {
-		return false
-	}
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return false
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 func isMoved(err error) bool {

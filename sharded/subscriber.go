@@ -22,11 +22,7 @@ type subscriber struct {
 	addr  string
 	node  rueidis.Client
 
-	// turn serialises subscribe, unsubscribe and resubscribe on this
-	// connection, so Redis sees one channel's commands in call order and the
-	// wanted set always matches what Redis confirmed. It is a channel so
-	// that waiting for it honours a context.
-	turn chan struct{}
+	turn engine.Turn // serialises this connection's subscribe commands
 
 	mu        sync.Mutex
 	wanted    engine.ChannelSet
@@ -41,24 +37,15 @@ func newSubscriber(b *Broker, shard int, addr string, node rueidis.Client) *subs
 		shard:  shard,
 		addr:   addr,
 		node:   node,
-		turn:   make(chan struct{}, 1),
+		turn:   engine.NewTurn(),
 		wanted: engine.ChannelSet{},
 		up:     make(chan struct{}),
 	}
 }
 
-func (s *subscriber) lock(ctx context.Context) error {
-	select {
-	case s.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.b.closing:
-		return shardcast.ErrClosed
-	}
-}
+func (s *subscriber) lock(ctx context.Context) error { return s.turn.Lock(ctx, s.b.closing) }
 
-func (s *subscriber) unlock() { <-s.turn }
+func (s *subscriber) unlock() { s.turn.Unlock() }
 
 // current returns the live connection, or nil and a channel that closes
 // when one is up.
@@ -110,7 +97,7 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string, token uin
 			s.unlock()
 			return fresh, nil
 		}
-		if s.dying(ctx, conn, err) {
+		if engine.WireFailed(ctx, conn, err, s.b.closing) {
 			// The wire died under us: nothing it confirmed survives. Wait
 			// for the reconnect and try again.
 			up := s.markDown(conn)
@@ -134,36 +121,6 @@ func (s *subscriber) subscribe(ctx context.Context, channels []string, token uin
 	}
 }
 
-// wireSettle bounds how long a command's I/O error waits for the
-// connection to be declared gone. rueidis fails the command and reports the
-// broken wire from the same read loop, but not atomically, so a command can
-// see the error a moment before Conn.Done closes.
-const wireSettle = time.Second
-
-// dying reports whether err, returned by a command on conn, means the wire
-// is gone. A Redis error reply or the caller's own ctx ending leave the wire
-// usable; any other error is an I/O failure, and then dying waits (bounded
-// by ctx and wireSettle) for conn to confirm it, so that the caller waits
-// for the reconnect instead of failing with a transient network error.
-func (s *subscriber) dying(ctx context.Context, conn *subconn.Conn, err error) bool {
-	if !conn.Alive() {
-		return true
-	}
-	if _, isRedis := rueidis.IsRedisErr(err); isRedis || ctx.Err() != nil {
-		return false
-	}
-	settle := time.NewTimer(wireSettle)
-	defer settle.Stop()
-	select {
-	case <-conn.Done():
-		return true
-	case <-ctx.Done():
-	case <-settle.C:
-	case <-s.b.closing:
-	}
-	return !conn.Alive()
-}
-
 // markDown records that conn is gone, unless that is already known, and
 // returns the channel that closes when the next connection is up.
 func (s *subscriber) markDown(conn *subconn.Conn) <-chan struct{} {
@@ -177,31 +134,10 @@ func (s *subscriber) markDown(conn *subconn.Conn) <-chan struct{} {
 	return s.up
 }
 
-// finish runs op, which sends commands on this connection, on behalf of a
-// caller that holds the turn, and takes the turn over from it: the caller
-// must not unlock. It waits for op bounded by ctx and returns op's error,
-// or nil if ctx ended first. In that case op goes on in the background,
-// bounded by CommandTimeout and Close, and keeps the turn until it is done,
-// so that later calls on this connection still reach Redis after it.
+// finish hands op, which sends commands on this connection, to the
+// broker's background group; see engine.Turn.Finish.
 func (s *subscriber) finish(ctx context.Context, op func(context.Context) error) error {
-	done := make(chan error, 1)
-	started := s.b.background.Go(func() {
-		defer s.unlock()
-		opCtx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.CommandTimeout)
-		defer cancel()
-		done <- op(opCtx)
-	})
-	if !started {
-		// Close has begun and is closing this connection anyway.
-		s.unlock()
-		return shardcast.ErrClosed
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return nil
-	}
+	return s.turn.Finish(ctx, &s.b.background, s.b.ctx, s.b.cfg.CommandTimeout, op)
 }
 
 // unsubscribe removes channels from the wanted set and, when the
