@@ -213,3 +213,28 @@ func TestRefusedSubscribeIsUndone(t *testing.T) {
 	require.NoError(t, b.Subscribe(ctx, "ok:1"))
 	assert.EqualValues(t, 1, numsub(t, s, "ok:1"))
 }
+
+// TestRefusedUnsubscribeDropsTheConnection: when Redis refuses an
+// UNSUBSCRIBE on a live connection (here an ACL forbids the command), the
+// broker cannot know what Redis still holds, so it drops the connection;
+// the reconnect resubscribes only the channels still wanted.
+func TestRefusedUnsubscribeDropsTheConnection(t *testing.T) {
+	s := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">pw", "~*", "&*", "+@all", "-unsubscribe"))
+	ctx := context.Background()
+	var evs events
+	b := newBroker(t, Config{
+		Addrs:   []string{"redis://app:pw@" + s.Addr()},
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add},
+	})
+	require.NoError(t, b.Subscribe(ctx, "gone", "kept"))
+
+	require.NoError(t, b.Unsubscribe(ctx, "gone"))
+	waitFor(t, "the dropped connection to be resubscribed", func() bool {
+		return len(evs.of(shardcast.EventRestored)) > 0
+	})
+	assert.Zero(t, numsub(t, s, "gone"), "the refused channel is not subscribed after the reconnect")
+	assert.EqualValues(t, 1, numsub(t, s, "kept"))
+	assert.Equal(t, 1, b.Stats().Channels)
+	assert.EqualValues(t, 1, b.Stats().Reconnects)
+	assert.Equal(t, []string{"kept"}, evs.of(shardcast.EventRestored)[0].Channels)
+}
