@@ -156,15 +156,9 @@ func clusterDemo(ctx context.Context, seeds []string, c *redistest.Cluster, name
 		return err
 	}
 	fmt.Printf("\nsubscribed %d channels in %v\n", len(names), time.Since(start).Round(time.Millisecond))
-	if err := publishAll(ctx, pub, names, rounds); err != nil {
+	if err := deliverAll(ctx, pub, &got, names, rounds, start); err != nil {
 		return err
 	}
-	want := int64(len(names) * rounds)
-	if err := waitFor(ctx, func() bool { return got.n.Load() >= want }); err != nil {
-		return fmt.Errorf("delivered %d of %d: %w", got.n.Load(), want, err)
-	}
-	fmt.Printf("published and delivered %d messages in %v (worst lag %v)\n",
-		want, time.Since(start).Round(time.Millisecond), got.maxLag.Round(time.Microsecond))
 	if after := spublishCounts(ctx, c); after != nil {
 		fmt.Printf("  %-18s %10s\n", "master", "SPUBLISH")
 		for _, a := range addrs {
@@ -238,6 +232,15 @@ func shardedDemo(ctx context.Context, shards []string, servers []*redistest.Serv
 		}
 		fmt.Printf("  %-18s %9d %14s\n", a, perShard[i], live)
 	}
+	if err := deliverAll(ctx, pub, &got, names, rounds, start); err != nil {
+		return err
+	}
+	return sub.Unsubscribe(ctx, names...)
+}
+
+// deliverAll publishes rounds messages to every channel, waits until got
+// counted them all, and prints the time since start and the worst lag.
+func deliverAll(ctx context.Context, pub shardcast.Broker, got *counter, names []string, rounds int, start time.Time) error {
 	if err := publishAll(ctx, pub, names, rounds); err != nil {
 		return err
 	}
@@ -245,9 +248,12 @@ func shardedDemo(ctx context.Context, shards []string, servers []*redistest.Serv
 	if err := waitFor(ctx, func() bool { return got.n.Load() >= want }); err != nil {
 		return fmt.Errorf("delivered %d of %d: %w", got.n.Load(), want, err)
 	}
+	got.mu.Lock()
+	worst := got.maxLag
+	got.mu.Unlock()
 	fmt.Printf("published and delivered %d messages in %v (worst lag %v)\n",
-		want, time.Since(start).Round(time.Millisecond), got.maxLag.Round(time.Microsecond))
-	return sub.Unsubscribe(ctx, names...)
+		want, time.Since(start).Round(time.Millisecond), worst.Round(time.Microsecond))
+	return nil
 }
 
 // publishAll publishes rounds messages to every channel from 32 goroutines,
