@@ -61,15 +61,10 @@ func runBalance(ctx context.Context, e *env) (section, error) {
 	var rows [][]string
 	worst := map[string]float64{}
 	for _, m := range []int{3, 6, 12} {
-		seeds, err := e.Cluster(ctx, m)
+		seeds, sm, servers, err := e.clusterMasters(ctx, m)
 		if err != nil {
 			return sec, err
 		}
-		sm, err := slotMap(ctx, seeds)
-		if err != nil {
-			return sec, err
-		}
-		servers := masters(sm)
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
 		for _, scheme := range []string{"shipped", "naive"} {
 			key := func(ch string) string { return layout.Key(ch) }

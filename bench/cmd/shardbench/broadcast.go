@@ -36,15 +36,10 @@ func runBroadcast(ctx context.Context, e *env) (section, error) {
 	var rows [][]string
 	cpu := map[string]map[int]float64{"PUBLISH": {}, "SPUBLISH": {}}
 	for _, m := range []int{3, 6} {
-		seeds, err := e.Cluster(ctx, m)
+		seeds, _, servers, err := e.clusterMasters(ctx, m)
 		if err != nil {
 			return sec, err
 		}
-		sm, err := slotMap(ctx, seeds)
-		if err != nil {
-			return sec, err
-		}
-		servers := masters(sm)
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
 		for _, cmd := range []string{"PUBLISH", "SPUBLISH"} {
 			progress("broadcast: %d masters, %d × %s …", m, messages, cmd)

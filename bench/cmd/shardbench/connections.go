@@ -30,15 +30,10 @@ func runConnections(ctx context.Context, e *env) (section, error) {
 	var scOK *bool
 	var got []string
 	for _, m := range []int{3, 6} {
-		seeds, err := e.Cluster(ctx, m)
+		seeds, _, servers, err := e.clusterMasters(ctx, m)
 		if err != nil {
 			return sec, err
 		}
-		sm, err := slotMap(ctx, seeds)
-		if err != nil {
-			return sec, err
-		}
-		servers := masters(sm)
 		for _, name := range engineList([]string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}) {
 			k, err := engines.Lookup(name)
 			if err != nil {

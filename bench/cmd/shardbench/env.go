@@ -104,6 +104,18 @@ type slotRange struct {
 }
 
 // slotMap reads CLUSTER SLOTS from the first seed that answers.
+// clusterMasters returns the shared cluster of m masters: its seeds, its
+// slot map and its master addresses.
+func (e *env) clusterMasters(ctx context.Context, m int) (seeds []string, sm []slotRange, servers []string, err error) {
+	if seeds, err = e.Cluster(ctx, m); err != nil {
+		return nil, nil, nil, err
+	}
+	if sm, err = slotMap(ctx, seeds); err != nil {
+		return nil, nil, nil, err
+	}
+	return seeds, sm, masters(sm), nil
+}
+
 func slotMap(ctx context.Context, seeds []string) ([]slotRange, error) {
 	var lastErr error
 	for _, s := range seeds {
