@@ -163,6 +163,26 @@ func TestFailover(t *testing.T) {
 		hasty <- result{err, time.Now()}
 	}()
 
+	// Once the loss is reported, a Subscribe of a channel the broker
+	// already holds must wait for the partition to come back, not report
+	// success: Redis holds no subscription for it now.
+	require.True(t, waitFor(10*time.Second, func() bool {
+		_, shards := r.events.partitions(shardcast.EventInterrupted)
+		return shards[victim.Addr()]
+	}), "no Interrupted event for %s", victim.Addr())
+	held := inPartitions(l, r.channels, parts)[0]
+	asked := time.Now()
+	shortCtx, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	heldErr := r.sub.Subscribe(shortCtx, held)
+	cancelShort()
+	// Promotion takes about 2 s (node timeout 1 s); a call that could have
+	// overlapped it may rightly succeed, so only an earlier one is judged.
+	if asked.Add(300*time.Millisecond).Sub(killedAt) < 1500*time.Millisecond {
+		assert.ErrorIs(t, heldErr, context.DeadlineExceeded, "Subscribe of a held channel of an interrupted partition")
+	} else {
+		t.Logf("held-channel Subscribe not judged: asked %v after the kill", asked.Sub(killedAt).Round(time.Millisecond))
+	}
+
 	promoted, err := r.c.WaitFailover(testCtx(t, 30*time.Second), victim)
 	require.NoError(t, err)
 	t.Logf("replica %s promoted %v after the kill of %s", promoted.Addr(), time.Since(killedAt).Round(time.Millisecond), victim.Addr())
