@@ -69,3 +69,10 @@ func TestIsIOError(t *testing.T) {
 	assert.True(t, IsIOError(io.EOF))
 	assert.True(t, IsIOError(errors.New("read: connection reset by peer")))
 }
+
+func TestBackoff(t *testing.T) {
+	min, max := 50*time.Millisecond, 2*time.Second
+	for n, want := range map[int]time.Duration{0: min, 1: 100 * time.Millisecond, 3: 400 * time.Millisecond, 6: max, 50: max} {
+		assert.Equal(t, want, Backoff(n, min, max), "attempt %d", n)
+	}
+}

@@ -1,0 +1,54 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestActivateRefusesVoidedConfirmations: a partition is not activated on a
+// wire that died, nor after a server-pushed unsubscribe arrived since the
+// resubscribe began; either would hide a loss.
+func TestActivateRefusesVoidedConfirmations(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wire, err := subconn.Open(ctx, client, subconn.Classic, subconn.Hooks{})
+	require.NoError(t, err)
+	defer wire.Close()
+
+	p := newPartState(7)
+	p.add([]string{"a"}, 1)
+
+	seq := p.lostSeq()
+	_, _ = p.noteLost(nil, time.Now()) // a push raced the resubscribe
+	_, ok := p.activateIf(wire, seq)
+	assert.False(t, ok, "a push since the resubscribe began voids it")
+	assert.Nil(t, p.activeWire())
+
+	_, ok = p.activateIf(wire, p.lostSeq())
+	require.True(t, ok)
+	assert.Equal(t, wire, p.activeWire())
+	chans, lost := p.interrupt(wire, time.Now())
+	assert.True(t, lost)
+	assert.Equal(t, []string{"a"}, chans)
+
+	require.NoError(t, srv.Kill())
+	select {
+	case <-wire.Done():
+	case <-ctx.Done():
+		t.Fatal("wire did not die with its server")
+	}
+	_, ok = p.activateIf(wire, p.lostSeq())
+	assert.False(t, ok, "a dead wire is never activated")
+	assert.Nil(t, p.activeWire())
+}
