@@ -231,7 +231,8 @@ func (c *Conn) do(ctx context.Context, batches [][]string, build func([]string) 
 }
 
 // Close closes the wire and waits for the connection's goroutine to exit.
-// No hook is called once Close has started. It is idempotent.
+// Once Close has begun, hooks for newly read pushes are skipped (one
+// already running may still finish). It is idempotent.
 func (c *Conn) Close() {
 	c.closing.Store(true)
 	c.closeOnce.Do(func() {
