@@ -258,7 +258,7 @@ func (b *Broker) check(ctx context.Context, channels []string) error {
 }
 
 // onMessage runs on a wire's reader goroutine.
-func (b *Broker) onMessage(key, payload string) {
+func (b *Broker) onMessage(key string, payload []byte) {
 	channel, ok := b.layout.Channel(key)
 	if !ok {
 		b.log.Debug("shardcast: message on a key outside the layout", "key", key)
@@ -300,25 +300,6 @@ func (b *Broker) interrupt(p *partState, wire *subconn.Conn, cause error) {
 			Channels: chans, Since: now, Err: cause,
 		})
 	}
-}
-
-// nodeClient returns the rueidis client of one node. A master the rueidis
-// client does not know yet is looked up by touching a key of one of its
-// slots, which makes rueidis follow the MOVED reply and refresh its map.
-func (b *Broker) nodeClient(addr string) (rueidis.Client, error) {
-	if node, ok := b.client.Nodes()[addr]; ok {
-		return node, nil
-	}
-	for _, p := range b.partitionsOf(addr) {
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
-		_ = b.client.Do(ctx, b.client.B().Exists().Key("{"+b.layout.Tag(p)+"}").Build()).Error()
-		cancel()
-		break
-	}
-	if node, ok := b.client.Nodes()[addr]; ok {
-		return node, nil
-	}
-	return nil, fmt.Errorf("master %s is not known to the client yet", addr)
 }
 
 func (b *Broker) masterAddr(part int) string {

@@ -109,15 +109,11 @@ func (m *masterConn) run() {
 	}
 }
 
-// open dials the master through the rueidis node client.
+// open dials the master with the publishing client's credentials and TLS.
 func (m *masterConn) open() (*subconn.Conn, error) {
-	node, err := m.b.nodeClient(m.addr)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.b.cfg.DialTimeout)
 	defer cancel()
-	return subconn.Open(ctx, node, subconn.Sharded, subconn.Hooks{
+	return subconn.Open(ctx, subconn.FromOption(m.addr, m.b.cfg.clientOption()), subconn.Sharded, subconn.Hooks{
 		OnMessage: m.b.onMessage,
 		OnLost:    func(key string) { m.b.onLost(m, key) },
 	})

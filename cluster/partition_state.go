@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -354,13 +353,6 @@ func (b *Broker) waitError(p *partState, err, last error) error {
 }
 
 func isMoved(err error) bool {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		if _, moved := re.IsMoved(); moved {
-			return true
-		}
-		if _, ask := re.IsAsk(); ask {
-			return true
-		}
-	}
-	return false
+	se, ok := subconn.IsServerError(err)
+	return ok && se.IsMoved()
 }

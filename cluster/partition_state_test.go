@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/stretchr/testify/assert"
@@ -17,12 +16,9 @@ import (
 // resubscribe began; either would hide a loss.
 func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wire, err := subconn.Open(ctx, client, subconn.Classic, subconn.Hooks{})
+	wire, err := subconn.Open(ctx, subconn.Dialer{Addr: srv.Addr()}, subconn.Classic, subconn.Hooks{})
 	require.NoError(t, err)
 	defer wire.Close()
 

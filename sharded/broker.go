@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/internal/jump"
 )
 
@@ -56,7 +57,8 @@ type Broker struct {
 // connections of this broker.
 type shard struct {
 	addr   string
-	client rueidis.Client // subscribe connections, and publishing when batched
+	client rueidis.Client // publishing (batched when there are two clients)
+	dial   subconn.Dialer // subscribe connections
 	pub    *engine.PublishRoute
 	subs   []*subscriber
 }
@@ -104,7 +106,7 @@ func New(cfg Config) (*Broker, error) {
 		b.inbox = &engine.Inbox{Pool: b.pool, Raw: cfg.Raw}
 		for i, sh := range b.shards {
 			for range cfg.ConnsPerShard {
-				s := newSubscriber(b, i, sh.addr, sh.client)
+				s := newSubscriber(b, i, sh.addr, sh.dial)
 				sh.subs = append(sh.subs, s)
 				b.wg.Add(1)
 				go s.run()
@@ -314,7 +316,7 @@ func newShard(addr string, opt rueidis.ClientOption, threshold int) (*shard, err
 	if err != nil {
 		return nil, err
 	}
-	sh := &shard{addr: addr, client: client, pub: &engine.PublishRoute{Direct: client}}
+	sh := &shard{addr: addr, client: client, dial: subconn.FromOption(addr, opt), pub: &engine.PublishRoute{Direct: client}}
 	if opt.MaxFlushDelay > 0 {
 		opt.MaxFlushDelay = 0
 		direct, err := rueidis.NewClient(opt)

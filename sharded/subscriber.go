@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -20,7 +19,7 @@ type subscriber struct {
 	b     *Broker
 	shard int
 	addr  string
-	node  rueidis.Client
+	dial  subconn.Dialer
 
 	turn engine.Turn // serialises this connection's subscribe commands
 
@@ -31,12 +30,12 @@ type subscriber struct {
 	downSince time.Time
 }
 
-func newSubscriber(b *Broker, shard int, addr string, node rueidis.Client) *subscriber {
+func newSubscriber(b *Broker, shard int, addr string, dial subconn.Dialer) *subscriber {
 	return &subscriber{
 		b:      b,
 		shard:  shard,
 		addr:   addr,
-		node:   node,
+		dial:   dial,
 		turn:   engine.NewTurn(),
 		wanted: engine.ChannelSet{},
 		up:     make(chan struct{}),
@@ -245,7 +244,7 @@ func (s *subscriber) run() {
 func (s *subscriber) connect() (*subconn.Conn, *shardcast.Event, error) {
 	ctx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.DialTimeout)
 	defer cancel()
-	conn, err := subconn.Open(ctx, s.node, subconn.Classic, subconn.Hooks{OnMessage: s.b.inbox.Deliver})
+	conn, err := subconn.Open(ctx, s.dial, subconn.Classic, subconn.Hooks{OnMessage: s.b.inbox.Deliver})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,7 +6,6 @@ package engine
 import (
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
@@ -22,21 +21,21 @@ type Inbox struct {
 }
 
 // Deliver decodes payload (unless Raw) and submits the message. channel is
-// the application channel name. payload is not copied: rueidis allocates a
-// fresh string per message, and handlers are documented to treat
-// Message.Payload as read-only.
-func (in *Inbox) Deliver(channel, payload string) {
+// the application channel name, kept as is. payload is a view of a read
+// buffer: the body is copied, the message's only allocation.
+func (in *Inbox) Deliver(channel string, payload []byte) {
 	in.received.Add(1)
-	data := unsafe.Slice(unsafe.StringData(payload), len(payload))
-	m := shardcast.Message{Channel: channel, Payload: data}
+	m := shardcast.Message{Channel: channel}
+	body := payload
 	if !in.Raw {
-		at, body, err := envelope.Decode(data)
+		at, b, err := envelope.Decode(payload)
 		if err != nil {
 			in.badFrames.Add(1)
 		} else {
-			m.Payload, m.PublishedAt = body, at
+			body, m.PublishedAt = b, at
 		}
 	}
+	m.Payload = append([]byte(nil), body...)
 	in.Pool.Submit(m)
 }
 

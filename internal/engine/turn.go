@@ -73,6 +73,9 @@ func IsIOError(err error) bool {
 	if err == nil {
 		return false
 	}
+	if _, ok := subconn.IsServerError(err); ok {
+		return false
+	}
 	if _, ok := rueidis.IsRedisErr(err); ok {
 		return false
 	}

@@ -1,18 +1,30 @@
-// Package subconn wraps one dedicated rueidis connection used only for
-// Pub/Sub subscriptions, classic (SUBSCRIBE) or sharded (SSUBSCRIBE).
+// Package subconn is one connection used only for Pub/Sub subscriptions,
+// classic (SUBSCRIBE) or sharded (SSUBSCRIBE).
 //
-// It adds what the engines need on top of rueidis: a Done channel that
-// closes when the wire is gone, pipelined batches of subscribe commands, and
-// the separation of server-pushed unsubscribe notices (a slot moved away)
-// from the replies to the connection's own unsubscribe commands.
+// It speaks RESP2 on a socket of its own instead of borrowing a rueidis
+// dedicated connection: the read loop is the hottest path of a subscriber
+// node, and owning it lets a message go from the socket buffer to the
+// OnMessage hook without an allocation (the channel name is the string the
+// connection subscribed with, the payload a view of the read buffer).
+//
+// On top of the wire it gives the engines what they need: a Done channel
+// that closes when the wire is gone, pipelined batches of subscribe commands
+// that return once Redis confirmed every channel, and the separation of
+// server-pushed unsubscribe notices (a slot moved away) from the replies to
+// the connection's own unsubscribe commands.
 package subconn
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -30,99 +42,173 @@ const (
 // Hooks are called on the connection's reader goroutine: they must not
 // block and must not issue commands.
 type Hooks struct {
-	// OnMessage receives every message. channel is the wire channel name.
-	OnMessage func(channel, payload string)
+	// OnMessage receives every message. channel is the wire channel name
+	// (the string this connection subscribed with, so it may be kept).
+	// payload is a view of the read buffer, valid only during the call:
+	// copy what must outlive it.
+	OnMessage func(channel string, payload []byte)
 	// OnLost receives a channel the server unsubscribed on its own, without
 	// a matching unsubscribe command from this connection: in a cluster this
 	// means the channel's slot moved to another node.
 	OnLost func(channel string)
 }
 
+// Dialer says how to reach and authenticate to one Redis node.
+type Dialer struct {
+	// Addr is host:port.
+	Addr string
+	// Username and Password are sent with AUTH when Password is set
+	// (Username empty means the default user).
+	Username string
+	Password string
+	// TLS, when set, wraps the socket; an empty ServerName is taken from
+	// Addr.
+	TLS *tls.Config
+	// Timeout bounds the TCP (and TLS) dial on top of Open's context; zero
+	// leaves it to the context.
+	Timeout time.Duration
+}
+
+// FromOption takes the address, credentials, TLS config and dial timeout
+// of rueidis options, so a subscribe wire reaches a node exactly as the
+// engine's publishing client does.
+func FromOption(addr string, opt rueidis.ClientOption) Dialer {
+	return Dialer{Addr: addr, Username: opt.Username, Password: opt.Password, TLS: opt.TLSConfig, Timeout: opt.Dialer.Timeout}
+}
+
 // ErrClosed is returned by commands on a connection after Close.
 var ErrClosed = errors.New("subconn: connection closed")
 
+// ErrProtocol reports a reply the connection cannot match to its commands;
+// the wire is closed when it happens.
+var ErrProtocol = errors.New("subconn: protocol error")
+
+// ServerError is an error reply from Redis: the command was refused, the
+// wire stays usable.
+type ServerError struct {
+	// Msg is the reply without its leading '-', e.g. "MOVED 3999 127.0.0.1:6381".
+	Msg string
+}
+
+func (e *ServerError) Error() string { return "redis: " + e.Msg }
+
+// IsMoved reports whether Redis redirected the command (MOVED or ASK):
+// the node does not serve the command's slot.
+func (e *ServerError) IsMoved() bool {
+	return strings.HasPrefix(e.Msg, "MOVED ") || strings.HasPrefix(e.Msg, "ASK ")
+}
+
+// IsServerError reports whether err is (or wraps) a Redis error reply.
+func IsServerError(err error) (*ServerError, bool) {
+	var se *ServerError
+	ok := errors.As(err, &se)
+	return se, ok
+}
+
+type callKind uint8
+
+const (
+	callSubscribe   callKind = iota // answered by one confirmation per channel
+	callUnsubscribe                 // likewise
+	callPing                        // +PONG, or ["pong", ""] once subscribed
+	callSimple                      // +OK (AUTH)
+)
+
+// call is one command waiting for its reply. next and err are written only
+// by the reader goroutine, before done closes.
+type call struct {
+	kind  callKind
+	chans []string
+	next  int
+	err   error
+	done  chan struct{}
+}
+
 // Conn is one subscribe connection. Its methods are safe for concurrent use.
 type Conn struct {
-	dc      rueidis.DedicatedClient
-	release func()
-	mode    Mode
-	hooks   Hooks
+	nc    net.Conn
+	mode  Mode
+	hooks Hooks
 
-	mu      sync.Mutex
-	pending map[string]int // own unsubscribes not yet confirmed, by channel
-	err     error
+	wmu  sync.Mutex // serialises writes; queue order = write order
+	wbuf []byte
 
-	done      chan struct{} // closed when the wire is gone
-	watcher   chan struct{} // closed when the watch goroutine exits
-	closeOnce sync.Once
+	qmu   sync.Mutex
+	queue []*call // sent, not yet answered, in send order
+	dead  bool    // set once the reader has failed the queue
+
+	// names maps each confirmed channel to the string it was subscribed
+	// with, so that a message's channel costs no allocation. Only the
+	// reader goroutine touches it.
+	names map[string]string
+
+	mu  sync.Mutex
+	err error
+
+	done       chan struct{} // closed when the wire is gone
+	readerDone chan struct{} // closed when the reader goroutine exits
+	closeOnce  sync.Once
 	// closing is set when Close starts. From then on the hooks are not
-	// called: closing a wire to an unresponsive server can take rueidis a
-	// while, and a server that wakes up in that window (a SIGSTOPped master
-	// that lost its slots meanwhile) would deliver, on a wire the caller
-	// already gave up, messages the caller now receives elsewhere.
+	// called: a server that wakes up while a frozen wire is being closed
+	// (a SIGSTOPped master that lost its slots meanwhile) would otherwise
+	// deliver, on a wire the caller already gave up, messages the caller now
+	// receives elsewhere.
 	closing atomic.Bool
 }
 
-// Open dedicates a new wire of node to subscriptions and checks that it is
-// alive with a PING bounded by ctx.
-func Open(ctx context.Context, node rueidis.Client, mode Mode, hooks Hooks) (*Conn, error) {
-	dc, release := node.Dedicate()
-	c := &Conn{
-		dc:      dc,
-		release: release,
-		mode:    mode,
-		hooks:   hooks,
-		pending: make(map[string]int),
-		done:    make(chan struct{}),
-		watcher: make(chan struct{}),
+// readBufferSize is the socket read buffer; a payload that fits is handed
+// to OnMessage without a copy.
+const readBufferSize = 64 << 10
+
+// Open dials d, authenticates when d has a password, and checks the wire
+// with a PING, all bounded by ctx.
+func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) {
+	nc, err := d.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("subconn: dial %s: %w", d.Addr, err)
 	}
-	errs := dc.SetPubSubHooks(rueidis.PubSubHooks{
-		OnMessage:      c.onMessage,
-		OnSubscription: c.onSubscription,
-	})
-	go c.watch(errs)
-	if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
+	c := &Conn{
+		nc:         nc,
+		mode:       mode,
+		hooks:      hooks,
+		names:      make(map[string]string),
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	go c.read()
+	if d.Password != "" {
+		args := []string{"AUTH", d.Password}
+		if d.Username != "" {
+			args = []string{"AUTH", d.Username, d.Password}
+		}
+		if err := c.single(ctx, callSimple, args...); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("subconn: auth on %s: %w", d.Addr, err)
+		}
+	}
+	if err := c.Ping(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("subconn: ping: %w", err)
+		return nil, fmt.Errorf("subconn: ping %s: %w", d.Addr, err)
 	}
 	return c, nil
 }
 
-func (c *Conn) watch(errs <-chan error) {
-	defer close(c.watcher)
-	err, ok := <-errs
-	if !ok || err == nil {
-		err = ErrClosed
+func (d Dialer) dial(ctx context.Context) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: d.Timeout, KeepAlive: 15 * time.Second}
+	if d.TLS == nil {
+		return nd.DialContext(ctx, "tcp", d.Addr)
 	}
-	c.mu.Lock()
-	c.err = err
-	c.mu.Unlock()
-	close(c.done)
-}
-
-func (c *Conn) onMessage(m rueidis.PubSubMessage) {
-	if c.hooks.OnMessage != nil && !c.closing.Load() {
-		c.hooks.OnMessage(m.Channel, m.Message)
-	}
-}
-
-func (c *Conn) onSubscription(s rueidis.PubSubSubscription) {
-	if s.Kind != "unsubscribe" && s.Kind != "sunsubscribe" {
-		return
-	}
-	c.mu.Lock()
-	n, own := c.pending[s.Channel]
-	if own {
-		if n <= 1 {
-			delete(c.pending, s.Channel)
-		} else {
-			c.pending[s.Channel] = n - 1
+	cfg := d.TLS
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(d.Addr)
+		if err != nil {
+			return nil, err
 		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
 	}
-	c.mu.Unlock()
-	if !own && c.hooks.OnLost != nil && !c.closing.Load() {
-		c.hooks.OnLost(s.Channel)
-	}
+	td := &tls.Dialer{NetDialer: nd, Config: cfg}
+	return td.DialContext(ctx, "tcp", d.Addr)
 }
 
 // Done is closed when the connection is gone, by error or by Close.
@@ -146,109 +232,385 @@ func (c *Conn) Alive() bool {
 }
 
 // Subscribe sends one subscribe command per batch, pipelined, and returns
-// one error per batch (nil when Redis confirmed it). A confirmed command
-// means the server subscribed every channel of it: Redis executes a
-// subscribe command as a whole before it pushes the first confirmation.
-// In Sharded mode every batch must hold channels of a single slot.
+// one error per batch (nil when Redis confirmed every channel of it). Redis
+// executes a subscribe command as a whole before it pushes the first
+// confirmation. In Sharded mode every batch must hold channels of a single
+// slot.
 func (c *Conn) Subscribe(ctx context.Context, batches ...[]string) []error {
-	return c.do(ctx, batches, c.subscribeCmd)
+	verb := "SUBSCRIBE"
+	if c.mode == Sharded {
+		verb = "SSUBSCRIBE"
+	}
+	return c.multi(ctx, callSubscribe, verb, batches)
 }
 
 // Unsubscribe sends one unsubscribe command per batch, pipelined. The
 // server's confirmations of these commands are not reported to OnLost.
 func (c *Conn) Unsubscribe(ctx context.Context, batches ...[]string) []error {
-	c.mu.Lock()
-	for _, b := range batches {
-		for _, ch := range b {
-			c.pending[ch]++
-		}
-	}
-	c.mu.Unlock()
-	errs := c.do(ctx, batches, c.unsubscribeCmd)
-	// A command that failed before Redis ran it produces no confirmation:
-	// forget those so that a later server-pushed notice is not swallowed.
-	c.mu.Lock()
-	for i, err := range errs {
-		if err == nil || !confirmationLost(err, c.Alive()) {
-			continue
-		}
-		for _, ch := range batches[i] {
-			if n := c.pending[ch]; n <= 1 {
-				delete(c.pending, ch)
-			} else {
-				c.pending[ch] = n - 1
-			}
-		}
-	}
-	c.mu.Unlock()
-	return errs
-}
-
-// confirmationLost reports whether a failed unsubscribe command can no
-// longer produce confirmations: Redis rejected it, or the wire is gone. A
-// command abandoned by its context on a live wire may still be sent.
-func confirmationLost(err error, alive bool) bool {
-	if _, isRedis := rueidis.IsRedisErr(err); isRedis {
-		return true
-	}
-	return !alive
-}
-
-func (c *Conn) subscribeCmd(channels []string) rueidis.Completed {
+	verb := "UNSUBSCRIBE"
 	if c.mode == Sharded {
-		return c.dc.B().Ssubscribe().Channel(channels...).Build()
+		verb = "SUNSUBSCRIBE"
 	}
-	return c.dc.B().Subscribe().Channel(channels...).Build()
-}
-
-func (c *Conn) unsubscribeCmd(channels []string) rueidis.Completed {
-	if c.mode == Sharded {
-		return c.dc.B().Sunsubscribe().Channel(channels...).Build()
-	}
-	return c.dc.B().Unsubscribe().Channel(channels...).Build()
-}
-
-func (c *Conn) do(ctx context.Context, batches [][]string, build func([]string) rueidis.Completed) []error {
-	errs := make([]error, len(batches))
-	if len(batches) == 0 {
-		return errs
-	}
-	if !c.Alive() {
-		err := c.Err()
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	cmds := make(rueidis.Commands, 0, len(batches))
-	for _, b := range batches {
-		cmds = append(cmds, build(b))
-	}
-	for i, r := range c.dc.DoMulti(ctx, cmds...) {
-		errs[i] = r.Error()
-	}
-	return errs
-}
-
-// Close closes the wire and waits for the connection's goroutine to exit.
-// Once Close has begun, hooks for newly read pushes are skipped (one
-// already running may still finish). It is idempotent.
-func (c *Conn) Close() {
-	c.closing.Store(true)
-	c.closeOnce.Do(func() {
-		// Closing the wire first makes rueidis drop it instead of trying to
-		// unsubscribe it for reuse, which would block on a frozen server.
-		c.dc.Close()
-		c.release()
-		<-c.watcher
-	})
+	return c.multi(ctx, callUnsubscribe, verb, batches)
 }
 
 // Ping checks the wire with a PING bounded by ctx. A failure does not close
 // the connection; the caller decides.
 func (c *Conn) Ping(ctx context.Context) error {
-	if !c.Alive() {
+	return c.single(ctx, callPing, "PING")
+}
+
+// Close closes the wire and waits for the reader goroutine to exit. Once
+// Close has begun, hooks for newly read pushes are skipped (one already
+// running may still finish). It is idempotent.
+func (c *Conn) Close() {
+	c.closing.Store(true)
+	c.closeOnce.Do(func() {
+		_ = c.nc.Close()
+		<-c.readerDone
+	})
+}
+
+func (c *Conn) single(ctx context.Context, kind callKind, args ...string) error {
+	cl := &call{kind: kind, done: make(chan struct{})}
+	c.wmu.Lock()
+	c.wbuf = appendCommand(c.wbuf[:0], args[0], args[1:])
+	err := c.send(ctx, cl)
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, cl)
+}
+
+func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches [][]string) []error {
+	errs := make([]error, len(batches))
+	calls := make([]*call, 0, len(batches))
+	c.wmu.Lock()
+	c.wbuf = c.wbuf[:0]
+	for _, b := range batches {
+		if len(b) == 0 {
+			continue // Redis would answer a bare (UN)SUBSCRIBE differently
+		}
+		calls = append(calls, &call{kind: kind, chans: b, done: make(chan struct{})})
+		c.wbuf = appendCommand(c.wbuf, verb, b)
+	}
+	var err error
+	if len(calls) > 0 {
+		err = c.send(ctx, calls...)
+	}
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil // a resubscribe of a million channels need not stay resident
+	}
+	c.wmu.Unlock()
+	i := 0
+	for k, b := range batches {
+		if len(b) == 0 {
+			continue
+		}
+		if err != nil {
+			errs[k] = err
+		} else {
+			errs[k] = c.wait(ctx, calls[i])
+		}
+		i++
+	}
+	return errs
+}
+
+// send queues calls and writes c.wbuf; the caller holds wmu. A write that
+// fails (or that ctx interrupts) leaves the stream in an unknown state, so
+// it closes the wire; the queued calls then fail with the wire's error.
+func (c *Conn) send(ctx context.Context, calls ...*call) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.qmu.Lock()
+	if c.dead {
+		c.qmu.Unlock()
 		return c.Err()
 	}
-	return c.dc.Do(ctx, c.dc.B().Ping().Build()).Error()
+	c.queue = append(c.queue, calls...)
+	c.qmu.Unlock()
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Now()) })
+	_, err := c.nc.Write(c.wbuf)
+	if !stop() {
+		// ctx ended during the write: clear the deadline it set (the wire
+		// is about to close anyway if the write failed).
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		_ = c.nc.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		return fmt.Errorf("subconn: write: %w", err)
+	}
+	return nil
+}
+
+func (c *Conn) wait(ctx context.Context, cl *call) error {
+	select {
+	case <-cl.done:
+		return cl.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// appendCommand encodes one RESP array of bulk strings.
+func appendCommand(b []byte, verb string, args []string) []byte {
+	b = appendHeader(b, '*', len(args)+1)
+	b = appendBulk(b, verb)
+	for _, a := range args {
+		b = appendBulk(b, a)
+	}
+	return b
+}
+
+func appendBulk(b []byte, s string) []byte {
+	b = appendHeader(b, '$', len(s))
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+func appendHeader(b []byte, kind byte, n int) []byte {
+	b = append(b, kind)
+	var digits [20]byte
+	i := len(digits)
+	if n == 0 {
+		i--
+		digits[i] = '0'
+	}
+	for ; n > 0; n /= 10 {
+		i--
+		digits[i] = byte('0' + n%10)
+	}
+	b = append(b, digits[i:]...)
+	return append(b, '\r', '\n')
+}
+
+// read runs the read loop until the wire fails or is closed, then fails
+// every queued call.
+func (c *Conn) read() {
+	defer close(c.readerDone)
+	rd := &reader{r: bufio.NewReaderSize(c.nc, readBufferSize)}
+	err := c.readLoop(rd)
+	if c.closing.Load() {
+		err = ErrClosed
+	}
+	_ = c.nc.Close()
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	close(c.done)
+	c.qmu.Lock()
+	c.dead = true
+	queue := c.queue
+	c.queue = nil
+	c.qmu.Unlock()
+	for _, cl := range queue {
+		cl.err = err
+		close(cl.done)
+	}
+}
+
+func (c *Conn) readLoop(rd *reader) error {
+	for {
+		line, err := rd.line()
+		if err != nil {
+			return err
+		}
+		switch line[0] {
+		case '*':
+			n, err := parseInt(line[1:])
+			if err != nil {
+				return err
+			}
+			if err := c.readPush(rd, n); err != nil {
+				return err
+			}
+		case '+':
+			if err := c.answer(nil, callPing, callSimple); err != nil {
+				return err
+			}
+		case '-':
+			if err := c.answer(&ServerError{Msg: string(line[1:])}); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: unexpected reply %q", ErrProtocol, line)
+		}
+	}
+}
+
+// readPush handles one array of n elements: a message, a (un)subscribe
+// confirmation or notice, or the pong of a subscribed connection.
+func (c *Conn) readPush(rd *reader, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w: empty array", ErrProtocol)
+	}
+	kind, null, err := rd.bulk()
+	if err != nil {
+		return err
+	}
+	if null {
+		return rd.skipN(n - 1)
+	}
+	// Classify while kind still points into the read buffer.
+	const (
+		other = iota
+		message
+		subscribed
+		unsubscribed
+		pong
+	)
+	what := other
+	switch string(kind) {
+	case "message", "smessage":
+		what = message
+	case "subscribe", "ssubscribe":
+		what = subscribed
+	case "unsubscribe", "sunsubscribe":
+		what = unsubscribed
+	case "pong":
+		what = pong
+	}
+	rd.discard()
+	switch {
+	case n == 3 && what == message:
+		return c.readMessage(rd)
+	case n == 3 && what == subscribed:
+		return c.readConfirmation(rd, true)
+	case n == 3 && what == unsubscribed:
+		return c.readConfirmation(rd, false)
+	case n == 2 && what == pong:
+		if err := rd.skipN(1); err != nil {
+			return err
+		}
+		return c.answer(nil, callPing)
+	default: // pmessage and anything else this connection never asked for
+		return rd.skipN(n - 1)
+	}
+}
+
+func (c *Conn) readMessage(rd *reader) error {
+	name, err := c.readChannel(rd)
+	if err != nil {
+		return err
+	}
+	payload, _, err := rd.bulk()
+	if err != nil {
+		return err
+	}
+	if c.hooks.OnMessage != nil && !c.closing.Load() {
+		c.hooks.OnMessage(name, payload)
+	}
+	rd.discard()
+	return nil
+}
+
+// readChannel reads a channel name and returns the string this connection
+// subscribed it with, allocating only for a channel it never subscribed.
+func (c *Conn) readChannel(rd *reader) (string, error) {
+	b, null, err := rd.bulk()
+	if err != nil || null {
+		return "", err
+	}
+	name, ok := c.names[string(b)]
+	if !ok {
+		name = string(b)
+	}
+	rd.discard()
+	return name, nil
+}
+
+// readConfirmation matches a (un)subscribe reply with the head of the
+// queue: Redis answers a command with one confirmation per channel, in the
+// command's order, and nothing else comes between them. An unsubscribe
+// nobody asked for is the server dropping the channel on its own and goes
+// to OnLost.
+func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
+	ch, null, err := rd.bulk()
+	if err != nil {
+		return err
+	}
+	want := callUnsubscribe
+	if subscribe {
+		want = callSubscribe
+	}
+	var name string
+	var matched bool
+	var completed *call
+	c.qmu.Lock()
+	if len(c.queue) > 0 && !null {
+		head := c.queue[0]
+		if head.kind == want && head.chans[head.next] == string(ch) {
+			name, matched = head.chans[head.next], true
+			head.next++
+			if head.next == len(head.chans) {
+				c.pop()
+				completed = head
+			}
+		}
+	}
+	c.qmu.Unlock()
+	if !matched && !null {
+		name = string(ch)
+		if n, ok := c.names[name]; ok {
+			name = n
+		}
+	}
+	rd.discard()
+	if err := rd.skipN(1); err != nil { // the subscription count
+		return err
+	}
+	switch {
+	case subscribe && !matched:
+		return fmt.Errorf("%w: subscribe confirmation for %q matches no command", ErrProtocol, name)
+	case subscribe:
+		c.names[name] = name
+	case !null:
+		delete(c.names, name)
+		if !matched && c.hooks.OnLost != nil && !c.closing.Load() {
+			c.hooks.OnLost(name)
+		}
+	}
+	if completed != nil {
+		close(completed.done)
+	}
+	return nil
+}
+
+// answer completes the head of the queue with err, which must be of one of
+// kinds (any kind when none is given: an error reply answers any command).
+func (c *Conn) answer(err error, kinds ...callKind) error {
+	c.qmu.Lock()
+	if len(c.queue) == 0 {
+		c.qmu.Unlock()
+		return fmt.Errorf("%w: reply (%v) with no command waiting", ErrProtocol, err)
+	}
+	head := c.queue[0]
+	ok := len(kinds) == 0
+	for _, k := range kinds {
+		ok = ok || head.kind == k
+	}
+	if !ok {
+		c.qmu.Unlock()
+		return fmt.Errorf("%w: reply does not fit the command waiting", ErrProtocol)
+	}
+	c.pop()
+	c.qmu.Unlock()
+	head.err = err
+	close(head.done)
+	return nil
+}
+
+// pop removes the head of the queue; the caller holds qmu.
+func (c *Conn) pop() {
+	c.queue[0] = nil
+	c.queue = c.queue[1:]
+	if len(c.queue) == 0 {
+		c.queue = c.queue[:0:0] // let the backing array go once drained
+	}
 }

@@ -28,7 +28,7 @@ func newRecorder() *recorder { return &recorder{msgs: map[string][]string{}} }
 
 func (r *recorder) hooks() Hooks {
 	return Hooks{
-		OnMessage: func(ch, p string) { r.mu.Lock(); r.msgs[ch] = append(r.msgs[ch], p); r.mu.Unlock() },
+		OnMessage: func(ch string, p []byte) { r.mu.Lock(); r.msgs[ch] = append(r.msgs[ch], string(p)); r.mu.Unlock() },
 		OnLost:    func(ch string) { r.mu.Lock(); r.lost = append(r.lost, ch); r.mu.Unlock() },
 	}
 }
@@ -59,7 +59,7 @@ func TestClassicSubscribeDeliverUnsubscribe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rec := newRecorder()
-	conn, err := Open(ctx, client, Classic, rec.hooks())
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
 	require.NoError(t, err)
 	defer conn.Close()
 
@@ -85,10 +85,9 @@ func TestClassicSubscribeDeliverUnsubscribe(t *testing.T) {
 
 func TestDoneWhenServerDies(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	client := newClient(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := Open(ctx, client, Classic, Hooks{})
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{})
 	require.NoError(t, err)
 	defer conn.Close()
 	require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"x"}))
@@ -111,11 +110,10 @@ func TestDoneWhenServerDies(t *testing.T) {
 
 func TestOpenFailsOnUnreachableServer(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	client := newClient(t, srv.Addr())
 	require.NoError(t, srv.Kill())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	conn, err := Open(ctx, client, Classic, Hooks{})
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{})
 	require.Error(t, err)
 	assert.Nil(t, conn)
 }
@@ -153,9 +151,8 @@ func TestShardedSlotMoveIsReportedAsLost(t *testing.T) {
 	}
 	require.NotNil(t, target)
 
-	client := newClient(t, owner.Addr())
 	rec := newRecorder()
-	conn, err := Open(ctx, client, Sharded, rec.hooks())
+	conn, err := Open(ctx, Dialer{Addr: owner.Addr()}, Sharded, rec.hooks())
 	require.NoError(t, err)
 	defer conn.Close()
 	// Two single-slot commands on one wire.
@@ -173,9 +170,8 @@ func TestShardedSlotMoveIsReportedAsLost(t *testing.T) {
 	// SSUBSCRIBE for a slot this node no longer owns is refused with MOVED.
 	errs := conn.Subscribe(ctx, []string{moved})
 	require.Len(t, errs, 1)
-	re, ok := rueidis.IsRedisErr(errs[0])
+	se, ok := IsServerError(errs[0])
 	require.True(t, ok, "want a MOVED reply, got %v", errs[0])
-	_, isMoved := re.IsMoved()
-	assert.True(t, isMoved)
+	assert.True(t, se.IsMoved(), se.Msg)
 	assert.True(t, conn.Alive())
 }
