@@ -16,8 +16,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/internal/jump"
+	"github.com/shardcast/shardcast/internal/subconn"
 )
 
 // Broker spreads channels over isolated Redis instances with a jump
