@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -49,7 +50,12 @@ type config struct {
 	cpuprofile                string
 	memprofile                string
 	quick                     bool
+	procs                     int
+	allCores                  bool
 }
+
+// clientProcs is the GOMAXPROCS the benchmark process runs with.
+var clientProcs int
 
 var cfg config
 
@@ -98,6 +104,8 @@ func flags() *flag.FlagSet {
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.BoolVar(&cfg.quick, "quick", false, "shorter runs everywhere (smoke test)")
+	fs.IntVar(&cfg.procs, "procs", -1, "GOMAXPROCS of the benchmark process (-1: one core fewer than the machine has, leaving one to Redis; 0: Go's default, every core)")
+	fs.BoolVar(&cfg.allCores, "all-cores", true, "throughput: also run shardcast and Centrifuge on one standalone Redis with the client on every core (GOMAXPROCS = cores)")
 	return fs
 }
 
@@ -121,6 +129,14 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	clientProcs = cfg.procs
+	switch {
+	case clientProcs < 0:
+		clientProcs = max(1, runtime.NumCPU()-1)
+	case clientProcs == 0:
+		clientProcs = runtime.NumCPU()
+	}
+	runtime.GOMAXPROCS(clientProcs)
 	if cfg.quick {
 		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
 		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second

@@ -105,6 +105,7 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 		{"CPU", cpuModel()},
 		{"kernel", cmdOut("uname", "-sr")},
 		{"Go", runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH},
+		{"benchmark process GOMAXPROCS (-procs)", fmt.Sprint(clientProcs)},
 		{"Redis", cmdOut("redis-server", "--version")},
 		{"whole run took", took.Round(time.Second).String()},
 		{"time.Sleep(100µs) takes (mean of 200, idle process)", fmtDur(sleepCost(100 * time.Microsecond))},
@@ -114,6 +115,12 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 	b.WriteString("\nThe machine has 2 cores shared by Redis, the benchmark process (publishers and subscribers of one engine at a time) ")
 	b.WriteString("and, while this run was made, other engineers' test runs. Absolute rates are therefore noisy and low; ")
 	b.WriteString("compare engines by the ratios measured in the same run.\n\n")
+	b.WriteString("Every engine's client runs with the same GOMAXPROCS, by default one core fewer than the machine has, so that Redis keeps a core " +
+		"to itself as it would on its own host. With the client on every core, the client's threads and Redis contend for the same two cores " +
+		"and the kernel's time slices (milliseconds) decide the tail: a message waits for a descheduled reader thread, so p50 stays low while " +
+		"p99 jumps to milliseconds. That measures the kernel more than the engine, and it punishes whichever engine pushes more load. " +
+		"The throughput section also runs the standalone case with the client on every core (the *all cores* table and ratios), so the " +
+		"effect can be read off the same run.\n\n")
 	b.WriteString("Peers: github.com/centrifugal/centrifuge v0.40.1 (`RedisBroker`, Pub/Sub only), github.com/redis/go-redis/v9 v9.23.0 ")
 	b.WriteString("(hand-written classic PUBLISH/SUBSCRIBE; on a cluster SPUBLISH/SSUBSCRIBE with naive `{0}..{127}` tags, one `ClusterClient.SSubscribe` per tag group), ")
 	b.WriteString("and the ceiling: `redis-benchmark -P 16` PUBLISH into a subscriber that only counts bytes (see Throughput).\n\n")

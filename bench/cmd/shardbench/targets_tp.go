@@ -30,9 +30,9 @@ func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []targ
 		rows = append(rows, []string{topo, fmt.Sprint(p), a + " / " + c, ratio(ra.Rate, rc.Rate), cpu, p99})
 		return ra, rc, true
 	}
-	for _, topo := range []string{"standalone", "cluster-3"} {
+	for _, topo := range []string{"standalone", "cluster-3", allCores} {
 		for _, p := range sortedKeys(m[topo]) {
-			if topo == "standalone" {
+			if topo != "cluster-3" {
 				add(topo, p, "shardcast", "centrifuge")
 				add(topo, p, "shardcast", "go-redis")
 				add(topo, p, "shardcast", ceiling)

@@ -95,16 +95,23 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		"reader, since every message push has the same size. A `redis-cli SUBSCRIBE` subscriber was tried first and cannot keep up on this "+
 		"machine: Redis disconnects it at the pubsub output buffer limit within seconds. Its client CPU is redis-benchmark's (from /proc) plus this "+
 		"process's.\n\n", ceiling, ceilingClients)
-	topos := []struct {
+	type topology struct {
 		name    string
 		cluster bool
 		def     []string
-	}{
-		{"standalone", false, []string{"shardcast", "centrifuge", "go-redis", ceiling}},
-		{"cluster-3", true, []string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}},
+		procs   int // GOMAXPROCS while it runs
 	}
+	topos := []topology{
+		{"standalone", false, []string{"shardcast", "centrifuge", "go-redis", ceiling}, clientProcs},
+		{"cluster-3", true, []string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}, clientProcs},
+	}
+	if cfg.allCores && clientProcs < runtime.NumCPU() {
+		topos = append(topos, topology{allCores, false, []string{"shardcast", "centrifuge"}, runtime.NumCPU()})
+	}
+	defer runtime.GOMAXPROCS(clientProcs)
 	medians := map[string]map[int]map[string]tpResult{} // topo → pubs → engine
 	for _, topo := range topos {
+		runtime.GOMAXPROCS(topo.procs)
 		var names []string
 		for _, n := range engineList(topo.def) {
 			if n == ceiling {
@@ -196,11 +203,18 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 	return sec, nil
 }
 
+// allCores names the standalone pass whose client runs on every core,
+// sharing them with Redis.
+const allCores = "standalone-all-cores"
+
 func topoTitle(t string) string {
-	if t == "standalone" {
-		return "One standalone Redis"
+	switch t {
+	case "standalone":
+		return fmt.Sprintf("One standalone Redis (client GOMAXPROCS %d)", clientProcs)
+	case allCores:
+		return fmt.Sprintf("One standalone Redis, client on every core (GOMAXPROCS %d, sharing them with Redis)", runtime.NumCPU())
 	}
-	return "Redis Cluster, 3 masters, no replicas (128 partitions)"
+	return fmt.Sprintf("Redis Cluster, 3 masters, no replicas, 128 partitions (client GOMAXPROCS %d)", clientProcs)
 }
 
 var tpHead = []string{"engine", "publishers", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "client allocs/msg", "Redis CPU/msg", "conns", "loss", "runs"}
