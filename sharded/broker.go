@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
+	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -57,9 +57,8 @@ type Broker struct {
 // connections of this broker.
 type shard struct {
 	addr   string
-	client rueidis.Client // publishing (batched when there are two clients)
-	dial   subconn.Dialer // subscribe connections
-	pub    *engine.PublishRoute
+	dial subconn.Dialer // subscribe connections
+	pub  *pubconn.Pub
 	subs   []*subscriber
 }
 
@@ -82,23 +81,28 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	addrs := make([]string, len(cfg.Addrs))
-	opts := make([]rueidis.ClientOption, len(cfg.Addrs))
+	dials := make([]subconn.Dialer, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
-		opt, err := cfg.clientOption(a)
+		d, err := cfg.dialer(a)
 		if err != nil {
 			return nil, err
 		}
-		opts[i], addrs[i] = opt, opt.InitAddress[0]
+		dials[i], addrs[i] = d, d.Addr
 	}
 	b.fp = fingerprint(addrs)
-	for i, opt := range opts {
-		sh, err := newShard(addrs[i], opt, cfg.BatchThreshold)
+	for i, d := range dials {
+		sh := &shard{addr: d.Addr, dial: d, pub: pubconn.New(d, cfg.HealthTimeout)}
+		b.shards = append(b.shards, sh)
+		// Connect now, so that a wrong address or password fails New
+		// rather than every later call.
+		ctx, cancel := context.WithTimeout(b.ctx, cfg.DialTimeout)
+		err := sh.pub.Ping(ctx)
+		cancel()
 		if err != nil {
 			b.cancel()
 			b.closeClients()
-			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, addrs[i], err)
+			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
 		}
-		b.shards = append(b.shards, sh)
 	}
 	b.emitter = shardcast.NewEmitter(cfg.OnEvent, b.log)
 	if cfg.Handler != nil {
@@ -132,21 +136,18 @@ func (b *Broker) Fingerprint() string { return b.fp }
 // channel.
 func (b *Broker) Shard(channel string) int { return jump.Channel(channel, len(b.shards)) }
 
-// Publish sends payload to channel's shard with PUBLISH. Concurrent calls
-// share round trips through rueidis auto-pipelining.
+// Publish sends payload to channel's shard with PUBLISH and returns once
+// Redis accepted it. Concurrent calls share writes: while one write is in
+// flight, the commands of other callers gather for the next, so there is
+// no flush delay for a lone publisher and few syscalls under load.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
 	if err := engine.CheckPublish(ctx, b.closed.Load(), channel, payload, b.cfg.MaxPayload); err != nil {
 		return err
 	}
 	sh := b.shards[b.Shard(channel)]
-	frame := engine.NewFrame(payload, b.cfg.Raw, time.Now())
-	err := sh.pub.Do(ctx, sh.client.B().Publish().Channel(channel).Message(frame.String()).Build())
-	if err != nil {
-		// The frame is not released: after a failed command (a broken wire,
-		// an abandoned ctx) rueidis's writer may still read it.
+	if err := sh.pub.Publish(ctx, channel, payload, b.cfg.Raw, time.Now()); err != nil {
 		return fmt.Errorf("shardcast: publish to shard %s: %w", sh.addr, err)
 	}
-	frame.Release()
 	b.published.Add(1)
 	return nil
 }
@@ -306,25 +307,4 @@ func (b *Broker) closeClients() {
 	for _, sh := range b.shards {
 		sh.pub.Close()
 	}
-}
-
-// newShard connects to one instance. With a flush delay it opens a second
-// client that writes at once, for publishes while few are in flight (see
-// engine.PublishRoute).
-func newShard(addr string, opt rueidis.ClientOption, threshold int) (*shard, error) {
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, err
-	}
-	sh := &shard{addr: addr, client: client, dial: subconn.FromOption(addr, opt), pub: &engine.PublishRoute{Direct: client}}
-	if opt.MaxFlushDelay > 0 {
-		opt.MaxFlushDelay = 0
-		direct, err := rueidis.NewClient(opt)
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		sh.pub = &engine.PublishRoute{Direct: direct, Batched: client, Threshold: int64(threshold)}
-	}
-	return sh, nil
 }

@@ -8,14 +8,13 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
 )
 
 // Default values applied to a zero Config field.
 const (
 	DefaultConnsPerShard  = 1
 	MaxConnsPerShard      = 16
-	DefaultMaxFlushDelay  = 100 * time.Microsecond
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultReconnectMin   = 50 * time.Millisecond
 	DefaultReconnectMax   = 2 * time.Second
@@ -42,15 +41,6 @@ type Config struct {
 	// (default 1, at most MaxConnsPerShard). Channels are spread over them
 	// by hash.
 	ConnsPerShard int
-	// MaxFlushDelay is how long a publish may wait for others to share its
-	// round trip (rueidis auto-pipelining; default 100µs). Negative means
-	// no delay.
-	MaxFlushDelay time.Duration
-	// BatchThreshold is the number of Publish calls in flight on a shard
-	// from which publishes wait up to MaxFlushDelay to share a round trip
-	// (default 32). Below it each publish is written at once, on a second
-	// connection: with few publishers a flush delay only adds latency.
-	BatchThreshold int
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential backoff between
@@ -63,6 +53,7 @@ type Config struct {
 	// (default 1s); HealthTimeout is how long a ping may take before the
 	// connection is treated as dead (default 3s). They catch an instance
 	// that froze, or a path that went silent, without closing the socket.
+	// HealthTimeout also bounds one write of the publish connection.
 	HealthInterval, HealthTimeout time.Duration
 	// Username, Password and TLS apply to every "host:port" address; URL
 	// addresses carry their own.
@@ -74,14 +65,6 @@ func (c Config) withDefaults() Config {
 	c.Options = c.Options.WithDefaults()
 	if c.ConnsPerShard == 0 {
 		c.ConnsPerShard = DefaultConnsPerShard
-	}
-	if c.MaxFlushDelay == 0 {
-		c.MaxFlushDelay = DefaultMaxFlushDelay
-	} else if c.MaxFlushDelay < 0 {
-		c.MaxFlushDelay = 0
-	}
-	if c.BatchThreshold == 0 {
-		c.BatchThreshold = engine.DefaultBatchThreshold
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
@@ -117,32 +100,29 @@ func (c Config) validate() error {
 	if c.HealthInterval < 0 || c.HealthTimeout < 0 {
 		return fmt.Errorf("%w: negative HealthInterval or HealthTimeout", shardcast.ErrInvalidConfig)
 	}
-	if c.ConnsPerShard < 0 || c.BatchThreshold < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
-		return fmt.Errorf("%w: negative ConnsPerShard, BatchThreshold, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)
+	if c.ConnsPerShard < 0 || c.DialTimeout < 0 || c.ReconnectMin < 0 || c.CommandTimeout < 0 {
+		return fmt.Errorf("%w: negative ConnsPerShard, DialTimeout, ReconnectMin or CommandTimeout", shardcast.ErrInvalidConfig)
 	}
 	return c.Options.Validate()
 }
 
-// clientOption turns one address into rueidis options.
-func (c Config) clientOption(addr string) (rueidis.ClientOption, error) {
-	var opt rueidis.ClientOption
+// dialer turns one address into how to reach it. URLs are parsed by
+// rueidis, so they mean what they mean to other rueidis users (the
+// database number is irrelevant to Pub/Sub and ignored).
+func (c Config) dialer(addr string) (subconn.Dialer, error) {
 	if strings.Contains(addr, "://") {
-		var err error
-		if opt, err = rueidis.ParseURL(addr); err != nil {
-			return opt, fmt.Errorf("%w: address %q: %v", shardcast.ErrInvalidConfig, redact(addr), err)
+		opt, err := rueidis.ParseURL(addr)
+		if err != nil {
+			return subconn.Dialer{}, fmt.Errorf("%w: address %q: %v", shardcast.ErrInvalidConfig, redact(addr), err)
 		}
-	} else {
-		if addr == "" || !strings.Contains(addr, ":") {
-			return opt, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", shardcast.ErrInvalidConfig, addr)
-		}
-		opt.InitAddress = []string{addr}
-		opt.Username, opt.Password, opt.TLSConfig = c.Username, c.Password, c.TLS
+		d := subconn.FromOption(opt.InitAddress[0], opt)
+		d.Timeout = c.DialTimeout
+		return d, nil
 	}
-	opt.ForceSingleClient = true // each address is one isolated instance
-	opt.DisableCache = true
-	opt.MaxFlushDelay = c.MaxFlushDelay
-	opt.Dialer.Timeout = c.DialTimeout
-	return opt, nil
+	if addr == "" || !strings.Contains(addr, ":") {
+		return subconn.Dialer{}, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", shardcast.ErrInvalidConfig, addr)
+	}
+	return subconn.Dialer{Addr: addr, Username: c.Username, Password: c.Password, TLS: c.TLS, Timeout: c.DialTimeout}, nil
 }
 
 // redact hides a URL's password in error messages.

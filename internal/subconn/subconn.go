@@ -163,7 +163,7 @@ const readBufferSize = 64 << 10
 // Open dials d, authenticates when d has a password, and checks the wire
 // with a PING, all bounded by ctx.
 func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) {
-	nc, err := d.dial(ctx)
+	nc, err := d.Dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("subconn: dial %s: %w", d.Addr, err)
 	}
@@ -193,7 +193,9 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 	return c, nil
 }
 
-func (d Dialer) dial(ctx context.Context) (net.Conn, error) {
+// Dial opens a TCP (or TLS) connection to d.Addr, bounded by ctx and
+// d.Timeout.
+func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 	nd := &net.Dialer{Timeout: d.Timeout, KeepAlive: 15 * time.Second}
 	if d.TLS == nil {
 		return nd.DialContext(ctx, "tcp", d.Addr)

@@ -36,7 +36,7 @@ func newSharded(t Target, tu Tuning, recv Recv) (Engine, error) {
 	if len(t.Standalone) == 0 {
 		return nil, errNoTarget
 	}
-	b, err := sharded.New(sharded.Config{Addrs: t.Standalone, Options: options(tu, recv), MaxFlushDelay: tu.MaxFlushDelay})
+	b, err := sharded.New(sharded.Config{Addrs: t.Standalone, Options: options(tu, recv)})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,396 @@
+// Package pubconn is a pipelined connection for PUBLISH commands to one
+// standalone Redis.
+//
+// Concurrent publishers share writes without a flush delay: a caller that
+// finds no write in progress writes everything queued so far, and callers
+// that arrive while it writes only append to the buffer it will write next.
+// Under load one write syscall carries many commands; with a single
+// publisher each command goes out at once. A reader goroutine matches the
+// integer replies, in order, to the waiting calls.
+package pubconn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = errors.New("pubconn: closed")
+
+// ErrBacklog is returned by Publish when MaxBacklog bytes of commands
+// already wait for a write: the server has stopped reading (a write is
+// blocked), and queueing more would only grow memory.
+var ErrBacklog = errors.New("pubconn: publish backlog full (the server is not reading)")
+
+// MaxBacklog bounds the bytes of commands waiting behind a write in
+// progress. A healthy server drains a write in microseconds.
+const MaxBacklog = 8 << 20
+
+// errProtocol reports a reply a PUBLISH cannot have; the wire is dropped.
+var errProtocol = errors.New("pubconn: protocol error")
+
+// Pub publishes to one instance over one connection, redialled on demand
+// after a failure. Its methods are safe for concurrent use.
+type Pub struct {
+	dial         subconn.Dialer
+	writeTimeout time.Duration
+
+	mu      sync.Mutex
+	w       *wire         // nil until dialled, or after it failed
+	dialing chan struct{} // closed when the dial in progress ends
+	dialErr error         // outcome of the last dial, for its waiters
+	closed  bool
+	wires   sync.WaitGroup // reader goroutines
+}
+
+// New returns a Pub that dials d on first use (or on Ping). writeTimeout
+// bounds one write syscall; a write that takes longer (a server that
+// stopped reading) drops the wire and fails every call waiting on it. The
+// caller doing a write cannot leave before it ends, so its Publish may
+// outlast its ctx by up to writeTimeout when the server stops reading and
+// the socket's send buffer is full.
+func New(d subconn.Dialer, writeTimeout time.Duration) *Pub {
+	return &Pub{dial: d, writeTimeout: writeTimeout}
+}
+
+// call is one PUBLISH waiting for its reply.
+type call struct {
+	err  error
+	done chan struct{} // receives one value when answered
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// wire is one connection and its queue of unanswered commands.
+type wire struct {
+	nc net.Conn
+
+	mu      sync.Mutex
+	buf     []byte  // encoded commands not yet written
+	spare   []byte  // the buffer being written, reused once written
+	queue   []*call // unanswered, in command order (written or in buf)
+	writing bool
+	err     error // set once the wire failed; no call is queued after
+}
+
+// Publish sends PUBLISH channel payload, with payload wrapped in the
+// shardcast envelope stamped now unless raw, and waits for the reply
+// (bounded by ctx). A failure of the wire fails the calls waiting on it;
+// their messages may or may not have been published.
+func (p *Pub) Publish(ctx context.Context, channel string, payload []byte, raw bool, now time.Time) error {
+	return p.do(ctx, command{channel: channel, payload: payload, raw: raw, now: now})
+}
+
+// Ping connects if needed and runs a PING through the pipeline: it proves
+// the server accepts this connection's commands (a password it requires
+// was given).
+func (p *Pub) Ping(ctx context.Context) error {
+	return p.do(ctx, command{ping: true})
+}
+
+// command is one command to encode; a value, so encoding allocates nothing.
+type command struct {
+	ping    bool
+	channel string
+	payload []byte
+	raw     bool
+	now     time.Time
+}
+
+func (cmd *command) append(b []byte) []byte {
+	if cmd.ping {
+		return append(b, "*1\r\n$4\r\nPING\r\n"...)
+	}
+	return appendPublish(b, cmd.channel, cmd.payload, cmd.raw, cmd.now)
+}
+
+func (p *Pub) do(ctx context.Context, cmd command) error {
+	w, err := p.wire(ctx)
+	if err != nil {
+		return err
+	}
+	c := calls.Get().(*call)
+	w.mu.Lock()
+	if w.err != nil || len(w.buf) >= MaxBacklog {
+		err := w.err
+		if err == nil {
+			err = ErrBacklog
+		}
+		w.mu.Unlock()
+		calls.Put(c)
+		return err
+	}
+	w.buf = cmd.append(w.buf)
+	w.queue = append(w.queue, c)
+	if !w.writing {
+		w.flush(p.writeTimeout) // unlocks w.mu
+	} else {
+		w.mu.Unlock()
+	}
+	select {
+	case <-c.done:
+		err := c.err
+		c.err = nil
+		calls.Put(c)
+		return err
+	case <-ctx.Done():
+		// The reply may still come: c stays with the wire, not the pool.
+		return ctx.Err()
+	}
+}
+
+// flush writes w.buf until nothing is left, then clears w.writing. The
+// caller holds w.mu and set nothing yet; flush returns with w.mu unlocked.
+func (w *wire) flush(timeout time.Duration) {
+	w.writing = true
+	for len(w.buf) > 0 && w.err == nil {
+		if len(w.queue) > 1 {
+			// Others are in flight: their replies are waking publishers
+			// that will have commands for this write if given a moment.
+			w.mu.Unlock()
+			runtime.Gosched()
+			w.mu.Lock()
+		}
+		out := w.buf
+		w.buf, w.spare = w.spare[:0], nil
+		w.mu.Unlock()
+		err := w.nc.SetWriteDeadline(time.Now().Add(timeout))
+		if err == nil {
+			_, err = w.nc.Write(out)
+		}
+		w.mu.Lock()
+		if cap(out) <= 1<<20 {
+			w.spare = out[:0]
+		}
+		if err != nil {
+			// A partial write leaves the stream unusable: the reader
+			// fails every queued call once the socket is closed.
+			_ = w.nc.Close()
+			break
+		}
+	}
+	w.writing = false
+	w.mu.Unlock()
+}
+
+// wire returns the live connection, dialling one if there is none. Callers
+// that arrive during a dial wait for it.
+func (p *Pub) wire(ctx context.Context) (*wire, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if p.w != nil {
+			w := p.w
+			p.mu.Unlock()
+			return w, nil
+		}
+		if ch := p.dialing; ch != nil {
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			p.mu.Lock()
+			err := p.dialErr
+			p.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ch := make(chan struct{})
+		p.dialing = ch
+		p.mu.Unlock()
+		w, err := p.open(ctx)
+		p.mu.Lock()
+		p.dialing, p.dialErr = nil, err
+		if err == nil {
+			if p.closed {
+				_ = w.nc.Close()
+				err = ErrClosed
+			} else {
+				p.w = w
+				p.wires.Add(1)
+				go p.read(w)
+			}
+		}
+		p.mu.Unlock()
+		close(ch)
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
+}
+
+// open dials and authenticates a new wire.
+func (p *Pub) open(ctx context.Context) (*wire, error) {
+	nc, err := p.dial.Dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pubconn: dial %s: %w", p.dial.Addr, err)
+	}
+	if p.dial.Password != "" {
+		if err := auth(ctx, nc, p.dial); err != nil {
+			_ = nc.Close()
+			return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
+		}
+	}
+	return &wire{nc: nc}, nil
+}
+
+// auth runs AUTH before the reader starts, bounded by ctx.
+func auth(ctx context.Context, nc net.Conn, d subconn.Dialer) error {
+	args := []string{"AUTH", d.Password}
+	if d.Username != "" {
+		args = []string{"AUTH", d.Username, d.Password}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+		defer func() { _ = nc.SetDeadline(time.Time{}) }()
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	defer stop()
+	var b []byte
+	b = appendHeader(b, '*', len(args))
+	for _, a := range args {
+		b = appendHeader(b, '$', len(a))
+		b = append(append(b, a...), '\r', '\n')
+	}
+	if _, err := nc.Write(b); err != nil {
+		return err
+	}
+	line, err := bufio.NewReaderSize(nc, 512).ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if len(line) > 0 && line[0] == '-' {
+		return &subconn.ServerError{Msg: string(trimCRLF(line[1:]))}
+	}
+	if string(trimCRLF(line)) != "+OK" {
+		return fmt.Errorf("%w: AUTH answered %q", errProtocol, line)
+	}
+	return nil
+}
+
+// read matches replies to queued calls until the wire fails, then fails
+// every call still queued and forgets the wire so the next Publish dials.
+func (p *Pub) read(w *wire) {
+	defer p.wires.Done()
+	r := bufio.NewReaderSize(w.nc, 16<<10)
+	var err error
+	for {
+		var line []byte
+		line, err = r.ReadSlice('\n')
+		if err != nil {
+			break
+		}
+		var res error
+		switch {
+		case len(line) > 2 && (line[0] == ':' || line[0] == '+'):
+		case len(line) > 2 && line[0] == '-':
+			res = &subconn.ServerError{Msg: string(trimCRLF(line[1:]))}
+		default:
+			err = fmt.Errorf("%w: unexpected reply %q", errProtocol, line)
+		}
+		if err != nil {
+			break
+		}
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			err = fmt.Errorf("%w: reply with no command waiting", errProtocol)
+			break
+		}
+		c := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		c.err = res
+		c.done <- struct{}{}
+	}
+	_ = w.nc.Close()
+	p.mu.Lock()
+	if p.w == w {
+		p.w = nil
+	}
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		err = ErrClosed
+	} else {
+		err = fmt.Errorf("pubconn: connection to %s lost: %w", p.dial.Addr, err)
+	}
+	w.mu.Lock()
+	w.err = err
+	queue := w.queue
+	w.queue, w.buf = nil, nil
+	w.mu.Unlock()
+	for _, c := range queue {
+		c.err = err
+		c.done <- struct{}{}
+	}
+}
+
+// Close closes the connection, fails the calls waiting on it and waits for
+// its reader to exit.
+func (p *Pub) Close() {
+	p.mu.Lock()
+	p.closed = true
+	w := p.w
+	p.mu.Unlock()
+	if w != nil {
+		_ = w.nc.Close()
+	}
+	p.wires.Wait()
+}
+
+func trimCRLF(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// appendPublish encodes PUBLISH channel <envelope(payload)>.
+func appendPublish(b []byte, channel string, payload []byte, raw bool, now time.Time) []byte {
+	b = append(b, "*3\r\n$7\r\nPUBLISH\r\n"...)
+	b = appendHeader(b, '$', len(channel))
+	b = append(append(b, channel...), '\r', '\n')
+	if raw {
+		b = appendHeader(b, '$', len(payload))
+		b = append(b, payload...)
+	} else {
+		b = appendHeader(b, '$', envelope.Size(len(payload)))
+		b = envelope.Append(b, now, payload)
+	}
+	return append(b, '\r', '\n')
+}
+
+func appendHeader(b []byte, kind byte, n int) []byte {
+	b = append(b, kind)
+	var digits [20]byte
+	i := len(digits)
+	if n == 0 {
+		i--
+		digits[i] = '0'
+	}
+	for ; n > 0; n /= 10 {
+		i--
+		digits[i] = byte('0' + n%10)
+	}
+	b = append(b, digits[i:]...)
+	return append(b, '\r', '\n')
+}
