@@ -56,10 +56,10 @@ type Broker struct {
 // shard is one Redis instance: a client for publishing and the subscribe
 // connections of this broker.
 type shard struct {
-	addr   string
+	addr string
 	dial subconn.Dialer // subscribe connections
 	pub  *pubconn.Pub
-	subs   []*subscriber
+	subs []*subscriber
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
