@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // reader parses the RESP2 replies of a subscribed connection straight from
@@ -59,14 +60,21 @@ func (rd *reader) bulk() (b []byte, null bool, err error) {
 		rd.pending = n + 2
 		return b[:n], false, nil
 	}
-	if cap(rd.scratch) < n+2 {
-		rd.scratch = make([]byte, n+2)
-	}
 	rd.pending = 0
-	b = rd.scratch[:n+2]
-	if _, err := io.ReadFull(rd.r, b); err != nil {
-		return nil, false, err
+	// Grow the scratch only as the bytes arrive: a corrupt length must not
+	// allocate memory the peer never sends (make would panic or abort).
+	b = rd.scratch[:0]
+	for len(b) < n+2 {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n+2-len(b), max(len(b), readBufferSize)))
+		}
+		k, err := io.ReadFull(rd.r, b[len(b):min(cap(b), n+2)])
+		if err != nil {
+			return nil, false, err
+		}
+		b = b[:len(b)+k]
 	}
+	rd.scratch = b
 	if b[n] != '\r' || b[n+1] != '\n' {
 		return nil, false, fmt.Errorf("%w: bulk string of %d bytes not terminated", ErrProtocol, n)
 	}
@@ -109,9 +117,7 @@ func (rd *reader) skipN(n int) error {
 				return err
 			}
 			if l > 0 {
-				if err := rd.skipN(l); err != nil {
-					return err
-				}
+				n += l // its elements follow; counting them, not recursing, bounds the stack
 			}
 		default:
 			return fmt.Errorf("%w: unexpected value %q", ErrProtocol, line)

@@ -334,11 +334,18 @@ func (c *Conn) send(ctx context.Context, calls ...*call) error {
 	}
 	c.queue = append(c.queue, calls...)
 	c.qmu.Unlock()
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Now()) })
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.nc.SetWriteDeadline(time.Now())
+		close(fired)
+	})
 	_, err := c.nc.Write(c.wbuf)
 	if !stop() {
 		// ctx ended during the write: clear the deadline it set (the wire
-		// is about to close anyway if the write failed).
+		// is about to close anyway if the write failed). The func runs on
+		// a goroutine of its own and may not have set it yet: clearing
+		// first would leave a past deadline that fails the next write.
+		<-fired
 		_ = c.nc.SetWriteDeadline(time.Time{})
 	}
 	if err != nil {
@@ -405,7 +412,6 @@ func (c *Conn) read() {
 	c.mu.Lock()
 	c.err = err
 	c.mu.Unlock()
-	close(c.done)
 	c.qmu.Lock()
 	c.dead = true
 	queue := c.queue
@@ -415,6 +421,8 @@ func (c *Conn) read() {
 		cl.err = err
 		close(cl.done)
 	}
+	// Last, so that once Done is closed every command fails with Err.
+	close(c.done)
 }
 
 func (c *Conn) readLoop(rd *reader) error {

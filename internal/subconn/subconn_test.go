@@ -1,8 +1,11 @@
 package subconn
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,11 +170,642 @@ func TestShardedSlotMoveIsReportedAsLost(t *testing.T) {
 	require.NoError(t, conn.Ping(ctx))
 	assert.Equal(t, []string{moved}, rec.lostChannels(), "our own sunsubscribe is not a loss")
 
-	// SSUBSCRIBE for a slot this node no longer owns is refused with MOVED.
-	errs := conn.Subscribe(ctx, []string{moved})
+	// Unsubscribing the channel the server already dropped: Redis refuses
+	// it with MOVED (the slot is elsewhere now), which answers our call;
+	// it is neither a second loss nor a broken wire.
+	errs := conn.Unsubscribe(ctx, []string{moved})
 	require.Len(t, errs, 1)
 	se, ok := IsServerError(errs[0])
 	require.True(t, ok, "want a MOVED reply, got %v", errs[0])
 	assert.True(t, se.IsMoved(), se.Msg)
+	require.NoError(t, conn.Ping(ctx))
+	assert.Equal(t, []string{moved}, rec.lostChannels())
+
+	// SSUBSCRIBE for a slot this node no longer owns is refused with MOVED.
+	errs = conn.Subscribe(ctx, []string{moved})
+	require.Len(t, errs, 1)
+	se, ok = IsServerError(errs[0])
+	require.True(t, ok, "want a MOVED reply, got %v", errs[0])
+	assert.True(t, se.IsMoved(), se.Msg)
+	assert.True(t, conn.Alive())
+}
+
+// payloadOf is n deterministic bytes that differ with seed, so a payload
+// cut short, shifted or swapped with another is caught.
+func payloadOf(n, seed int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte((i*31 + seed*7 + i/251) % 256)
+	}
+	return string(b)
+}
+
+// TestPayloadsAroundTheReadBuffer publishes payloads at and around the
+// 64 KiB read buffer (those up to 64 KiB − 2 are handed over as a view of
+// it, larger ones through a scratch copy), interleaved with small ones on
+// two channels, one with a name longer than the buffer: every message must
+// arrive intact, in publish order, under its channel.
+func TestPayloadsAroundTheReadBuffer(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	type msg struct{ ch, payload string }
+	var got []msg
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{OnMessage: func(ch string, p []byte) {
+		mu.Lock()
+		got = append(got, msg{ch, string(p)})
+		mu.Unlock()
+	}})
+	require.NoError(t, err)
+	defer conn.Close()
+	long := "long." + strings.Repeat("n", readBufferSize+10)
+	channels := []string{"big", long}
+	require.Equal(t, []error{nil}, conn.Subscribe(ctx, channels))
+
+	sizes := []int{0, 1, 65533, 65534, 65535, 65536, 65537, 200 << 10, 3, readBufferSize - 2, 0}
+	var want []msg
+	for i, n := range sizes {
+		want = append(want, msg{channels[i%2], payloadOf(n, i)}, msg{channels[(i+1)%2], fmt.Sprintf("small %d", i)})
+	}
+	for _, m := range want {
+		_, err := srv.Do(ctx, "PUBLISH", m.ch, m.payload)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= len(want) }, 10*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].ch == long, got[i].ch == long, "message %d went to the wrong channel", i)
+		require.Equal(t, len(want[i].payload), len(got[i].payload), "message %d", i)
+		require.True(t, want[i].payload == got[i].payload, "message %d (%d bytes) arrived altered", i, len(want[i].payload))
+	}
+	require.NoError(t, conn.Ping(ctx))
+}
+
+// TestAuth: an ACL user and its password reach Redis; a wrong password
+// fails Open with Redis's refusal, without echoing the password and
+// without leaving a goroutine behind.
+func TestAuth(t *testing.T) {
+	srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">s3cret", "~*", "&*", "+@all"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("acl user", func(t *testing.T) {
+		rec := newRecorder()
+		conn, err := Open(ctx, Dialer{Addr: srv.Addr(), Username: "app", Password: "s3cret"}, Classic, rec.hooks())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"auth"}))
+		clients, err := srv.ClientList(ctx)
+		require.NoError(t, err)
+		var users []string
+		for _, c := range clients {
+			if c["sub"] == "1" {
+				users = append(users, c["user"])
+			}
+		}
+		assert.Equal(t, []string{"app"}, users, "the subscriber is logged in as app")
+		_, err = srv.Do(ctx, "PUBLISH", "auth", "ok")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return rec.count("auth") == 1 }, 5*time.Second, 5*time.Millisecond)
+	})
+	for name, d := range map[string]Dialer{
+		"wrong password": {Addr: srv.Addr(), Username: "app", Password: "wrong-pw"},
+		"unknown user":   {Addr: srv.Addr(), Username: "nobody", Password: "s3cret"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			conn, err := Open(ctx, d, Classic, Hooks{})
+			require.Error(t, err)
+			assert.Nil(t, conn)
+			se, ok := IsServerError(err)
+			require.True(t, ok, "want Redis's refusal, got %v", err)
+			assert.True(t, strings.HasPrefix(se.Msg, "WRONGPASS"), se.Msg)
+			assert.NotContains(t, err.Error(), d.Password)
+			goleak.VerifyNone(t, before)
+		})
+	}
+	t.Run("requirepass", func(t *testing.T) {
+		// Set last: the harness's own connections cannot log in after this.
+		_, err := srv.Do(ctx, "CONFIG", "SET", "requirepass", "p4ss")
+		require.NoError(t, err)
+		conn, err := Open(ctx, Dialer{Addr: srv.Addr(), Password: "p4ss"}, Classic, Hooks{})
+		require.NoError(t, err, "a password alone logs in as the default user")
+		conn.Close()
+		before := goleak.IgnoreCurrent()
+		_, err = Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{})
+		se, ok := IsServerError(err)
+		require.True(t, ok, "want Redis's refusal of the PING, got %v", err)
+		assert.True(t, strings.HasPrefix(se.Msg, "NOAUTH"), se.Msg)
+		goleak.VerifyNone(t, before)
+	})
+}
+
+// TestRefusedBatchAmongPipelined: when Redis refuses one of several
+// pipelined subscribe commands, the refusal answers that command's batch
+// and the batches around it succeed, on a wire that stays usable.
+func TestRefusedBatchAmongPipelined(t *testing.T) {
+	t.Run("acl", func(t *testing.T) {
+		srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">pw", "~*", "&ok:*", "+@all"))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec := newRecorder()
+		conn, err := Open(ctx, Dialer{Addr: srv.Addr(), Username: "app", Password: "pw"}, Classic, rec.hooks())
+		require.NoError(t, err)
+		defer conn.Close()
+
+		errs := conn.Subscribe(ctx, []string{"ok:1"}, []string{"ok:2", "forbidden"}, []string{"ok:3", "ok:4"})
+		require.Len(t, errs, 3)
+		assert.NoError(t, errs[0])
+		se, ok := IsServerError(errs[1])
+		require.True(t, ok, "want NOPERM, got %v", errs[1])
+		assert.True(t, strings.HasPrefix(se.Msg, "NOPERM"), se.Msg)
+		assert.NoError(t, errs[2])
+		n, err := srv.Do(ctx, "PUBSUB", "NUMSUB", "ok:1", "ok:2", "forbidden", "ok:4")
+		require.NoError(t, err)
+		assert.Equal(t, []any{"ok:1", int64(1), "ok:2", int64(0), "forbidden", int64(0), "ok:4", int64(1)}, n)
+		_, err = srv.Do(ctx, "PUBLISH", "ok:4", "after")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return rec.count("ok:4") == 1 }, 5*time.Second, 5*time.Millisecond)
+		require.NoError(t, conn.Ping(ctx))
+	})
+	t.Run("crossslot", func(t *testing.T) {
+		c := redistest.StartCluster(t, 1, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		masters, err := c.Masters(ctx)
+		require.NoError(t, err)
+		master := masters[0]
+		require.NotEqual(t, crc16.Slot("{a}.x"), crc16.Slot("{b}.x"))
+		rec := newRecorder()
+		conn, err := Open(ctx, Dialer{Addr: master.Addr()}, Sharded, rec.hooks())
+		require.NoError(t, err)
+		defer conn.Close()
+
+		errs := conn.Subscribe(ctx, []string{"{t}.1", "{t}.2"}, []string{"{a}.x", "{b}.x"}, []string{"{u}.1"})
+		require.Len(t, errs, 3)
+		assert.NoError(t, errs[0])
+		se, ok := IsServerError(errs[1])
+		require.True(t, ok, "want CROSSSLOT, got %v", errs[1])
+		assert.True(t, strings.HasPrefix(se.Msg, "CROSSSLOT"), se.Msg)
+		assert.False(t, se.IsMoved())
+		assert.NoError(t, errs[2])
+		for _, ch := range []string{"{t}.2", "{u}.1"} {
+			_, err := master.Do(ctx, "SPUBLISH", ch, "m")
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return rec.count("{t}.2") == 1 && rec.count("{u}.1") == 1 }, 5*time.Second, 5*time.Millisecond)
+		n, err := master.Do(ctx, "PUBSUB", "SHARDNUMSUB", "{a}.x", "{b}.x")
+		require.NoError(t, err)
+		assert.Equal(t, []any{"{a}.x", int64(0), "{b}.x", int64(0)}, n)
+		require.NoError(t, conn.Ping(ctx))
+		assert.Empty(t, rec.lostChannels())
+	})
+}
+
+// TestDuplicateChannels: Redis confirms every argument of a subscribe
+// command, duplicates included, and the connection counts them all before
+// the next reply.
+func TestDuplicateChannels(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec := newRecorder()
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
+	require.NoError(t, err)
+	defer conn.Close()
+
+	require.Equal(t, []error{nil, nil}, conn.Subscribe(ctx, []string{"d", "d", "e", "d"}, []string{"e"}))
+	require.NoError(t, conn.Ping(ctx))
+	_, err = srv.Do(ctx, "PUBLISH", "d", "once")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return rec.count("d") == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, []error{nil, nil}, conn.Unsubscribe(ctx, []string{"d", "d"}, []string{"never", "e", "e"}))
+	require.NoError(t, conn.Ping(ctx))
+	assert.Empty(t, rec.lostChannels())
+	n, err := srv.Do(ctx, "PUBSUB", "NUMSUB", "d", "e")
+	require.NoError(t, err)
+	assert.Equal(t, []any{"d", int64(0), "e", int64(0)}, n)
+	assert.True(t, conn.Alive())
+}
+
+// TestContextEndsWhileServerFrozen: against a SIGSTOPped server, Subscribe
+// and Ping return ctx's error; the wire stays open, and once the server
+// thaws its late replies answer the abandoned calls, so later commands are
+// matched correctly.
+func TestContextEndsWhileServerFrozen(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec := newRecorder()
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"before"}))
+
+	require.NoError(t, srv.Pause())
+	t.Cleanup(func() { _ = srv.Resume() })
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	errs := conn.Subscribe(short, []string{"during.1", "during.2"}, []string{"during.3"})
+	cancelShort()
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	short, cancelShort = context.WithTimeout(ctx, 100*time.Millisecond)
+	require.ErrorIs(t, conn.Ping(short), context.DeadlineExceeded)
+	cancelShort()
+	assert.True(t, conn.Alive(), "a silent server does not close the wire")
+
+	require.NoError(t, srv.Resume())
+	require.NoError(t, conn.Ping(ctx))
+	require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"after"}))
+	for _, ch := range []string{"before", "during.3", "after"} {
+		_, err := srv.Do(ctx, "PUBLISH", ch, "m")
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return rec.count("before") == 1 && rec.count("during.3") == 1 && rec.count("after") == 1
+	}, 5*time.Second, 5*time.Millisecond, "Redis executed the abandoned subscribe when it thawed")
+	assert.True(t, conn.Alive())
+	assert.NoError(t, conn.Err())
+}
+
+// fakeRedis is a loopback listener standing in for Redis where a test
+// needs what real Redis never does (replies that fit no command, a server
+// that stops reading): the test reads each command and writes the bytes it
+// chooses.
+type fakeRedis struct {
+	ln    net.Listener
+	peers chan net.Conn
+	done  chan struct{}
+}
+
+func startFake(t *testing.T) *fakeRedis {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeRedis{ln: ln, peers: make(chan net.Conn, 8), done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case f.peers <- nc:
+			default:
+				_ = nc.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-f.done
+		for {
+			select {
+			case nc := <-f.peers:
+				_ = nc.Close()
+			default:
+				return
+			}
+		}
+	})
+	return f
+}
+
+func (f *fakeRedis) addr() string { return f.ln.Addr().String() }
+
+// fakePeer is the server side of one accepted connection.
+type fakePeer struct {
+	t  *testing.T
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+// next returns the next connection the fake accepted; it is closed when
+// the test ends.
+func (f *fakeRedis) next(t *testing.T) *fakePeer {
+	t.Helper()
+	select {
+	case nc := <-f.peers:
+		t.Cleanup(func() { _ = nc.Close() })
+		// Bounds every read and write of the test's side.
+		require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+		return &fakePeer{t: t, nc: nc, r: bufio.NewReader(nc)}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection reached the fake server")
+		return nil
+	}
+}
+
+// readCommand reads one RESP array of bulk strings, as clients send.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	rd := &reader{r: r}
+	line, err := rd.line()
+	if err != nil {
+		return nil, err
+	}
+	if line[0] != '*' {
+		return nil, fmt.Errorf("want an array, got %q", line)
+	}
+	n, err := parseInt(line[1:])
+	if err != nil {
+		return nil, err
+	}
+	cmd := make([]string, n)
+	for i := range cmd {
+		b, _, err := rd.bulk()
+		if err != nil {
+			return nil, err
+		}
+		cmd[i] = string(b)
+		rd.discard()
+	}
+	return cmd, nil
+}
+
+// expect reads the next command and checks it is args.
+func (p *fakePeer) expect(args ...string) {
+	p.t.Helper()
+	cmd, err := readCommand(p.r)
+	require.NoError(p.t, err)
+	require.Equal(p.t, args, cmd)
+}
+
+func (p *fakePeer) send(raw string) {
+	p.t.Helper()
+	_, err := p.nc.Write([]byte(raw))
+	require.NoError(p.t, err)
+}
+
+// serve answers every command with reply(cmd) on a goroutine of its own
+// until the connection closes; the test's end closes it and waits.
+func (p *fakePeer) serve(reply func(cmd []string) string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			cmd, err := readCommand(p.r)
+			if err != nil {
+				return
+			}
+			if _, err := p.nc.Write([]byte(reply(cmd))); err != nil {
+				return
+			}
+		}
+	}()
+	p.t.Cleanup(func() { _ = p.nc.Close(); <-done })
+}
+
+// openFake opens a Conn on f, answering its handshake PING.
+func openFake(t *testing.T, f *fakeRedis, mode Mode, hooks Hooks) (*Conn, *fakePeer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type opened struct {
+		c   *Conn
+		err error
+	}
+	res := make(chan opened, 1)
+	go func() { c, err := Open(ctx, Dialer{Addr: f.addr()}, mode, hooks); res <- opened{c, err} }()
+	p := f.next(t)
+	p.expect("PING")
+	p.send("+PONG\r\n")
+	r := <-res
+	require.NoError(t, r.err)
+	t.Cleanup(r.c.Close)
+	return r.c, p
+}
+
+// waitDone waits for the wire to be gone.
+func waitDone(t *testing.T, c *Conn) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done did not close")
+	}
+}
+
+// TestUnmatchedReplyClosesTheWire: a reply the connection cannot fit to
+// its commands leaves the stream's meaning unknown, so the wire closes:
+// Done closes, Err wraps ErrProtocol, and the calls waiting for replies
+// fail with it instead of hanging.
+func TestUnmatchedReplyClosesTheWire(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("confirmation with nothing pending", func(t *testing.T) {
+		conn, p := openFake(t, startFake(t), Classic, Hooks{})
+		p.send(confirmation("subscribe", "x", 1))
+		waitDone(t, conn)
+		assert.ErrorIs(t, conn.Err(), ErrProtocol)
+		assert.ErrorIs(t, conn.Subscribe(ctx, []string{"y"})[0], ErrProtocol, "a dead wire reports why")
+		assert.ErrorIs(t, conn.Ping(ctx), ErrProtocol)
+	})
+	for name, reply := range map[string]string{
+		"garbage":                     "?x\r\n",
+		"confirmation of another one": confirmation("subscribe", "b", 1),
+		"status reply":                "+OK\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, p := openFake(t, startFake(t), Classic, Hooks{})
+			res := make(chan []error, 1)
+			go func() { res <- conn.Subscribe(ctx, []string{"a"}, []string{"c"}) }()
+			p.expect("SUBSCRIBE", "a")
+			p.expect("SUBSCRIBE", "c")
+			p.send(reply)
+			var errs []error
+			select {
+			case errs = <-res:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the pending Subscribe hangs")
+			}
+			require.Len(t, errs, 2)
+			for _, err := range errs {
+				assert.ErrorIs(t, err, ErrProtocol)
+			}
+			waitDone(t, conn)
+			assert.ErrorIs(t, conn.Err(), ErrProtocol)
+		})
+	}
+}
+
+// TestPushedUnsubscribeAmongReplies: the server's own sunsubscribe notices
+// (a slot moved) can arrive before the replies to any command; they go to
+// OnLost and must not consume, or break, the replies of the calls waiting.
+func TestPushedUnsubscribeAmongReplies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec := newRecorder()
+	conn, p := openFake(t, startFake(t), Sharded, rec.hooks())
+	async := func(f func() []error) <-chan []error {
+		res := make(chan []error, 1)
+		go func() { res <- f() }()
+		return res
+	}
+	result := func(res <-chan []error) []error {
+		t.Helper()
+		select {
+		case errs := <-res:
+			return errs
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call hangs")
+			return nil
+		}
+	}
+
+	res := async(func() []error { return conn.Subscribe(ctx, []string{"{s}.a", "{s}.b", "{s}.c"}) })
+	p.expect("SSUBSCRIBE", "{s}.a", "{s}.b", "{s}.c")
+	p.send(confirmation("ssubscribe", "{s}.a", 1) + confirmation("ssubscribe", "{s}.b", 2) + confirmation("ssubscribe", "{s}.c", 3))
+	require.Equal(t, []error{nil}, result(res))
+
+	// A notice while a subscribe waits.
+	res = async(func() []error { return conn.Subscribe(ctx, []string{"{t}.a"}) })
+	p.expect("SSUBSCRIBE", "{t}.a")
+	p.send(confirmation("sunsubscribe", "{s}.c", 2) + confirmation("ssubscribe", "{t}.a", 3))
+	require.Equal(t, []error{nil}, result(res))
+	assert.Equal(t, []string{"{s}.c"}, rec.lostChannels())
+
+	// Notices while our own unsubscribe of other channels waits, before
+	// and between its confirmations.
+	res = async(func() []error { return conn.Unsubscribe(ctx, []string{"{s}.a", "{s}.b"}) })
+	p.expect("SUNSUBSCRIBE", "{s}.a", "{s}.b")
+	p.send(confirmation("sunsubscribe", "{t}.a", 2) + confirmation("sunsubscribe", "{s}.a", 1) + confirmation("sunsubscribe", "{s}.b", 0))
+	require.Equal(t, []error{nil}, result(res))
+	assert.Equal(t, []string{"{s}.c", "{t}.a"}, rec.lostChannels(), "our own confirmations are not losses")
+
+	// A notice while a ping waits.
+	pinged := make(chan error, 1)
+	go func() { pinged <- conn.Ping(ctx) }()
+	p.expect("PING")
+	p.send(confirmation("sunsubscribe", "{x}.gone", 0) + "+PONG\r\n")
+	select {
+	case err := <-pinged:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ping hangs")
+	}
+	assert.Equal(t, []string{"{s}.c", "{t}.a", "{x}.gone"}, rec.lostChannels())
+	assert.True(t, conn.Alive())
+	assert.NoError(t, conn.Err())
+}
+
+// TestCloseDuringBlockedWrite: Close must not wait for a write the server
+// will never take (it stopped reading); the blocked command fails.
+func TestCloseDuringBlockedWrite(t *testing.T) {
+	conn, _ := openFake(t, startFake(t), Classic, Hooks{})
+	huge := strings.Repeat("c", 64<<20) // far beyond what the socket buffers hold
+	res := make(chan []error, 1)
+	go func() { res <- conn.Subscribe(context.Background(), []string{huge}) }()
+	// The writer holds wmu until its write returns.
+	require.Eventually(t, func() bool {
+		if conn.wmu.TryLock() {
+			conn.wmu.Unlock()
+			return false
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the write did not start")
+
+	closed := make(chan struct{})
+	go func() { conn.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs behind the blocked write")
+	}
+	select {
+	case errs := <-res:
+		require.Len(t, errs, 1)
+		assert.Error(t, errs[0])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked Subscribe did not return after Close")
+	}
+	assert.ErrorIs(t, conn.Err(), ErrClosed)
+	assert.Error(t, conn.Ping(context.Background()))
+}
+
+// TestContextEndsBlockedWrite: ctx ending while the write is stuck
+// interrupts it; the stream is then cut mid-command, so the wire closes.
+func TestContextEndsBlockedWrite(t *testing.T) {
+	conn, p := openFake(t, startFake(t), Classic, Hooks{})
+	huge := strings.Repeat("c", 64<<20) // far beyond what the socket buffers hold
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan []error, 1)
+	go func() { res <- conn.Subscribe(ctx, []string{huge}) }()
+	_, err := p.r.Peek(1) // the write has begun, and the server reads no more
+	require.NoError(t, err)
+	cancel()
+	select {
+	case errs := <-res:
+		require.Len(t, errs, 1)
+		require.ErrorIs(t, errs[0], context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked Subscribe ignores its ctx")
+	}
+	waitDone(t, conn)
+	assert.Error(t, conn.Err())
+}
+
+// deadlineConn wraps a net.Conn, runs afterWrite once after the next
+// successful Write, and counts the write deadlines set in the past.
+type deadlineConn struct {
+	net.Conn
+	mu         sync.Mutex
+	afterWrite func()
+	pastSets   int
+}
+
+func (d *deadlineConn) Write(b []byte) (int, error) {
+	n, err := d.Conn.Write(b)
+	d.mu.Lock()
+	f := d.afterWrite
+	d.afterWrite = nil
+	d.mu.Unlock()
+	if f != nil && err == nil {
+		f()
+	}
+	return n, err
+}
+
+func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() {
+		d.mu.Lock()
+		d.pastSets++
+		d.mu.Unlock()
+	}
+	return d.Conn.SetWriteDeadline(t)
+}
+
+func (d *deadlineConn) setAfterWrite(f func()) { d.mu.Lock(); d.afterWrite = f; d.mu.Unlock() }
+
+func (d *deadlineConn) deadlinesSet() int { d.mu.Lock(); defer d.mu.Unlock(); return d.pastSets }
+
+// TestContextEndingRightAfterWriteSparesTheNextWrite: when ctx ends just
+// as a write completes, the deadline its AfterFunc sets (on a goroutine of
+// its own) must be cleared after it is set, not before, or the next,
+// unrelated command fails with a timeout and takes the wire down.
+func TestContextEndingRightAfterWriteSparesTheNextWrite(t *testing.T) {
+	f := startFake(t)
+	raw, err := net.Dial("tcp", f.addr())
+	require.NoError(t, err)
+	dc := &deadlineConn{Conn: raw}
+	conn := newTestConn(dc, Classic, Hooks{})
+	t.Cleanup(conn.Close)
+	f.next(t).serve(func([]string) string { return "+PONG\r\n" })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 100 {
+		pingCtx, pingCancel := context.WithCancel(ctx)
+		dc.setAfterWrite(pingCancel)
+		_ = conn.Ping(pingCtx) // nil or Canceled, whichever select picks
+		require.Eventually(t, func() bool { return dc.deadlinesSet() == i+1 }, 10*time.Second, time.Millisecond,
+			"the AfterFunc of the ended ctx ran")
+		require.NoError(t, conn.Ping(ctx), "round %d: the next write failed", i)
+	}
 	assert.True(t, conn.Alive())
 }
