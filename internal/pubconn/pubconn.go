@@ -48,13 +48,17 @@ type Pub struct {
 	w       *wire         // nil until dialled, or after it failed
 	dialing chan struct{} // closed when the dial in progress ends
 	dialErr error         // outcome of the last dial, for its waiters
-	closed  bool
-	wires   sync.WaitGroup // reader goroutines
+	// cancelDial ends the dial in progress, so that Close need not wait
+	// for a login to a frozen server.
+	cancelDial context.CancelFunc
+	closed     bool
+	wires      sync.WaitGroup // reader goroutines
 }
 
 // New returns a Pub that dials d on first use (or on Ping). writeTimeout
-// bounds one write syscall; a write that takes longer (a server that
-// stopped reading) drops the wire and fails every call waiting on it. The
+// bounds one write syscall (zero means no bound); a write that takes longer
+// (a server that stopped reading) drops the wire and fails every call
+// waiting on it, with an error wrapping os.ErrDeadlineExceeded. The
 // caller doing a write cannot leave before it ends, so its Publish may
 // outlast its ctx by up to writeTimeout when the server stops reading and
 // the socket's send buffer is full.
@@ -77,8 +81,10 @@ type wire struct {
 	mu      sync.Mutex
 	buf     []byte  // encoded commands not yet written
 	spare   []byte  // the buffer being written, reused once written
-	queue   []*call // unanswered, in command order (written or in buf)
+	queue   []*call // queue[head:] unanswered, in command order (written or in buf)
+	head    int     // answered slots at the front, reused rather than regrown
 	writing bool
+	werr    error // why a write failed: the cause the reader reports
 	err     error // set once the wire failed; no call is queued after
 }
 
@@ -130,6 +136,11 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		return err
 	}
 	w.buf = cmd.append(w.buf)
+	if w.head > 0 && len(w.queue) == cap(w.queue) {
+		n := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[n:])
+		w.queue, w.head = w.queue[:n], 0
+	}
 	w.queue = append(w.queue, c)
 	if !w.writing {
 		w.flush(p.writeTimeout) // unlocks w.mu
@@ -153,7 +164,7 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 func (w *wire) flush(timeout time.Duration) {
 	w.writing = true
 	for len(w.buf) > 0 && w.err == nil {
-		if len(w.queue) > 1 {
+		if len(w.queue)-w.head > 1 {
 			// Others are in flight: their replies are waking publishers
 			// that will have commands for this write if given a moment.
 			w.mu.Unlock()
@@ -163,7 +174,10 @@ func (w *wire) flush(timeout time.Duration) {
 		out := w.buf
 		w.buf, w.spare = w.spare[:0], nil
 		w.mu.Unlock()
-		err := w.nc.SetWriteDeadline(time.Now().Add(timeout))
+		var err error
+		if timeout > 0 {
+			err = w.nc.SetWriteDeadline(time.Now().Add(timeout))
+		}
 		if err == nil {
 			_, err = w.nc.Write(out)
 		}
@@ -173,7 +187,11 @@ func (w *wire) flush(timeout time.Duration) {
 		}
 		if err != nil {
 			// A partial write leaves the stream unusable: the reader
-			// fails every queued call once the socket is closed.
+			// fails every queued call once the socket is closed, with
+			// this error as the cause (set before the close it causes).
+			if w.werr == nil {
+				w.werr = err
+			}
 			_ = w.nc.Close()
 			break
 		}
@@ -212,20 +230,27 @@ func (p *Pub) wire(ctx context.Context) (*wire, error) {
 			continue
 		}
 		ch := make(chan struct{})
-		p.dialing = ch
+		dctx, cancel := context.WithCancel(ctx)
+		p.dialing, p.cancelDial = ch, cancel
 		p.mu.Unlock()
-		w, err := p.open(ctx)
+		w, err := p.open(dctx)
+		cancel()
 		p.mu.Lock()
-		p.dialing, p.dialErr = nil, err
-		if err == nil {
-			if p.closed {
+		p.dialing, p.cancelDial, p.dialErr = nil, nil, err
+		switch {
+		case p.closed:
+			if err == nil {
 				_ = w.nc.Close()
-				err = ErrClosed
-			} else {
-				p.w = w
-				p.wires.Add(1)
-				go p.read(w)
 			}
+			err, p.dialErr = ErrClosed, ErrClosed
+		case err == nil:
+			p.w = w
+			p.wires.Add(1)
+			go p.read(w)
+		case ctxErr(ctx) != nil:
+			// This caller's ctx ended the dial; those waiting for it
+			// have ctxs of their own and dial again.
+			p.dialErr = nil
 		}
 		p.mu.Unlock()
 		close(ch)
@@ -240,15 +265,35 @@ func (p *Pub) wire(ctx context.Context) (*wire, error) {
 func (p *Pub) open(ctx context.Context) (*wire, error) {
 	nc, err := p.dial.Dial(ctx)
 	if err != nil {
+		// Report ctx's end as such, not as the i/o timeout of the socket
+		// deadline taken from it.
+		if cerr := ctxErr(ctx); cerr != nil {
+			err = cerr
+		}
 		return nil, fmt.Errorf("pubconn: dial %s: %w", p.dial.Addr, err)
 	}
 	if p.dial.Password != "" {
 		if err := auth(ctx, nc, p.dial); err != nil {
 			_ = nc.Close()
+			if cerr := ctxErr(ctx); cerr != nil { // as for the dial
+				err = cerr
+			}
 			return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
 		}
 	}
 	return &wire{nc: nc}, nil
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded once ctx's deadline has passed:
+// a socket deadline taken from ctx can fire before ctx's own timer does.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // auth runs AUTH before the reader starts, bounded by ctx.
@@ -259,10 +304,20 @@ func auth(ctx context.Context, nc net.Conn, d subconn.Dialer) error {
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
-		defer func() { _ = nc.SetDeadline(time.Time{}) }()
 	}
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
-	defer stop()
+	expired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = nc.SetDeadline(time.Now())
+		close(expired)
+	})
+	defer func() {
+		// A ctx ending as the reply arrives must not leave its expired
+		// deadline on the wire: wait for the func, then clear.
+		if !stop() {
+			<-expired
+		}
+		_ = nc.SetDeadline(time.Time{})
+	}()
 	var b []byte
 	b = appendHeader(b, '*', len(args))
 	for _, a := range args {
@@ -309,14 +364,17 @@ func (p *Pub) read(w *wire) {
 			break
 		}
 		w.mu.Lock()
-		if len(w.queue) == 0 {
+		if w.head == len(w.queue) {
 			w.mu.Unlock()
 			err = fmt.Errorf("%w: reply with no command waiting", errProtocol)
 			break
 		}
-		c := w.queue[0]
-		w.queue[0] = nil
-		w.queue = w.queue[1:]
+		c := w.queue[w.head]
+		w.queue[w.head] = nil
+		w.head++
+		if w.head == len(w.queue) {
+			w.queue, w.head = w.queue[:0], 0
+		}
 		w.mu.Unlock()
 		c.err = res
 		c.done <- struct{}{}
@@ -328,15 +386,18 @@ func (p *Pub) read(w *wire) {
 	}
 	closed := p.closed
 	p.mu.Unlock()
-	if closed {
+	w.mu.Lock()
+	switch {
+	case closed:
 		err = ErrClosed
-	} else {
+	case w.werr != nil:
+		err = fmt.Errorf("pubconn: write to %s: %w", p.dial.Addr, w.werr)
+	default:
 		err = fmt.Errorf("pubconn: connection to %s lost: %w", p.dial.Addr, err)
 	}
-	w.mu.Lock()
 	w.err = err
-	queue := w.queue
-	w.queue, w.buf = nil, nil
+	queue := w.queue[w.head:]
+	w.queue, w.head, w.buf = nil, 0, nil
 	w.mu.Unlock()
 	for _, c := range queue {
 		c.err = err
@@ -344,13 +405,17 @@ func (p *Pub) read(w *wire) {
 	}
 }
 
-// Close closes the connection, fails the calls waiting on it and waits for
-// its reader to exit.
+// Close closes the connection, fails the calls waiting on it, ends a dial
+// in progress and waits for the reader to exit.
 func (p *Pub) Close() {
 	p.mu.Lock()
 	p.closed = true
 	w := p.w
+	cancelDial := p.cancelDial
 	p.mu.Unlock()
+	if cancelDial != nil {
+		cancelDial()
+	}
 	if w != nil {
 		_ = w.nc.Close()
 	}

@@ -1,0 +1,776 @@
+package pubconn
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind: Close
+// promises to stop the reader, and no caller may stay blocked.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait for a condition; generous because the
+// 2-core test machines are shared and noisy.
+const waitTimeout = 20 * time.Second
+
+// aclUser is a redis-server argument list adding user "app" (password
+// "pw") with the given channel patterns. The default user stays open so
+// that the harness can still probe the server.
+func aclUser(channels ...string) redistest.Option {
+	args := []string{"--user", "app", "on", ">pw", "~*", "resetchannels"}
+	args = append(args, channels...)
+	return redistest.WithArgs(append(args, "+@all")...)
+}
+
+var appUser = subconn.Dialer{Username: "app", Password: "pw"}
+
+func withAddr(d subconn.Dialer, s *redistest.Server) subconn.Dialer {
+	d.Addr = s.Addr()
+	return d
+}
+
+// newPub returns a Pub closed when the test ends.
+func newPub(t testing.TB, d subconn.Dialer, writeTimeout time.Duration) *Pub {
+	p := New(d, writeTimeout)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// received is one message seen by a subscriber, copied out of its buffer.
+type received struct {
+	channel string
+	payload []byte
+}
+
+// collector subscribes with the real subscribe connection and records
+// every message it is pushed.
+type collector struct {
+	mu   sync.Mutex
+	msgs []received
+}
+
+func subscribe(t *testing.T, s *redistest.Server, channels ...string) *collector {
+	t.Helper()
+	col := &collector{}
+	ctx := testCtx(t)
+	conn, err := subconn.Open(ctx, subconn.Dialer{Addr: s.Addr()}, subconn.Classic, subconn.Hooks{
+		OnMessage: func(channel string, payload []byte) {
+			col.mu.Lock()
+			col.msgs = append(col.msgs, received{channel, bytes.Clone(payload)})
+			col.mu.Unlock()
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	for _, err := range conn.Subscribe(ctx, channels) {
+		require.NoError(t, err)
+	}
+	return col
+}
+
+func (col *collector) len() int {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	return len(col.msgs)
+}
+
+func (col *collector) all() []received {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	return append([]received(nil), col.msgs...)
+}
+
+// waitFor polls cond until it holds, failing the test after waitTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: still waiting for %s", waitTimeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued reports how many calls wait on p's live wire.
+func queued(p *Pub) int {
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue) - w.head
+}
+
+func dialing(p *Pub) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dialing != nil
+}
+
+// waitingForDial reports whether some goroutine is parked in the select
+// of Pub.wire that waits for another caller's dial: how a test sees that a
+// caller reached a wait it cannot signal. (Stack traces show the function
+// holding the select as the top frame.)
+func waitingForDial() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, rest, _ := strings.Cut(g, "\n")
+		top, _, _ := strings.Cut(rest, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(top, "pubconn.(*Pub).wire(") {
+			return true
+		}
+	}
+	return false
+}
+
+func publishCalls(t *testing.T, s *redistest.Server) int64 {
+	t.Helper()
+	stats, err := s.CommandStats(testCtx(t))
+	require.NoError(t, err)
+	return stats["publish"]
+}
+
+// publishAsync runs one raw Publish and delivers its result on a channel,
+// so that a call that hangs fails the test (requireReturns) rather than
+// hanging it.
+func publishAsync(ctx context.Context, p *Pub, channel string, payload []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(ctx, channel, payload, true, time.Time{}) }()
+	return done
+}
+
+func requireReturns(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s: Publish still blocked after %v", what, waitTimeout)
+		return nil
+	}
+}
+
+func TestPublishRoundTrip(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	col := subscribe(t, s, "rt:env", "rt:raw")
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+
+	big := make([]byte, 1<<20)
+	_, _ = rand.Read(big)
+	payloads := [][]byte{[]byte("hello"), {}, big, []byte("a\r\nb\x00c")}
+	now := time.Now()
+	for _, pl := range payloads {
+		require.NoError(t, p.Publish(ctx, "rt:env", pl, false, now))
+		require.NoError(t, p.Publish(ctx, "rt:raw", pl, true, now))
+	}
+	// The zero time is the envelope's "unknown" and must survive as such.
+	require.NoError(t, p.Publish(ctx, "rt:env", []byte("no clock"), false, time.Time{}))
+
+	want := 2*len(payloads) + 1
+	waitFor(t, "every message", func() bool { return col.len() >= want })
+	got := col.all()
+	require.Len(t, got, want, "exactly the published messages")
+	for i, pl := range payloads {
+		env, raw := got[2*i], got[2*i+1]
+		assert.Equal(t, "rt:env", env.channel)
+		at, body, err := envelope.Decode(env.payload)
+		require.NoError(t, err, "message %d", i)
+		assert.True(t, bytes.Equal(pl, body), "enveloped payload %d", i)
+		assert.True(t, at.Equal(now.Truncate(time.Microsecond)), "publish time %v, want %v", at, now)
+		assert.Equal(t, "rt:raw", raw.channel)
+		assert.True(t, bytes.Equal(pl, raw.payload), "raw payload %d: %d bytes, want %d", i, len(raw.payload), len(pl))
+	}
+	at, body, err := envelope.Decode(got[want-1].payload)
+	require.NoError(t, err)
+	assert.True(t, at.IsZero())
+	assert.Equal(t, "no clock", string(body))
+}
+
+// TestConcurrentPublishers checks that batched writes from many callers
+// keep every command intact and every reply matched: Redis counts exactly
+// the PUBLISH calls made, and the subscriber sees each message once.
+func TestConcurrentPublishers(t *testing.T) {
+	const publishers, each = 64, 500
+	s := redistest.StartStandalone(t)
+	col := subscribe(t, s, "many")
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	before := publishCalls(t, s)
+
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for g := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				// Sizes from 0 to ~1 KiB, so commands straddle writes; 16 MB
+				// in all stays under the subscriber's 32 MB output limit.
+				payload := []byte(fmt.Sprintf("%d/%d/%s", g, i, strings.Repeat("x", padding(g*each+i))))
+				if err := p.Publish(ctx, "many", payload, g%2 == 0, time.Now()); err != nil {
+					failed.Add(1)
+					t.Errorf("publisher %d message %d: %v", g, i, err)
+					return
+				}
+				if i%100 == 0 {
+					// PING's +PONG travels the same ordered reply queue.
+					if err := p.Ping(ctx); err != nil {
+						t.Errorf("ping: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load())
+	assert.Equal(t, int64(publishers*each), publishCalls(t, s)-before)
+
+	waitFor(t, "every message", func() bool { return col.len() >= publishers*each })
+	seen := make(map[string]bool, publishers*each)
+	for _, m := range col.all() {
+		body := m.payload
+		if len(body) > 0 && body[0] == envelope.Magic {
+			_, b, err := envelope.Decode(body)
+			require.NoError(t, err)
+			body = b
+		}
+		g, rest, _ := strings.Cut(string(body), "/")
+		i, pad, _ := strings.Cut(rest, "/")
+		gi, _ := strconv.Atoi(g)
+		ii, _ := strconv.Atoi(i)
+		require.Equal(t, strings.Repeat("x", padding(gi*each+ii)), pad, "message %s/%s corrupted", g, i)
+		key := g + "/" + i
+		require.False(t, seen[key], "message %s delivered twice", key)
+		seen[key] = true
+	}
+	assert.Len(t, seen, publishers*each)
+}
+
+func padding(n int) int { return n * 7919 % 1001 }
+
+func TestAuth(t *testing.T) {
+	t.Run("acl user", func(t *testing.T) {
+		s := redistest.StartStandalone(t, aclUser("&*"))
+		p := newPub(t, withAddr(appUser, s), 5*time.Second)
+		ctx := testCtx(t)
+		// Concurrent first calls share one dial and login.
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() { assert.NoError(t, p.Ping(ctx)) })
+		}
+		wg.Wait()
+		require.NoError(t, p.Publish(ctx, "any", []byte("x"), false, time.Now()))
+		clients, err := s.ClientList(ctx)
+		require.NoError(t, err)
+		var users []string
+		for _, c := range clients {
+			users = append(users, c["user"])
+		}
+		assert.Equal(t, []string{"app"}, users, "one publish connection, logged in as app")
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		s := redistest.StartStandalone(t, aclUser("&*"))
+		d := withAddr(appUser, s)
+		d.Password = "nope"
+		p := newPub(t, d, 5*time.Second)
+		err := p.Ping(testCtx(t))
+		se, ok := subconn.IsServerError(err)
+		require.True(t, ok, "want a server error, got %v", err)
+		assert.Contains(t, se.Msg, "WRONGPASS")
+		// A refused login must not leave a wire behind.
+		err = p.Publish(testCtx(t), "any", nil, true, time.Time{})
+		_, ok = subconn.IsServerError(err)
+		assert.True(t, ok, "publish after a refused login: %v", err)
+	})
+	t.Run("requirepass", func(t *testing.T) {
+		s := redistest.StartStandalone(t)
+		// Set after start: the harness probes readiness without a password.
+		_, err := s.Do(testCtx(t), "CONFIG", "SET", "requirepass", "secret")
+		require.NoError(t, err)
+
+		p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+		err = p.Ping(testCtx(t))
+		se, ok := subconn.IsServerError(err)
+		require.True(t, ok, "want a server error, got %v", err)
+		assert.Contains(t, se.Msg, "NOAUTH")
+
+		good := newPub(t, subconn.Dialer{Addr: s.Addr(), Password: "secret"}, 5*time.Second)
+		require.NoError(t, good.Ping(testCtx(t)))
+		require.NoError(t, good.Publish(testCtx(t), "any", []byte("x"), true, time.Time{}))
+	})
+}
+
+// TestErrorReplyInPipeline interleaves refused and accepted publishes from
+// concurrent callers: each caller must get the reply to its own command.
+func TestErrorReplyInPipeline(t *testing.T) {
+	const publishers, each = 16, 300
+	s := redistest.StartStandalone(t, aclUser("&ok:*"))
+	col := subscribe(t, s, "ok:a", "ok:b")
+	p := newPub(t, withAddr(appUser, s), 5*time.Second)
+	ctx := testCtx(t)
+	before := publishCalls(t, s)
+
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for g := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				allowed := (g+i)%3 != 0
+				channel := "no:" + strconv.Itoa(i%2)
+				if allowed {
+					channel = "ok:" + string(rune('a'+i%2))
+				}
+				err := p.Publish(ctx, channel, []byte("x"), true, time.Time{})
+				if allowed {
+					if !assert.NoError(t, err, "publish to %s", channel) {
+						return
+					}
+					accepted.Add(1)
+					continue
+				}
+				se, ok := subconn.IsServerError(err)
+				if !assert.True(t, ok, "publish to %s: want a server error, got %v", channel, err) {
+					return
+				}
+				assert.Contains(t, se.Msg, "NOPERM")
+			}
+		})
+	}
+	// Callers that give up at random moments leave their calls with the
+	// wire; the pool must not hand those calls out while a reply is due.
+	var abandoned atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range each {
+				allowed := i%2 == 0
+				channel := "no:x"
+				if allowed {
+					channel = "ok:a"
+				}
+				ctx, cancel := context.WithTimeout(ctx, time.Duration((g*each+i)%50)*time.Microsecond)
+				err := p.Publish(ctx, channel, []byte("x"), true, time.Time{})
+				cancel()
+				switch {
+				case errors.Is(err, context.DeadlineExceeded):
+					abandoned.Add(1)
+				case allowed:
+					if !assert.NoError(t, err, "publish to %s", channel) {
+						return
+					}
+					accepted.Add(1)
+				default:
+					se, ok := subconn.IsServerError(err)
+					if !assert.True(t, ok, "publish to %s: want a server error, got %v", channel, err) {
+						return
+					}
+					assert.Contains(t, se.Msg, "NOPERM")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d publishes abandoned by their ctx", abandoned.Load())
+	// An abandoned publish may still have gone out: count only what the
+	// callers saw succeed as a lower bound, and exactness without them.
+	if abandoned.Load() > 0 {
+		assert.GreaterOrEqual(t, publishCalls(t, s)-before, accepted.Load())
+		return
+	}
+	assert.Equal(t, accepted.Load(), publishCalls(t, s)-before, "Redis counts only the permitted publishes")
+	waitFor(t, "every permitted message", func() bool { return col.len() >= int(accepted.Load()) })
+	assert.Equal(t, int(accepted.Load()), col.len())
+}
+
+// TestServerKilled: calls waiting for replies when the server dies fail,
+// publishes during the outage fail without hanging, and the first publish
+// after the restart redials.
+func TestServerKilled(t *testing.T) {
+	const waiting = 8
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	require.NoError(t, p.Publish(ctx, "k", []byte("before"), true, time.Time{}))
+
+	// Freeze the server so that the calls are surely waiting when it dies.
+	require.NoError(t, s.Pause())
+	var dones []<-chan error
+	for range waiting {
+		dones = append(dones, publishAsync(ctx, p, "k", []byte("during")))
+	}
+	waitFor(t, "calls queued", func() bool { return queued(p) == waiting })
+	require.NoError(t, s.Kill())
+	for i, done := range dones {
+		err := requireReturns(t, done, "waiting call")
+		require.Error(t, err, "call %d", i)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "call %d failed by the wire, not by its ctx", i)
+	}
+
+	// Outage: concurrent callers all fail, none hangs.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				err := p.Publish(ctx, "k", []byte("down"), true, time.Time{})
+				if !assert.Error(t, err) || !assert.NotErrorIs(t, err, context.DeadlineExceeded) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	require.NoError(t, s.Restart(ctx))
+	col := subscribe(t, s, "k")
+	require.NoError(t, p.Publish(ctx, "k", []byte("after"), true, time.Time{}), "the next publish redials")
+	waitFor(t, "message after restart", func() bool { return col.len() == 1 })
+	assert.Equal(t, "after", string(col.all()[0].payload))
+}
+
+// TestFrozenServer: a frozen server holds replies; callers leave at their
+// ctx's end, and the wire stays in step for the calls after Resume.
+func TestFrozenServer(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	col := subscribe(t, s, "f")
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	require.NoError(t, p.Ping(testCtx(t)))
+
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := p.Publish(ctx, "f", []byte("abandoned "+strconv.Itoa(i)), true, time.Time{})
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	}
+	wg.Wait()
+	require.NoError(t, s.Resume())
+	resumed = true
+
+	ctx := testCtx(t)
+	for i := range 5 {
+		require.NoError(t, p.Publish(ctx, "f", []byte("after "+strconv.Itoa(i)), true, time.Time{}))
+	}
+	waitFor(t, "every message", func() bool { return col.len() >= 15 })
+	got := col.all()
+	require.Len(t, got, 15, "the abandoned publishes were sent, the later ones follow them")
+	for i, m := range got[10:] {
+		assert.Equal(t, "after "+strconv.Itoa(i), string(m.payload))
+	}
+}
+
+// TestBacklogWhilePaused: against a server that stopped reading, large
+// publishes end with ErrBacklog or the write deadline, never hang, and
+// the wire keeps no more than MaxBacklog queued behind a blocked write.
+func TestBacklogWhilePaused(t *testing.T) {
+	const publishers = 16
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 500*time.Millisecond)
+	require.NoError(t, p.Ping(testCtx(t)))
+
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+	payload := make([]byte, 1<<20)
+	ctx := testCtx(t)
+	var stop atomic.Bool
+	firstErr := make(chan error, publishers)
+	errs := make([][]error, publishers)
+	var maxBuf atomic.Int64
+	var wg sync.WaitGroup
+	for g := range publishers {
+		wg.Go(func() {
+			for !stop.Load() {
+				err := p.Publish(ctx, "b", payload, true, time.Time{})
+				if err != nil {
+					errs[g] = append(errs[g], err)
+					firstErr <- err
+					return
+				}
+			}
+		})
+	}
+	// Sample the unsent backlog while the callers run.
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for !stop.Load() {
+			p.mu.Lock()
+			w := p.w
+			p.mu.Unlock()
+			if w != nil {
+				w.mu.Lock()
+				if n := int64(len(w.buf)); n > maxBuf.Load() {
+					maxBuf.Store(n)
+				}
+				w.mu.Unlock()
+			}
+			runtime.Gosched()
+		}
+	}()
+
+	var first error
+	select {
+	case first = <-firstErr:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no publish failed within %v against a paused server", waitTimeout)
+	}
+	stop.Store(true)
+	<-sampled
+	// Callers that went out on a fresh wire after the failure wait for
+	// replies the paused server holds back: let it answer.
+	require.NoError(t, s.Resume())
+	resumed = true
+	wg.Wait()
+
+	isBound := func(err error) bool {
+		return errors.Is(err, ErrBacklog) || errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	assert.True(t, isBound(first), "the first failure is the backlog bound or the write deadline: %v", first)
+	for g, list := range errs {
+		for _, err := range list {
+			assert.True(t, isBound(err), "publisher %d: %v", g, err)
+		}
+	}
+	assert.LessOrEqual(t, maxBuf.Load(), int64(MaxBacklog+len(payload)+64), "unsent bytes stay bounded")
+	require.NoError(t, p.Publish(testCtx(t), "b", []byte("alive"), true, time.Time{}))
+	p.Close()
+}
+
+// TestWriteDeadline: a write blocked by a server that stopped reading
+// ends at the write deadline, and the calls queued on the wire fail with
+// that cause rather than a bare "connection closed".
+func TestWriteDeadline(t *testing.T) {
+	// 48 MiB offered: more than the socket buffers and MaxBacklog hold.
+	const publishers = 48
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 500*time.Millisecond)
+	require.NoError(t, p.Ping(testCtx(t)))
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+
+	payload := make([]byte, 1<<20)
+	ctx := testCtx(t)
+	errs := make([]error, publishers)
+	var deadlines atomic.Int64
+	var wg sync.WaitGroup
+	for g := range publishers {
+		wg.Go(func() {
+			errs[g] = p.Publish(ctx, "w", payload, true, time.Time{})
+			if errors.Is(errs[g], os.ErrDeadlineExceeded) {
+				deadlines.Add(1)
+			}
+		})
+	}
+	waitFor(t, "a publish failed by the write deadline", func() bool { return deadlines.Load() > 0 })
+	// A caller the scheduler started only after the wire was dropped
+	// went out on a new wire and waits for the server's reply.
+	require.NoError(t, s.Resume())
+	resumed = true
+	wg.Wait()
+
+	for g, err := range errs {
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ErrBacklog) {
+			t.Errorf("publisher %d: want ErrBacklog or the write deadline, got %v", g, err)
+		}
+	}
+	require.NoError(t, p.Publish(testCtx(t), "w", []byte("alive"), true, time.Time{}), "a new wire after the resume")
+}
+
+// TestCloseWhileCallsWait: Close fails the calls waiting for replies,
+// returns, and every later call gets ErrClosed.
+func TestCloseWhileCallsWait(t *testing.T) {
+	const waiting = 8
+	s := redistest.StartStandalone(t)
+	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	require.NoError(t, p.Ping(testCtx(t)))
+	require.NoError(t, s.Pause())
+	t.Cleanup(func() { _ = s.Resume() })
+
+	var dones []<-chan error
+	for range waiting {
+		dones = append(dones, publishAsync(context.Background(), p, "c", []byte("x")))
+	}
+	waitFor(t, "calls queued", func() bool { return queued(p) == waiting })
+	p.Close()
+	for _, done := range dones {
+		assert.ErrorIs(t, requireReturns(t, done, "waiting call"), ErrClosed)
+	}
+	assert.ErrorIs(t, p.Publish(context.Background(), "c", nil, true, time.Time{}), ErrClosed)
+	assert.ErrorIs(t, p.Ping(context.Background()), ErrClosed)
+	p.Close() // idempotent
+}
+
+// TestCloseDuringDial: a Publish stuck logging in to a frozen server, and
+// one waiting for that dial, return ErrClosed once Close is called.
+func TestCloseDuringDial(t *testing.T) {
+	s := redistest.StartStandalone(t, aclUser("&*"))
+	p := New(withAddr(appUser, s), 5*time.Second)
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+
+	dialer := publishAsync(context.Background(), p, "d", []byte("x"))
+	waitFor(t, "the dial", func() bool { return dialing(p) })
+	waiter := publishAsync(context.Background(), p, "d", []byte("y"))
+	waitFor(t, "a caller waiting for the dial", waitingForDial)
+	p.Close()
+	for name, done := range map[string]<-chan error{"dialer": dialer, "waiter": waiter} {
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, ErrClosed, name)
+		case <-time.After(waitTimeout):
+			// Release the stuck caller so that the test can end.
+			require.NoError(t, s.Resume())
+			resumed = true
+			<-done
+			t.Fatalf("%s: Publish still blocked %v after Close", name, waitTimeout)
+		}
+	}
+}
+
+// TestDialSharedCtx: callers that wait for another caller's dial are not
+// failed by that caller's ctx.
+func TestDialSharedCtx(t *testing.T) {
+	s := redistest.StartStandalone(t, aclUser("&*"))
+	p := newPub(t, withAddr(appUser, s), 5*time.Second)
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+
+	shortCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	short := publishAsync(shortCtx, p, "d", []byte("short"))
+	waitFor(t, "the dial", func() bool { return dialing(p) })
+	long := publishAsync(testCtx(t), p, "d", []byte("long"))
+	waitFor(t, "a caller waiting for the dial", waitingForDial)
+	cancel()
+	assert.ErrorIs(t, requireReturns(t, short, "cancelled dialer"), context.Canceled)
+	require.NoError(t, s.Resume())
+	resumed = true
+	assert.NoError(t, requireReturns(t, long, "waiter"), "the waiter dials again under its own ctx")
+}
+
+// TestZeroWriteTimeout: zero means no write deadline, not an expired one.
+func TestZeroWriteTimeout(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 0)
+	ctx := testCtx(t)
+	require.NoError(t, p.Ping(ctx))
+	require.NoError(t, p.Publish(ctx, "z", []byte("x"), false, time.Now()))
+}
+
+// TestPublishAfterCtxEnd: a ctx that ended before the call either fails
+// it at once or lets it through; it never poisons the wire for others.
+func TestPublishAfterCtxEnd(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	require.NoError(t, p.Ping(ctx))
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		err := p.Publish(dead, "e", []byte("x"), true, time.Time{})
+		if err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+	}
+	require.NoError(t, p.Publish(ctx, "e", []byte("x"), true, time.Time{}))
+}
+
+// TestLoginCtxEndsAfterReply: a ctx that ends just as the AUTH reply
+// arrives must not leave an expired deadline on the new wire. The race
+// window is narrow, so the test runs many logins with cancels spread
+// across their duration.
+func TestLoginCtxEndsAfterReply(t *testing.T) {
+	s := redistest.StartStandalone(t, aclUser("&*"))
+	p := newPub(t, withAddr(appUser, s), 5*time.Second)
+	ping := []byte("*1\r\n$4\r\nPING\r\n")
+	reply := make([]byte, 7)
+	var opened, poisoned int
+	for i := range 3000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		fired := make(chan struct{})
+		go func() {
+			defer close(fired)
+			// Spread the cancel over the ~0–100µs a local login takes.
+			for end := time.Now().Add(time.Duration(i%100) * time.Microsecond); time.Now().Before(end); {
+			}
+			cancel()
+		}()
+		w, err := p.open(ctx)
+		<-fired
+		if err != nil {
+			require.ErrorIs(t, err, context.Canceled, "a login fails only by its ctx")
+			continue
+		}
+		opened++
+		_, err = w.nc.Write(ping)
+		if err == nil {
+			_, err = io.ReadFull(w.nc, reply)
+		}
+		_ = w.nc.Close()
+		if err != nil {
+			poisoned++
+			t.Logf("login %d: wire unusable after a successful login: %v", i, err)
+		}
+	}
+	t.Logf("%d of 3000 logins succeeded before their cancel", opened)
+	assert.Zero(t, poisoned)
+}
