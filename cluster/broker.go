@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,7 +262,7 @@ func (b *Broker) check(ctx context.Context, channels []string) error {
 func (b *Broker) onMessage(key string, payload []byte) {
 	channel, ok := b.layout.Channel(key)
 	if !ok {
-		b.log.Debug("shardcast: message on a key outside the layout", "key", key)
+		b.log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
 	b.inbox.Deliver(channel, payload)

@@ -6,6 +6,7 @@ package engine
 import (
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
@@ -20,22 +21,31 @@ type Inbox struct {
 	badFrames atomic.Uint64
 }
 
-// Deliver decodes payload (unless Raw) and submits the message. channel is
-// the application channel name, kept as is. payload is a view of a read
-// buffer: the body is copied, the message's only allocation.
+// Deliver decodes payload (unless Raw) and submits the message. channel
+// is the application channel name. Both may be views of a read buffer,
+// valid only during the call: Deliver copies the channel and the body into
+// one allocation, the message's only one. Payload is placed after the
+// channel's bytes, so a handler writing into it (which it must not do)
+// could still never change the channel string.
 func (in *Inbox) Deliver(channel string, payload []byte) {
 	in.received.Add(1)
-	m := shardcast.Message{Channel: channel}
+	var at time.Time
 	body := payload
 	if !in.Raw {
-		at, b, err := envelope.Decode(payload)
+		t, b, err := envelope.Decode(payload)
 		if err != nil {
 			in.badFrames.Add(1)
 		} else {
-			body, m.PublishedAt = b, at
+			body, at = b, t
 		}
 	}
-	m.Payload = append([]byte(nil), body...)
+	buf := make([]byte, len(channel)+len(body))
+	copy(buf, channel)
+	copy(buf[len(channel):], body)
+	m := shardcast.Message{Channel: unsafe.String(unsafe.SliceData(buf), len(channel)), PublishedAt: at}
+	if len(body) > 0 {
+		m.Payload = buf[len(channel):]
+	}
 	in.Pool.Submit(m)
 }
 

@@ -84,7 +84,7 @@ func subscribe(t *testing.T, s *redistest.Server, channels ...string) *collector
 	conn, err := subconn.Open(ctx, subconn.Dialer{Addr: s.Addr()}, subconn.Classic, subconn.Hooks{
 		OnMessage: func(channel string, payload []byte) {
 			col.mu.Lock()
-			col.msgs = append(col.msgs, received{channel, bytes.Clone(payload)})
+			col.msgs = append(col.msgs, received{strings.Clone(channel), bytes.Clone(payload)})
 			col.mu.Unlock()
 		},
 	})

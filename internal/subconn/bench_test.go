@@ -19,7 +19,6 @@ func newTestConn(nc net.Conn, mode Mode, hooks Hooks) *Conn {
 		nc:         nc,
 		mode:       mode,
 		hooks:      hooks,
-		names:      make(map[string]string),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}

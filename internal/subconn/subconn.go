@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 )
@@ -40,12 +41,13 @@ const (
 )
 
 // Hooks are called on the connection's reader goroutine: they must not
-// block and must not issue commands.
+// block, must not issue commands and must not call Close (which waits for
+// that goroutine).
 type Hooks struct {
-	// OnMessage receives every message. channel is the wire channel name
-	// (the string this connection subscribed with, so it may be kept).
-	// payload is a view of the read buffer, valid only during the call:
-	// copy what must outlive it.
+	// OnMessage receives every message: the wire channel name and the
+	// payload, both views of the connection's buffers, valid only during
+	// the call (copy what must outlive it; a string kept from channel
+	// would change under the caller).
 	OnMessage func(channel string, payload []byte)
 	// OnLost receives a channel the server unsubscribed on its own, without
 	// a matching unsubscribe command from this connection: in a cluster this
@@ -137,10 +139,10 @@ type Conn struct {
 	queue []*call // sent, not yet answered, in send order
 	dead  bool    // set once the reader has failed the queue
 
-	// names maps each confirmed channel to the string it was subscribed
-	// with, so that a message's channel costs no allocation. Only the
+	// chanBuf holds the channel name of the message being read: the read
+	// buffer may move under it while the payload is peeked. Only the
 	// reader goroutine touches it.
-	names map[string]string
+	chanBuf []byte
 
 	mu  sync.Mutex
 	err error
@@ -171,7 +173,6 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 		nc:         nc,
 		mode:       mode,
 		hooks:      hooks,
-		names:      make(map[string]string),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
@@ -296,6 +297,9 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 		}
 		calls = append(calls, &call{kind: kind, chans: b, done: make(chan struct{})})
 		c.wbuf = appendCommand(c.wbuf, verb, b)
+		if kind == callUnsubscribe {
+			c.wbuf = appendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
+		}
 	}
 	var err error
 	if len(calls) > 0 {
@@ -352,6 +356,9 @@ func (c *Conn) send(ctx context.Context, calls ...*call) error {
 		_ = c.nc.Close()
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
+		}
+		if c.closing.Load() {
+			return ErrClosed
 		}
 		return fmt.Errorf("subconn: write: %w", err)
 	}
@@ -441,11 +448,11 @@ func (c *Conn) readLoop(rd *reader) error {
 				return err
 			}
 		case '+':
-			if err := c.answer(nil, callPing, callSimple); err != nil {
+			if err := c.simple(line[1:]); err != nil {
 				return err
 			}
 		case '-':
-			if err := c.answer(&ServerError{Msg: string(line[1:])}); err != nil {
+			if err := c.failed(&ServerError{Msg: string(line[1:])}); err != nil {
 				return err
 			}
 		default:
@@ -498,7 +505,7 @@ func (c *Conn) readPush(rd *reader, n int) error {
 		if err := rd.skipN(1); err != nil {
 			return err
 		}
-		return c.answer(nil, callPing)
+		return c.pong()
 	default: // pmessage and anything else this connection never asked for
 		return rd.skipN(n - 1)
 	}
@@ -520,26 +527,27 @@ func (c *Conn) readMessage(rd *reader) error {
 	return nil
 }
 
-// readChannel reads a channel name and returns the string this connection
-// subscribed it with, allocating only for a channel it never subscribed.
+// readChannel reads a channel name into c.chanBuf and returns a string
+// view of it, valid until the next message.
 func (c *Conn) readChannel(rd *reader) (string, error) {
 	b, null, err := rd.bulk()
 	if err != nil || null {
 		return "", err
 	}
-	name, ok := c.names[string(b)]
-	if !ok {
-		name = string(b)
-	}
+	c.chanBuf = append(c.chanBuf[:0], b...)
 	rd.discard()
-	return name, nil
+	return unsafe.String(unsafe.SliceData(c.chanBuf), len(c.chanBuf)), nil
 }
 
 // readConfirmation matches a (un)subscribe reply with the head of the
 // queue: Redis answers a command with one confirmation per channel, in the
-// command's order, and nothing else comes between them. An unsubscribe
-// nobody asked for is the server dropping the channel on its own and goes
-// to OnLost.
+// command's order. A subscribe call is complete with its last
+// confirmation. An unsubscribe call is complete only at the pong of the
+// PING sent behind it: the server may drop a channel on its own (a slot
+// moved away) just before running our unsubscribe of it, and then its
+// notice is indistinguishable from our confirmation and our command is
+// answered with an error instead (MOVED), which belongs to the same call.
+// An unsubscribe notice no call is waiting for goes to OnLost.
 func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
 	ch, null, err := rd.bulk()
 	if err != nil {
@@ -549,42 +557,37 @@ func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
 	if subscribe {
 		want = callSubscribe
 	}
-	var name string
 	var matched bool
 	var completed *call
 	c.qmu.Lock()
 	if len(c.queue) > 0 && !null {
 		head := c.queue[0]
-		if head.kind == want && head.chans[head.next] == string(ch) {
-			name, matched = head.chans[head.next], true
+		if head.kind == want && head.next < len(head.chans) && head.chans[head.next] == string(ch) {
+			matched = true
 			head.next++
-			if head.next == len(head.chans) {
+			if subscribe && head.next == len(head.chans) {
 				c.pop()
 				completed = head
 			}
 		}
 	}
 	c.qmu.Unlock()
-	if !matched && !null {
-		name = string(ch)
-		if n, ok := c.names[name]; ok {
-			name = n
-		}
+	var lost string
+	if !matched && !null && !subscribe {
+		lost = string(ch)
+	}
+	if subscribe && !matched {
+		err = fmt.Errorf("%w: subscribe confirmation for %q matches no command", ErrProtocol, ch)
 	}
 	rd.discard()
+	if err != nil {
+		return err
+	}
 	if err := rd.skipN(1); err != nil { // the subscription count
 		return err
 	}
-	switch {
-	case subscribe && !matched:
-		return fmt.Errorf("%w: subscribe confirmation for %q matches no command", ErrProtocol, name)
-	case subscribe:
-		c.names[name] = name
-	case !null:
-		delete(c.names, name)
-		if !matched && c.hooks.OnLost != nil && !c.closing.Load() {
-			c.hooks.OnLost(name)
-		}
+	if lost != "" && c.hooks.OnLost != nil && !c.closing.Load() {
+		c.hooks.OnLost(lost)
 	}
 	if completed != nil {
 		close(completed.done)
@@ -592,26 +595,61 @@ func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
 	return nil
 }
 
-// answer completes the head of the queue with err, which must be of one of
-// kinds (any kind when none is given: an error reply answers any command).
-func (c *Conn) answer(err error, kinds ...callKind) error {
+// pong completes the call waiting for a PING reply: a Ping, or an
+// unsubscribe (see readConfirmation).
+func (c *Conn) pong() error {
+	c.qmu.Lock()
+	if len(c.queue) == 0 || (c.queue[0].kind != callPing && c.queue[0].kind != callUnsubscribe) {
+		c.qmu.Unlock()
+		return fmt.Errorf("%w: PONG with no PING waiting", ErrProtocol)
+	}
+	head := c.queue[0]
+	c.pop()
+	c.qmu.Unlock()
+	if head.kind == callUnsubscribe && head.err == nil && head.next < len(head.chans) {
+		head.err = fmt.Errorf("%w: unsubscribe of %d channels confirmed %d", ErrProtocol, len(head.chans), head.next)
+	}
+	close(head.done)
+	return nil
+}
+
+// failed hands an error reply to the call at the head of the queue. An
+// unsubscribe keeps it until its pong (see readConfirmation).
+func (c *Conn) failed(err *ServerError) error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 {
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: reply (%v) with no command waiting", ErrProtocol, err)
+		return fmt.Errorf("%w: error reply %q with no command waiting", ErrProtocol, err.Msg)
 	}
 	head := c.queue[0]
-	ok := len(kinds) == 0
-	for _, k := range kinds {
-		ok = ok || head.kind == k
-	}
-	if !ok {
+	if head.kind == callUnsubscribe {
+		if head.err == nil {
+			head.err = err
+		}
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: reply does not fit the command waiting", ErrProtocol)
+		return nil
 	}
 	c.pop()
 	c.qmu.Unlock()
 	head.err = err
+	close(head.done)
+	return nil
+}
+
+// simple handles a simple-string reply: +OK answers AUTH, +PONG a PING
+// sent while the connection holds no subscription.
+func (c *Conn) simple(s []byte) error {
+	if string(s) == "PONG" {
+		return c.pong()
+	}
+	c.qmu.Lock()
+	if len(c.queue) == 0 || c.queue[0].kind != callSimple {
+		c.qmu.Unlock()
+		return fmt.Errorf("%w: reply %q does not fit the command waiting", ErrProtocol, s)
+	}
+	head := c.queue[0]
+	c.pop()
+	c.qmu.Unlock()
 	close(head.done)
 	return nil
 }

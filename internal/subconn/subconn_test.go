@@ -31,8 +31,13 @@ func newRecorder() *recorder { return &recorder{msgs: map[string][]string{}} }
 
 func (r *recorder) hooks() Hooks {
 	return Hooks{
-		OnMessage: func(ch string, p []byte) { r.mu.Lock(); r.msgs[ch] = append(r.msgs[ch], string(p)); r.mu.Unlock() },
-		OnLost:    func(ch string) { r.mu.Lock(); r.lost = append(r.lost, ch); r.mu.Unlock() },
+		OnMessage: func(ch string, p []byte) {
+			r.mu.Lock()
+			ch = strings.Clone(ch) // a view, valid only during the call
+			r.msgs[ch] = append(r.msgs[ch], string(p))
+			r.mu.Unlock()
+		},
+		OnLost: func(ch string) { r.mu.Lock(); r.lost = append(r.lost, ch); r.mu.Unlock() },
 	}
 }
 
@@ -214,7 +219,7 @@ func TestPayloadsAroundTheReadBuffer(t *testing.T) {
 	var got []msg
 	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{OnMessage: func(ch string, p []byte) {
 		mu.Lock()
-		got = append(got, msg{ch, string(p)})
+		got = append(got, msg{strings.Clone(ch), string(p)})
 		mu.Unlock()
 	}})
 	require.NoError(t, err)
@@ -673,7 +678,8 @@ func TestPushedUnsubscribeAmongReplies(t *testing.T) {
 	// and between its confirmations.
 	res = async(func() []error { return conn.Unsubscribe(ctx, []string{"{s}.a", "{s}.b"}) })
 	p.expect("SUNSUBSCRIBE", "{s}.a", "{s}.b")
-	p.send(confirmation("sunsubscribe", "{t}.a", 2) + confirmation("sunsubscribe", "{s}.a", 1) + confirmation("sunsubscribe", "{s}.b", 0))
+	p.expect("PING") // sent behind every unsubscribe; its pong ends the call
+	p.send(confirmation("sunsubscribe", "{t}.a", 2) + confirmation("sunsubscribe", "{s}.a", 1) + confirmation("sunsubscribe", "{s}.b", 0) + "+PONG\r\n")
 	require.Equal(t, []error{nil}, result(res))
 	assert.Equal(t, []string{"{s}.c", "{t}.a"}, rec.lostChannels(), "our own confirmations are not losses")
 
@@ -691,6 +697,53 @@ func TestPushedUnsubscribeAmongReplies(t *testing.T) {
 	assert.Equal(t, []string{"{s}.c", "{t}.a", "{x}.gone"}, rec.lostChannels())
 	assert.True(t, conn.Alive())
 	assert.NoError(t, conn.Err())
+}
+
+// TestSlotMovedUnderOwnUnsubscribe: the slot of a channel moves away just
+// before Redis runs our SUNSUBSCRIBE of it. The server's notice comes
+// first (it reads like our confirmation), then Redis refuses our command
+// with MOVED. Both belong to the one Unsubscribe call, which the PING sent
+// behind it ends: the call reports MOVED, the wire stays in step.
+func TestSlotMovedUnderOwnUnsubscribe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec := newRecorder()
+	conn, p := openFake(t, startFake(t), Sharded, rec.hooks())
+
+	res := make(chan []error, 1)
+	go func() { res <- conn.Subscribe(ctx, []string{"{s}.a"}) }()
+	p.expect("SSUBSCRIBE", "{s}.a")
+	p.send(confirmation("ssubscribe", "{s}.a", 1))
+	require.Equal(t, []error{nil}, <-res)
+
+	go func() { res <- conn.Unsubscribe(ctx, []string{"{s}.a"}) }()
+	p.expect("SUNSUBSCRIBE", "{s}.a")
+	p.expect("PING")
+	p.send(confirmation("sunsubscribe", "{s}.a", 0) + "-MOVED 1234 127.0.0.1:7001\r\n" + "+PONG\r\n")
+	var errs []error
+	select {
+	case errs = <-res:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unsubscribe hangs")
+	}
+	require.Len(t, errs, 1)
+	se, ok := IsServerError(errs[0])
+	require.True(t, ok, "want the MOVED reply, got %v", errs[0])
+	assert.True(t, se.IsMoved())
+
+	pinged := make(chan error, 1)
+	go func() { pinged <- conn.Ping(ctx) }()
+	p.expect("PING")
+	p.send("+PONG\r\n")
+	select {
+	case err := <-pinged:
+		require.NoError(t, err, "the MOVED reply was not left for the next call")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ping hangs")
+	}
+	assert.True(t, conn.Alive())
+	assert.NoError(t, conn.Err())
+	assert.Empty(t, rec.lostChannels(), "a channel we were dropping anyway is no loss")
 }
 
 // TestCloseDuringBlockedWrite: Close must not wait for a write the server
