@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -23,8 +24,12 @@ type Broker struct {
 	cfg    Config
 	log    *slog.Logger
 	layout *shardcast.Layout
-	client rueidis.Client // topology, subscribe wires, and batched publishes
-	pub    *engine.PublishRoute
+	client rueidis.Client // topology, and publishes that need a redirect
+	// route maps each partition to the publishing connection of its
+	// master, rebuilt whenever the assignment changes; keyPrefix holds
+	// each partition's "{tag}." and layout prefix.
+	route     atomic.Pointer[[]*pubconn.Pub]
+	keyPrefix []string
 
 	pool    *shardcast.WorkerPool
 	emitter *shardcast.Emitter
@@ -36,10 +41,12 @@ type Broker struct {
 	slots    shardcast.SlotMap
 	assign   shardcast.Assignment
 	masters  map[string][]*masterConn // by address; ConnsPerMaster each
+	pubs     map[string]*pubconn.Pub  // publishing connections, by master address
 	changed  chan struct{}            // closed and replaced whenever state changes
 	stopping bool
 
 	refresh chan struct{} // asks the topology loop for an immediate poll
+	reroute chan struct{} // asks for a poll, spaced by RecoveryInterval (see kickRoute)
 
 	calls               atomic.Uint64 // Subscribe call tokens
 	published           atomic.Uint64
@@ -77,39 +84,34 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", cfg.Addrs, err)
 	}
-	pub := &engine.PublishRoute{Direct: client}
-	if opt := cfg.clientOption(); opt.MaxFlushDelay > 0 {
-		opt.MaxFlushDelay = 0
-		direct, err := rueidis.NewClient(opt)
-		if err != nil {
-			client.Close()
-			return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", cfg.Addrs, err)
-		}
-		pub = &engine.PublishRoute{Direct: direct, Batched: client, Threshold: int64(cfg.BatchThreshold)}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		layout:  layout,
 		client:  client,
-		pub:     pub,
+		pubs:    make(map[string]*pubconn.Pub),
 		resub:   shardcast.Resubscriber{Batch: cfg.SubscribeBatch},
 		masters: make(map[string][]*masterConn),
 		changed: make(chan struct{}),
 		refresh: make(chan struct{}, 1),
+		reroute: make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,
 	}
 	b.emitter = shardcast.NewEmitter(cfg.OnEvent, b.log)
+	b.keyPrefix = make([]string, layout.Partitions())
+	for p := range b.keyPrefix {
+		b.keyPrefix[p] = layout.PartitionKey(p, "")
+	}
 	pollCtx, pollCancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	slots, err := b.pollSlots(pollCtx)
 	pollCancel()
 	if err != nil {
 		cancel()
 		b.emitter.Close()
-		pub.Close()
+		client.Close()
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
 	if cfg.Handler != nil {
@@ -121,9 +123,11 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	b.applySlots(context.Background(), slots)
+	b.wg.Add(1)
 	if cfg.Handler != nil {
-		b.wg.Add(1)
 		go b.watchTopology()
+	} else {
+		go b.watchPublishRoute()
 	}
 	return b, nil
 }
@@ -136,15 +140,40 @@ func (b *Broker) Layout() *shardcast.Layout { return b.layout }
 func (b *Broker) Fingerprint() string { return b.layout.Fingerprint() }
 
 // Publish sends payload with SPUBLISH to the master owning channel's
-// partition. rueidis follows MOVED and ASK redirections.
+// partition, on that master's pipelined publishing connection. A publish
+// that connection could not send (its master is unreachable) or that the
+// master redirected (MOVED, ASK: the slot moved) goes through rueidis,
+// which follows redirections, and makes the broker refresh its slot map.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
 	if err := engine.CheckPublish(ctx, b.closed.Load(), channel, payload, b.cfg.MaxPayload); err != nil {
 		return err
 	}
-	frame := engine.NewKeyedFrame(b.layout, channel, payload, b.cfg.Raw, time.Now())
+	p := b.layout.Partition(channel)
+	now := time.Now()
+	if route := b.route.Load(); route != nil && (*route)[p] != nil {
+		err := (*route)[p].SPublish(ctx, b.keyPrefix[p], channel, payload, b.cfg.Raw, now)
+		if err == nil {
+			b.published.Add(1)
+			return nil
+		}
+		// Any failure may mean a stale route: a master that froze (the
+		// publish timed out), died or gave its slot away.
+		b.kickRoute()
+		// Resend only what certainly did not run: a command that never
+		// left, or one the master refused with a redirection.
+		if ctx.Err() != nil || !(errors.Is(err, pubconn.ErrNotSent) || isMoved(err)) {
+			return fmt.Errorf("shardcast: publish: %w", err)
+		}
+	}
+	return b.publishRedirected(ctx, channel, payload, now)
+}
+
+// publishRedirected publishes through the rueidis cluster client.
+func (b *Broker) publishRedirected(ctx context.Context, channel string, payload []byte, now time.Time) error {
+	frame := engine.NewKeyedFrame(b.layout, channel, payload, b.cfg.Raw, now)
 	cmd := b.client.B().Spublish().Channel(frame.Key()).Message(frame.String()).Build()
 	for attempt := 0; ; attempt++ {
-		err := b.pub.Do(ctx, cmd)
+		err := b.client.Do(ctx, cmd).Error()
 		if err == nil {
 			break
 		}
@@ -312,17 +341,14 @@ func (b *Broker) masterAddr(part int) string {
 	return ""
 }
 
-// publishKnows reports whether a publishing client still routes to addr.
+// publishKnows reports whether publishes are still routed to addr. (The
+// rueidis client, which carries only redirected publishes, may know addr
+// longer; it follows MOVED from it.)
 func (b *Broker) publishKnows(addr string) bool {
-	for _, c := range []rueidis.Client{b.pub.Direct, b.pub.Batched} {
-		if c == nil {
-			continue
-		}
-		if _, ok := c.Nodes()[addr]; ok {
-			return true
-		}
-	}
-	return false
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.pubs[addr]
+	return ok
 }
 
 // connFor returns the subscribe connection that carries partition part,
@@ -406,6 +432,16 @@ func (b *Broker) requestRefresh() {
 	}
 }
 
+// kickRoute asks for a slot-map poll after a publish met a stale route.
+// The topology loops honour it no sooner than RecoveryInterval after their
+// last poll: during a failover every publish to the lost master asks.
+func (b *Broker) kickRoute() {
+	select {
+	case b.reroute <- struct{}{}:
+	default:
+	}
+}
+
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats {
 	st := shardcast.Stats{Published: b.published.Load(), Reconnects: b.reconnects.Load()}
@@ -446,13 +482,19 @@ func (b *Broker) Close() error {
 		b.stopping = true
 		masters := b.masters
 		b.masters = map[string][]*masterConn{}
+		pubs := b.pubs
+		b.pubs = map[string]*pubconn.Pub{}
+		b.route.Store(nil)
 		b.mu.Unlock()
+		for _, p := range pubs {
+			p.Close()
+		}
 		for _, conns := range masters {
 			for _, m := range conns {
 				m.close()
 			}
 		}
-		b.pub.Close() // closes b.client too
+		b.client.Close()
 		if b.pool != nil {
 			b.pool.Close()
 		}

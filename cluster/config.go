@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // Default values applied to a zero Config field.
@@ -20,7 +19,6 @@ const (
 	DefaultRecoveryInterval = 250 * time.Millisecond
 	DefaultHealthInterval   = time.Second
 	DefaultHealthTimeout    = 3 * time.Second
-	DefaultMaxFlushDelay    = 100 * time.Microsecond
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultReconnectMin     = 50 * time.Millisecond
 	DefaultReconnectMax     = 2 * time.Second
@@ -66,14 +64,6 @@ type Config struct {
 	// RecoveryInterval, so a frozen master's partitions follow its promoted
 	// replica as soon as the cluster shows it, usually before HealthTimeout.
 	HealthInterval, HealthTimeout time.Duration
-	// MaxFlushDelay is how long a publish may wait for others to share its
-	// round trip (default 100µs). Negative means no delay.
-	MaxFlushDelay time.Duration
-	// BatchThreshold is the number of Publish calls in flight from which
-	// publishes wait up to MaxFlushDelay to share a round trip (default
-	// 32). Below it each publish is written at once, through a second
-	// client: with few publishers a flush delay only adds latency.
-	BatchThreshold int
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the backoff between reconnect
@@ -94,9 +84,6 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	if c.BatchThreshold == 0 {
-		c.BatchThreshold = engine.DefaultBatchThreshold
-	}
 	if c.ConnsPerMaster == 0 {
 		c.ConnsPerMaster = DefaultConnsPerMaster
 	}
@@ -111,11 +98,6 @@ func (c Config) withDefaults() Config {
 	def(&c.ReconnectMin, DefaultReconnectMin)
 	def(&c.ReconnectMax, DefaultReconnectMax)
 	def(&c.CommandTimeout, DefaultCommandTimeout)
-	if c.MaxFlushDelay == 0 {
-		c.MaxFlushDelay = DefaultMaxFlushDelay
-	} else if c.MaxFlushDelay < 0 {
-		c.MaxFlushDelay = 0
-	}
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin
 	}
@@ -140,22 +122,19 @@ func (c Config) validate() error {
 	if c.ConnsPerMaster < 0 || c.ConnsPerMaster > MaxConnsPerMaster {
 		return fmt.Errorf("%w: ConnsPerMaster = %d, want 0..%d", shardcast.ErrInvalidConfig, c.ConnsPerMaster, MaxConnsPerMaster)
 	}
-	if c.BatchThreshold < 0 {
-		return fmt.Errorf("%w: BatchThreshold = %d, want >= 0", shardcast.ErrInvalidConfig, c.BatchThreshold)
-	}
 	return c.Options.Validate()
 }
 
 func (c Config) clientOption() rueidis.ClientOption {
 	opt := rueidis.ClientOption{
-		InitAddress:   c.Addrs,
-		Username:      c.Username,
-		Password:      c.Password,
-		TLSConfig:     c.TLS,
-		DisableCache:  true,
-		MaxFlushDelay: c.MaxFlushDelay,
-		// rueidis follows MOVED for publishes by itself; the periodic scan
-		// keeps a publish-only process from holding a stale map forever.
+		InitAddress:  c.Addrs,
+		Username:     c.Username,
+		Password:     c.Password,
+		TLSConfig:    c.TLS,
+		DisableCache: true,
+		// rueidis carries the publishes shardcast's own connections cannot
+		// (a redirect, a master that is gone) and follows MOVED by itself;
+		// the periodic scan keeps its map fresh.
 		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
 	}
 	opt.Dialer.Timeout = c.DialTimeout

@@ -13,4 +13,9 @@
 // connection errors or unanswered pings (a failed or frozen master). On a
 // change it moves the affected partitions to their new master and reports
 // EventTopologyChanged, EventInterrupted and EventRestored.
+//
+// Publishes go out on one pipelined connection per master, routed by the
+// broker's slot map; concurrent ones share writes without a flush delay. A
+// publish the master redirects (MOVED, ASK) or that cannot reach it goes
+// through rueidis, which follows redirections, and prompts a slot-map poll.
 package cluster

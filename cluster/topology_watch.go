@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -17,20 +18,16 @@ import (
 // (a connection loss, a server-pushed unsubscribe, a MOVED reply).
 func (b *Broker) watchTopology() {
 	defer b.wg.Done()
+	var polled time.Time
 	for {
 		interval := b.cfg.TopologyInterval
 		if b.degraded() {
 			interval = b.cfg.RecoveryInterval
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-b.closing:
-			timer.Stop()
+		if !b.awaitPoll(interval, polled) {
 			return
-		case <-b.refresh:
-		case <-timer.C:
 		}
-		timer.Stop()
+		polled = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
 		slots, err := b.pollSlots(ctx)
 		if err != nil {
@@ -42,6 +39,35 @@ func (b *Broker) watchTopology() {
 		b.heal()
 		b.signalChange()
 	}
+}
+
+// awaitPoll waits until the next slot-map poll is due: after interval, at
+// once when requestRefresh asked, or when kickRoute asked but no sooner
+// than RecoveryInterval after the previous poll (at polled). It returns
+// false when the broker is closing.
+func (b *Broker) awaitPoll(interval time.Duration, polled time.Time) bool {
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	select {
+	case <-b.closing:
+		return false
+	case <-b.refresh:
+		return true
+	case <-timer.C:
+		return true
+	case <-b.reroute:
+	}
+	if wait := time.Until(polled.Add(b.cfg.RecoveryInterval)); wait > 0 {
+		spacing := time.NewTimer(wait)
+		defer spacing.Stop()
+		select {
+		case <-b.closing:
+			return false
+		case <-b.refresh:
+		case <-spacing.C:
+		}
+	}
+	return true
 }
 
 // pollSlots asks the known nodes, one after the other, for CLUSTER SLOTS.
@@ -145,6 +171,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	}
 	old := b.assign
 	b.slots, b.assign = slots, assign
+	stale := b.routeLocked(assign)
 	var started, stopped []*masterConn
 	// keep maps a master to its live wire: a moved partition already
 	// active there was resubscribed by a Subscribe racing this update.
@@ -193,6 +220,77 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	}
 	for _, m := range stopped {
 		m.close()
+	}
+	for _, p := range stale {
+		b.retire(p)
+	}
+}
+
+// routeLocked points every partition at the publishing connection of its
+// master, opening connections (lazily: pubconn dials on first use) for
+// new masters, and returns those of masters that own nothing any more.
+// The caller holds b.mu.
+func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub) {
+	route := make([]*pubconn.Pub, len(assign))
+	owners := make(map[string]bool)
+	for p, addr := range assign {
+		if addr == "" {
+			continue
+		}
+		pub := b.pubs[addr]
+		if pub == nil {
+			pub = pubconn.New(subconn.FromOption(addr, b.cfg.clientOption()), b.cfg.HealthTimeout, b.cfg.ReconnectMin)
+			b.pubs[addr] = pub
+		}
+		route[p] = pub
+		owners[addr] = true
+	}
+	for addr, pub := range b.pubs {
+		if !owners[addr] {
+			delete(b.pubs, addr)
+			stale = append(stale, pub)
+		}
+	}
+	b.route.Store(&route)
+	return stale
+}
+
+// retire closes the publishing connection of a master that owns nothing
+// any more, after HealthTimeout: publishes already sent on it get their
+// replies (a MOVED sends them on through rueidis) instead of an error.
+func (b *Broker) retire(p *pubconn.Pub) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTimer(b.cfg.HealthTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.closing:
+		}
+		p.Close()
+	}()
+}
+
+// watchPublishRoute keeps a broker without a Handler (it only publishes)
+// routing to the right masters: it polls the slot map when a publish met
+// a stale route (see Publish) and every TopologyInterval.
+func (b *Broker) watchPublishRoute() {
+	defer b.wg.Done()
+	var polled time.Time
+	for {
+		if !b.awaitPoll(b.cfg.TopologyInterval, polled) {
+			return
+		}
+		polled = time.Now()
+		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)
+		slots, err := b.pollSlots(ctx)
+		if err != nil {
+			b.log.Warn("shardcast: topology poll failed", "err", err)
+		} else {
+			b.applySlots(ctx, slots)
+		}
+		cancel()
 	}
 }
 

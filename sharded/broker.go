@@ -91,7 +91,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.fp = fingerprint(addrs)
 	for i, d := range dials {
-		sh := &shard{addr: d.Addr, dial: d, pub: pubconn.New(d, cfg.HealthTimeout)}
+		sh := &shard{addr: d.Addr, dial: d, pub: pubconn.New(d, cfg.HealthTimeout, cfg.ReconnectMin)}
 		b.shards = append(b.shards, sh)
 		// Connect now, so that a wrong address or password fails New
 		// rather than every later call.

@@ -2,7 +2,8 @@
 // instances: a channel lives on instance jump(xxhash64(channel), N) and
 // uses classic PUBLISH / SUBSCRIBE there.
 //
-// Publishes are pipelined by rueidis. Subscriptions ride on a small fixed
+// Publishes go out on one pipelined connection per instance, and
+// concurrent ones share writes without a flush delay. Subscriptions ride on a small fixed
 // number of dedicated connections per instance (default one), sent in
 // commands of at most Options.SubscribeBatch channels. When a connection
 // drops, the broker reconnects with backoff, resubscribes every channel it
@@ -12,10 +13,10 @@
 // Every call honours its ctx, also against an instance that stopped
 // answering: work that must still reach Redis for the broker's state to
 // hold (undoing a cut-short Subscribe, finishing an Unsubscribe) goes on in
-// the background, ahead of later calls on the same connection. rueidis
-// cuts a wire to an instance that stops answering after its
-// ConnWriteTimeout (about 10 s by default; 12 s measured for an idle
-// subscribe connection), which the broker then handles as a dropped one.
+// the background, ahead of later calls on the same connection. A subscribe
+// connection whose pings go unanswered for HealthTimeout is dropped and
+// reconnected like a closed one; a publish write blocked that long drops
+// the publishing connection.
 //
 // The order of Config.Addrs is a wire contract: every node must list the
 // same instances in the same order (compare Broker.Fingerprint).

@@ -31,6 +31,20 @@ var ErrClosed = errors.New("pubconn: closed")
 // blocked), and queueing more would only grow memory.
 var ErrBacklog = errors.New("pubconn: publish backlog full (the server is not reading)")
 
+// ErrNotSent marks the errors of calls whose command never reached a
+// wire: the Pub was closed, the dial failed (or is in its redial delay),
+// the backlog was full, or the wire had already failed. Resending such a
+// message cannot publish it twice. Every other failure after the command
+// was queued leaves it unknown whether Redis ran it.
+var ErrNotSent = errors.New("pubconn: not sent")
+
+// notSent wraps err so that errors.Is finds both ErrNotSent and err, with
+// err's message.
+type notSent struct{ err error }
+
+func (e *notSent) Error() string   { return e.err.Error() }
+func (e *notSent) Unwrap() []error { return []error{ErrNotSent, e.err} }
+
 // MaxBacklog bounds the bytes of commands waiting behind a write in
 // progress. A healthy server drains a write in microseconds.
 const MaxBacklog = 8 << 20
@@ -43,6 +57,7 @@ var errProtocol = errors.New("pubconn: protocol error")
 type Pub struct {
 	dial         subconn.Dialer
 	writeTimeout time.Duration
+	redialDelay  time.Duration
 
 	mu      sync.Mutex
 	w       *wire         // nil until dialled, or after it failed
@@ -53,6 +68,10 @@ type Pub struct {
 	cancelDial context.CancelFunc
 	closed     bool
 	wires      sync.WaitGroup // reader goroutines
+	// After a failed dial, calls fail at once with lastDialErr until
+	// redialAt, instead of each waiting out a dial to a dead address.
+	redialAt    time.Time
+	lastDialErr error
 }
 
 // New returns a Pub that dials d on first use (or on Ping). writeTimeout
@@ -62,8 +81,12 @@ type Pub struct {
 // caller doing a write cannot leave before it ends, so its Publish may
 // outlast its ctx by up to writeTimeout when the server stops reading and
 // the socket's send buffer is full.
-func New(d subconn.Dialer, writeTimeout time.Duration) *Pub {
-	return &Pub{dial: d, writeTimeout: writeTimeout}
+//
+// After a dial fails, calls fail at once (with ErrNotSent and the dial's
+// error) for redialDelay before the next dial is tried; zero means every
+// call may dial.
+func New(d subconn.Dialer, writeTimeout, redialDelay time.Duration) *Pub {
+	return &Pub{dial: d, writeTimeout: writeTimeout, redialDelay: redialDelay}
 }
 
 // call is one PUBLISH waiting for its reply.
@@ -96,6 +119,13 @@ func (p *Pub) Publish(ctx context.Context, channel string, payload []byte, raw b
 	return p.do(ctx, command{channel: channel, payload: payload, raw: raw, now: now})
 }
 
+// SPublish sends SPUBLISH keyPrefix+channel payload, encoded as Publish
+// does; keyPrefix (a partition's "{tag}." and the layout prefix) saves
+// building the key per call.
+func (p *Pub) SPublish(ctx context.Context, keyPrefix, channel string, payload []byte, raw bool, now time.Time) error {
+	return p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now})
+}
+
 // Ping connects if needed and runs a PING through the pipeline: it proves
 // the server accepts this connection's commands (a password it requires
 // was given).
@@ -105,24 +135,26 @@ func (p *Pub) Ping(ctx context.Context) error {
 
 // command is one command to encode; a value, so encoding allocates nothing.
 type command struct {
-	ping    bool
-	channel string
-	payload []byte
-	raw     bool
-	now     time.Time
+	ping      bool
+	sharded   bool
+	keyPrefix string
+	channel   string
+	payload   []byte
+	raw       bool
+	now       time.Time
 }
 
 func (cmd *command) append(b []byte) []byte {
 	if cmd.ping {
 		return append(b, "*1\r\n$4\r\nPING\r\n"...)
 	}
-	return appendPublish(b, cmd.channel, cmd.payload, cmd.raw, cmd.now)
+	return appendPublish(b, cmd.sharded, cmd.keyPrefix, cmd.channel, cmd.payload, cmd.raw, cmd.now)
 }
 
 func (p *Pub) do(ctx context.Context, cmd command) error {
 	w, err := p.wire(ctx)
 	if err != nil {
-		return err
+		return &notSent{err}
 	}
 	c := calls.Get().(*call)
 	w.mu.Lock()
@@ -133,7 +165,7 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		}
 		w.mu.Unlock()
 		calls.Put(c)
-		return err
+		return &notSent{err}
 	}
 	w.buf = cmd.append(w.buf)
 	if w.head > 0 && len(w.queue) == cap(w.queue) {
@@ -214,6 +246,11 @@ func (p *Pub) wire(ctx context.Context) (*wire, error) {
 			p.mu.Unlock()
 			return w, nil
 		}
+		if p.dialing == nil && p.lastDialErr != nil && time.Now().Before(p.redialAt) {
+			err := p.lastDialErr
+			p.mu.Unlock()
+			return nil, err
+		}
 		if ch := p.dialing; ch != nil {
 			p.mu.Unlock()
 			select {
@@ -245,12 +282,15 @@ func (p *Pub) wire(ctx context.Context) (*wire, error) {
 			err, p.dialErr = ErrClosed, ErrClosed
 		case err == nil:
 			p.w = w
+			p.lastDialErr = nil
 			p.wires.Add(1)
 			go p.read(w)
 		case ctxErr(ctx) != nil:
 			// This caller's ctx ended the dial; those waiting for it
 			// have ctxs of their own and dial again.
 			p.dialErr = nil
+		default:
+			p.lastDialErr, p.redialAt = err, time.Now().Add(p.redialDelay)
 		}
 		p.mu.Unlock()
 		close(ch)
@@ -429,11 +469,16 @@ func trimCRLF(b []byte) []byte {
 	return b
 }
 
-// appendPublish encodes PUBLISH channel <envelope(payload)>.
-func appendPublish(b []byte, channel string, payload []byte, raw bool, now time.Time) []byte {
-	b = append(b, "*3\r\n$7\r\nPUBLISH\r\n"...)
-	b = appendHeader(b, '$', len(channel))
-	b = append(append(b, channel...), '\r', '\n')
+// appendPublish encodes PUBLISH channel <envelope(payload)>, or SPUBLISH
+// keyPrefix+channel when sharded.
+func appendPublish(b []byte, sharded bool, keyPrefix, channel string, payload []byte, raw bool, now time.Time) []byte {
+	if sharded {
+		b = append(b, "*3\r\n$8\r\nSPUBLISH\r\n"...)
+	} else {
+		b = append(b, "*3\r\n$7\r\nPUBLISH\r\n"...)
+	}
+	b = appendHeader(b, '$', len(keyPrefix)+len(channel))
+	b = append(append(append(b, keyPrefix...), channel...), '\r', '\n')
 	if raw {
 		b = appendHeader(b, '$', len(payload))
 		b = append(b, payload...)

@@ -53,7 +53,7 @@ func withAddr(d subconn.Dialer, s *redistest.Server) subconn.Dialer {
 
 // newPub returns a Pub closed when the test ends.
 func newPub(t testing.TB, d subconn.Dialer, writeTimeout time.Duration) *Pub {
-	p := New(d, writeTimeout)
+	p := New(d, writeTimeout, 0)
 	t.Cleanup(p.Close)
 	return p
 }
@@ -630,7 +630,7 @@ func TestWriteDeadline(t *testing.T) {
 func TestCloseWhileCallsWait(t *testing.T) {
 	const waiting = 8
 	s := redistest.StartStandalone(t)
-	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second, 0)
 	require.NoError(t, p.Ping(testCtx(t)))
 	require.NoError(t, s.Pause())
 	t.Cleanup(func() { _ = s.Resume() })
@@ -653,7 +653,7 @@ func TestCloseWhileCallsWait(t *testing.T) {
 // one waiting for that dial, return ErrClosed once Close is called.
 func TestCloseDuringDial(t *testing.T) {
 	s := redistest.StartStandalone(t, aclUser("&*"))
-	p := New(withAddr(appUser, s), 5*time.Second)
+	p := New(withAddr(appUser, s), 5*time.Second, 0)
 	require.NoError(t, s.Pause())
 	resumed := false
 	t.Cleanup(func() {

@@ -38,7 +38,6 @@ type config struct {
 	rounds                    int
 	json                      bool
 	out                       string
-	scFlush                   time.Duration
 	scWorkers                 int
 	scBatch                   int
 	resubChannels             int
@@ -92,7 +91,6 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (A B C A B C …)")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per run on stdout instead of tables")
 	fs.StringVar(&cfg.out, "out", "", "write a Markdown report (docs/BENCHMARKS.md) to this file")
-	fs.DurationVar(&cfg.scFlush, "sc-flush", 0, "shardcast-cluster MaxFlushDelay override (0: library default, negative: none; the sharded engine has no flush delay)")
 	fs.IntVar(&cfg.scWorkers, "sc-workers", 0, "shardcast Workers override (0: library default)")
 	fs.IntVar(&cfg.scBatch, "sc-batch", 0, "shardcast SubscribeBatch override (0: library default)")
 	fs.IntVar(&cfg.resubChannels, "resub-channels", 100000, "channels (resubscribe)")

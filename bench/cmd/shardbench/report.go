@@ -124,7 +124,7 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 	b.WriteString("Peers: github.com/centrifugal/centrifuge v0.40.1 (`RedisBroker`, Pub/Sub only), github.com/redis/go-redis/v9 v9.23.0 ")
 	b.WriteString("(hand-written classic PUBLISH/SUBSCRIBE; on a cluster SPUBLISH/SSUBSCRIBE with naive `{0}..{127}` tags, one `ClusterClient.SSubscribe` per tag group), ")
 	b.WriteString("and the ceiling: `redis-benchmark -P 16` PUBLISH into a subscriber that only counts bytes (see Throughput).\n\n")
-	b.WriteString("The two time.Sleep rows matter for reading the 8-publisher results: rueidis (used by Centrifuge, and by shardcast's cluster engine for publishing) " +
+	b.WriteString("The two time.Sleep rows matter for reading the 8-publisher results: rueidis (used by Centrifuge; shardcast publishes on connections of its own) " +
 		"sleeps for what is left of MaxFlushDelay before a write when several commands wait, and on this machine a sub-millisecond " +
 		"time.Sleep lasts about a millisecond, so a 100µs flush delay costs far more than 100µs per round trip when few publishers are in flight.\n\n")
 	b.WriteString("How the peers were set up, from their v0.40.1 / v9.23.0 source: Centrifuge's `RedisShard` fixes rueidis `MaxFlushDelay` at 100µs " +
@@ -221,8 +221,8 @@ func sleepCost(d time.Duration) time.Duration {
 }
 
 func flagSummary() string {
-	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-flush %s -sc-workers %d -sc-batch %d",
-		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scFlush, cfg.scWorkers, cfg.scBatch)
+	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d",
+		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch)
 }
 
 // fmtRate renders msgs/s compactly.

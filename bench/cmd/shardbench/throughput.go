@@ -44,7 +44,7 @@ type tpResult struct {
 const ceiling = "redis-ceiling"
 
 func tuning() engines.Tuning {
-	return engines.Tuning{MaxFlushDelay: cfg.scFlush, Workers: cfg.scWorkers, SubscribeBatch: cfg.scBatch}
+	return engines.Tuning{Workers: cfg.scWorkers, SubscribeBatch: cfg.scBatch}
 }
 
 func channelNames(prefix string, n int) []string {

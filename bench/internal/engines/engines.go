@@ -35,8 +35,7 @@ type Target struct {
 
 // Tuning carries knobs a run may override; zero means the engine's default.
 type Tuning struct {
-	MaxFlushDelay time.Duration // shardcast-cluster only
-	Workers       int           // shardcast only
+	Workers int // shardcast only
 	// SubscribeBatch is shardcast's Options.SubscribeBatch.
 	SubscribeBatch int
 	// OnEvent receives shardcast events (resubscribe scenario).

@@ -50,7 +50,7 @@ func newCluster(t Target, tu Tuning, recv Recv) (Engine, error) {
 	if len(t.Cluster) == 0 {
 		return nil, errNoTarget
 	}
-	b, err := cluster.New(cluster.Config{Addrs: t.Cluster, Partitions: 128, Options: options(tu, recv), MaxFlushDelay: tu.MaxFlushDelay})
+	b, err := cluster.New(cluster.Config{Addrs: t.Cluster, Partitions: 128, Options: options(tu, recv)})
 	if err != nil {
 		return nil, err
 	}
