@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/redistest"
@@ -160,4 +161,59 @@ func checkSubscriptions(t *testing.T, sub *Broker, servers []*redistest.Server, 
 			assert.Zero(t, rec.count(ch), "unsubscribed channel %s delivered", ch)
 		}
 	}
+}
+
+// TestFailedSubscribeKeepsChannelsALaterCallAskedFor: call A subscribes
+// one channel on each of two instances, the second of which is frozen, so
+// A fails at its ctx and undoes its first channel. Call B asks for that
+// same channel while A still waits, and succeeds. A's undo must leave the
+// channel subscribed: B was told it is.
+func TestFailedSubscribeKeepsChannelsALaterCallAskedFor(t *testing.T) {
+	servers := startServers(t, 2)
+	rec := newRecorder()
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle}})
+	pub := newBroker(t, Config{Addrs: addrs(servers...)})
+	var shared, stuck string
+	for _, ch := range channelNames("claim:", 64) {
+		switch {
+		case shared == "" && sub.Shard(ch) == 0:
+			shared = ch
+		case stuck == "" && sub.Shard(ch) == 1:
+			stuck = ch
+		}
+	}
+	require.NotEmpty(t, shared)
+	require.NotEmpty(t, stuck)
+
+	require.NoError(t, servers[1].Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = servers[1].Resume()
+		}
+	}()
+	aCtx, aCancel := context.WithCancel(context.Background())
+	defer aCancel()
+	aErr := make(chan error, 1)
+	go func() { aErr <- sub.Subscribe(aCtx, shared, stuck) }()
+	// A holds shared once instance 0 has it; B then finds it subscribed.
+	waitFor(t, "call A to subscribe its first channel", func() bool { return numsub(t, servers[0], shared) == 1 })
+	require.NoError(t, sub.Subscribe(context.Background(), shared), "call B")
+	aCancel()
+	select {
+	case err := <-aErr:
+		require.ErrorIs(t, err, context.Canceled, "call A fails at its ctx")
+	case <-time.After(waitTimeout):
+		t.Fatal("call A ignored its ctx")
+	}
+	require.NoError(t, servers[1].Resume())
+	resumed = true
+
+	// Unsubscribe of an unknown channel waits for instance 0's turn, so A's
+	// undo (if it ran there) is done when it returns.
+	require.NoError(t, sub.Unsubscribe(context.Background(), "claim:probe"))
+	assert.EqualValues(t, 1, numsub(t, servers[0], shared), "B's channel stays subscribed")
+	require.NoError(t, pub.Publish(context.Background(), shared, []byte("kept")))
+	waitFor(t, "delivery on the channel B asked for", func() bool { return rec.count(shared) == 1 })
+	assert.Equal(t, 1, sub.Stats().Channels, "only B's channel is held; A's other one was undone")
 }

@@ -311,10 +311,10 @@ func TestFrozenInstance(t *testing.T) {
 	waitFor(t, "delivery after the freeze", func() bool { return rec.count("kept") >= 1 })
 
 	// The calls returned while the instance was still frozen, so the test
-	// resumed it long before rueidis gives up on a silent wire (its 10 s
-	// ConnWriteTimeout): the subscribe connection lived through both
+	// resumed it long before the health ping gives up on a silent wire
+	// (HealthTimeout, 3 s): the subscribe connection lived through both
 	// freezes. A call that held on past its ctx would have kept the
-	// instance frozen until rueidis cut the wire.
+	// instance frozen until the ping cut the wire.
 	assert.Zero(t, sub.Stats().Reconnects)
 	assert.Empty(t, evs.of(shardcast.EventInterrupted))
 }

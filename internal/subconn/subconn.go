@@ -4,8 +4,8 @@
 // It speaks RESP2 on a socket of its own instead of borrowing a rueidis
 // dedicated connection: the read loop is the hottest path of a subscriber
 // node, and owning it lets a message go from the socket buffer to the
-// OnMessage hook without an allocation (the channel name is the string the
-// connection subscribed with, the payload a view of the read buffer).
+// OnMessage hook without an allocation (the channel name and the payload
+// are views of the connection's buffers; the hook copies what it keeps).
 //
 // On top of the wire it gives the engines what they need: a Done channel
 // that closes when the wire is gone, pipelined batches of subscribe commands
@@ -111,7 +111,7 @@ type callKind uint8
 
 const (
 	callSubscribe   callKind = iota // answered by one confirmation per channel
-	callUnsubscribe                 // likewise
+	callUnsubscribe                 // likewise, then the pong of the PING sent behind it
 	callPing                        // +PONG, or ["pong", ""] once subscribed
 	callSimple                      // +OK (AUTH)
 )
