@@ -150,7 +150,12 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	}
 	p := b.layout.Partition(channel)
 	now := time.Now()
-	if route := b.route.Load(); route != nil && (*route)[p] != nil {
+	route := b.route.Load()
+	if route == nil || (*route)[p] == nil {
+		// The slot map the broker holds names no master for p's slot: ask
+		// for a fresh one, and let rueidis find the owner meanwhile.
+		b.kickRoute()
+	} else {
 		err := (*route)[p].SPublish(ctx, b.keyPrefix[p], channel, payload, b.cfg.Raw, now)
 		if err == nil {
 			b.published.Add(1)

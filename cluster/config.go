@@ -132,10 +132,11 @@ func (c Config) clientOption() rueidis.ClientOption {
 		Password:     c.Password,
 		TLSConfig:    c.TLS,
 		DisableCache: true,
-		// rueidis carries the publishes shardcast's own connections cannot
-		// (a redirect, a master that is gone) and follows MOVED by itself;
-		// the periodic scan keeps its map fresh.
-		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
+		// rueidis carries only the publishes shardcast's own connections
+		// cannot (a redirect, a master that is gone); it refreshes its map
+		// on MOVED and on connection errors by itself, so a slow periodic
+		// scan is enough (each asks several nodes for CLUSTER SLOTS).
+		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: c.TopologyInterval},
 	}
 	opt.Dialer.Timeout = c.DialTimeout
 	return opt

@@ -286,7 +286,9 @@ func (b *Broker) watchPublishRoute() {
 		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)
 		slots, err := b.pollSlots(ctx)
 		if err != nil {
-			b.log.Warn("shardcast: topology poll failed", "err", err)
+			if b.ctx.Err() == nil { // not Close cutting the poll short
+				b.log.Warn("shardcast: topology poll failed", "err", err)
+			}
 		} else {
 			b.applySlots(ctx, slots)
 		}
