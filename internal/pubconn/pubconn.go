@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -93,6 +94,7 @@ func New(d subconn.Dialer, writeTimeout, redialDelay time.Duration) *Pub {
 type call struct {
 	err  error
 	done chan struct{} // receives one value when answered
+	at   time.Time     // when it was queued
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -157,6 +159,10 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		return &notSent{err}
 	}
 	c := calls.Get().(*call)
+	c.at = cmd.now
+	if c.at.IsZero() {
+		c.at = time.Now()
+	}
 	w.mu.Lock()
 	if w.err != nil || len(w.buf) >= MaxBacklog {
 		err := w.err
@@ -187,7 +193,28 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		return err
 	case <-ctx.Done():
 		// The reply may still come: c stays with the wire, not the pool.
+		w.dropIfSilent(p.writeTimeout)
 		return ctx.Err()
+	}
+}
+
+// dropIfSilent closes the wire when its oldest unanswered command has
+// waited longer than timeout: the server froze or the path went silent
+// without closing the socket, and no reply is coming. Every call waiting
+// on it then fails, and the next Publish dials afresh. It runs only when a
+// caller gave up, so a healthy wire pays nothing for it.
+func (w *wire) dropIfSilent(timeout time.Duration) {
+	if timeout <= 0 {
+		return
+	}
+	w.mu.Lock()
+	silent := w.head < len(w.queue) && time.Since(w.queue[w.head].at) > timeout
+	if silent && w.werr == nil {
+		w.werr = fmt.Errorf("no reply for %v: %w", timeout, os.ErrDeadlineExceeded)
+	}
+	w.mu.Unlock()
+	if silent {
+		_ = w.nc.Close()
 	}
 }
 
@@ -431,7 +458,7 @@ func (p *Pub) read(w *wire) {
 	case closed:
 		err = ErrClosed
 	case w.werr != nil:
-		err = fmt.Errorf("pubconn: write to %s: %w", p.dial.Addr, w.werr)
+		err = fmt.Errorf("pubconn: connection to %s dropped: %w", p.dial.Addr, w.werr)
 	default:
 		err = fmt.Errorf("pubconn: connection to %s lost: %w", p.dial.Addr, err)
 	}

@@ -774,3 +774,55 @@ func TestLoginCtxEndsAfterReply(t *testing.T) {
 	t.Logf("%d of 3000 logins succeeded before their cancel", opened)
 	assert.Zero(t, poisoned)
 }
+
+// TestSilentWireIsDropped: a server that stops answering without closing
+// the socket (SIGSTOP here; a silent network path alike) must not keep the
+// Pub on a wire no reply will come from. Once a caller gives up on a
+// command older than the write timeout, the wire is dropped: the commands
+// still waiting fail at once with the deadline as cause, and the next
+// Publish dials a new connection, which works once the server answers.
+func TestSilentWireIsDropped(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	const timeout = 300 * time.Millisecond
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, timeout)
+	require.NoError(t, p.Ping(testCtx(t)))
+	p.mu.Lock()
+	first := p.w
+	p.mu.Unlock()
+	require.NotNil(t, first)
+
+	require.NoError(t, s.Pause())
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+	// A caller with a long ctx: only the wire's failure can end its wait.
+	waiting := make(chan error, 1)
+	go func() { waiting <- p.Publish(testCtx(t), "silent", []byte("w"), true, time.Time{}) }()
+	// Callers that give up, until one gives up on a command older than
+	// the timeout.
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err := p.Publish(ctx, "silent", []byte("x"), true, time.Time{})
+		require.Error(t, err)
+		return first.nc.SetDeadline(time.Time{}) != nil // fails once the socket is closed
+	}, waitTimeout, time.Millisecond, "the silent wire was never dropped")
+	select {
+	case err := <-waiting:
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the waiting call fails with the silence as cause")
+		assert.NotErrorIs(t, err, ErrNotSent, "its command was sent; whether it ran is unknown")
+	case <-time.After(waitTimeout):
+		t.Fatal("the call waiting on the dropped wire never returned")
+	}
+
+	require.NoError(t, s.Resume())
+	resumed = true
+	require.NoError(t, p.Publish(testCtx(t), "silent", []byte("after"), true, time.Time{}))
+	p.mu.Lock()
+	second := p.w
+	p.mu.Unlock()
+	assert.NotSame(t, first, second, "the Pub dialled a new connection")
+}
