@@ -15,7 +15,10 @@ type Message struct {
 	// or prefix the engine adds on the wire.
 	Channel string
 	// Payload is the message body as published. Handlers must treat it as
-	// read-only: engines may hand out memory shared with the network layer.
+	// read-only: engines may hand out memory shared with other fields. (The
+	// engines here allocate Channel and Payload together, once per message,
+	// so a Channel string kept past the handler keeps that message's
+	// payload in memory too; clone it if that matters.)
 	Payload []byte
 	// PublishedAt is the publisher's clock at Publish time, or the zero
 	// time when the message carried no envelope (raw mode or a foreign

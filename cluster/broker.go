@@ -166,6 +166,9 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 		b.kickRoute()
 		// Resend only what certainly did not run: a command that never
 		// left, or one the master refused with a redirection.
+		if b.closed.Load() {
+			return shardcast.ErrClosed // Close cut the call short
+		}
 		if ctx.Err() != nil || !(errors.Is(err, pubconn.ErrNotSent) || isMoved(err)) {
 			return fmt.Errorf("shardcast: publish: %w", err)
 		}
@@ -194,6 +197,9 @@ func (b *Broker) publishRedirected(ctx context.Context, channel string, payload 
 		// The frame is not returned to the pool: after any failure (a
 		// dead pipe, an abandoned context) rueidis's writer may still hold
 		// it, and a reused buffer would be overwritten under it.
+		if b.closed.Load() {
+			return shardcast.ErrClosed
+		}
 		return fmt.Errorf("shardcast: publish: %w", err)
 	}
 	frame.Release()
@@ -344,16 +350,6 @@ func (b *Broker) masterAddr(part int) string {
 		return b.assign[part]
 	}
 	return ""
-}
-
-// publishKnows reports whether publishes are still routed to addr. (The
-// rueidis client, which carries only redirected publishes, may know addr
-// longer; it follows MOVED from it.)
-func (b *Broker) publishKnows(addr string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.pubs[addr]
-	return ok
 }
 
 // connFor returns the subscribe connection that carries partition part,

@@ -50,8 +50,10 @@ type Config struct {
 	ConnsPerMaster int
 
 	// TopologyInterval is how often the slot map is polled while all is
-	// well (default 30s). Connection errors and server-pushed unsubscribes
-	// trigger an immediate poll.
+	// well (default 30s), by every broker, publish-only ones included.
+	// Connection errors and server-pushed unsubscribes trigger an immediate
+	// poll; a failed or redirected publish triggers one no sooner than
+	// RecoveryInterval after the last.
 	TopologyInterval time.Duration
 	// RecoveryInterval is how often the slot map is polled while some
 	// subscriptions are interrupted (default 250ms).
@@ -63,11 +65,18 @@ type Config struct {
 	// HealthInterval makes the broker poll the slot map every
 	// RecoveryInterval, so a frozen master's partitions follow its promoted
 	// replica as soon as the cluster shows it, usually before HealthTimeout.
+	// HealthTimeout also bounds a master's publishing connection: one write
+	// to it (a Publish doing that write may outlast its ctx by up to this
+	// much), and how long its oldest publish may go unanswered before the
+	// connection is dropped; and it is how long the publishing connection
+	// of a master that lost all its slots stays open for replies in flight.
 	HealthInterval, HealthTimeout time.Duration
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the backoff between reconnect
-	// attempts of a subscribe connection (defaults 50ms and 2s).
+	// attempts of a subscribe connection (defaults 50ms and 2s). After a
+	// failed dial of a publishing connection, publishes to that master go
+	// through the fallback path for ReconnectMin before it is dialled again.
 	ReconnectMin, ReconnectMax time.Duration
 	// CommandTimeout bounds subscribe commands the broker sends on its own
 	// (default 10s).

@@ -508,3 +508,13 @@ func commandCalls(t *testing.T, s *redistest.Server, cmd string) int64 {
 	require.NoError(t, err)
 	return stats[cmd]
 }
+
+// publishKnows reports whether publishes are still routed to addr. (The
+// rueidis client, which carries only redirected publishes, may know addr
+// longer; it follows MOVED from it.)
+func (b *Broker) publishKnows(addr string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.pubs[addr]
+	return ok
+}

@@ -300,10 +300,10 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 
 // rollback unsubscribes channels of partition part on wire. A wire that
 // broke or a slot that moved took the subscriptions along; any other
-// failure drops the wire.
+// failure (a refusal, a confirmation that never came) drops the wire.
 func (b *Broker) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
 	err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...))
-	if err != nil && wire.Alive() && !isMoved(err) && !engine.IsIOError(err) {
+	if err != nil && wire.Alive() && !isMoved(err) && (!engine.IsIOError(err) || errors.Is(err, subconn.ErrProtocol)) {
 		b.dropWire(wire, part, err)
 	}
 }

@@ -146,6 +146,9 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	}
 	sh := b.shards[b.Shard(channel)]
 	if err := sh.pub.Publish(ctx, channel, payload, b.cfg.Raw, time.Now()); err != nil {
+		if b.closed.Load() {
+			return shardcast.ErrClosed // Close cut the call short
+		}
 		return fmt.Errorf("shardcast: publish to shard %s: %w", sh.addr, err)
 	}
 	b.published.Add(1)

@@ -184,6 +184,7 @@ func TestFailedSubscribeKeepsChannelsALaterCallAskedFor(t *testing.T) {
 	}
 	require.NotEmpty(t, shared)
 	require.NotEmpty(t, stuck)
+	require.Equal(t, 0, sub.Shard("claim:probe"), "the probe below must wait for instance 0's turn")
 
 	require.NoError(t, servers[1].Pause())
 	resumed := false

@@ -27,8 +27,8 @@ const (
 // Addrs means its default.
 type Config struct {
 	// Addrs lists the Redis (or Valkey) instances, one per shard, as
-	// "host:port" or as redis:// or rediss:// URLs (user, password, TLS and
-	// database taken from the URL). The ORDER is a wire contract: a channel
+	// "host:port" or as redis:// or rediss:// URLs (user, password and TLS
+	// taken from the URL; a database number is ignored, Pub/Sub has none). The ORDER is a wire contract: a channel
 	// lives on shard jump(xxhash64(channel), len(Addrs)), so every node of
 	// an application must list the same addresses in the same order.
 	// Compare Broker.Fingerprint across nodes to check.
@@ -45,6 +45,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential backoff between
 	// reconnect attempts of a subscribe connection (defaults 50ms and 2s).
+	// After a failed dial of the publishing connection, publishes fail at
+	// once for ReconnectMin before it is dialled again.
 	ReconnectMin, ReconnectMax time.Duration
 	// CommandTimeout bounds the subscribe commands the broker sends on its
 	// own, such as resubscribes after a reconnect (default 10s).
@@ -53,7 +55,10 @@ type Config struct {
 	// (default 1s); HealthTimeout is how long a ping may take before the
 	// connection is treated as dead (default 3s). They catch an instance
 	// that froze, or a path that went silent, without closing the socket.
-	// HealthTimeout also bounds one write of the publish connection.
+	// HealthTimeout also bounds the publishing connection: one write to it
+	// (a Publish doing that write may outlast its ctx by up to this much),
+	// and how long its oldest publish may go unanswered before it is
+	// dropped.
 	HealthInterval, HealthTimeout time.Duration
 	// Username, Password and TLS apply to every "host:port" address; URL
 	// addresses carry their own.
@@ -111,6 +116,10 @@ func (c Config) validate() error {
 // database number is irrelevant to Pub/Sub and ignored).
 func (c Config) dialer(addr string) (subconn.Dialer, error) {
 	if strings.Contains(addr, "://") {
+		scheme := addr[:strings.Index(addr, "://")]
+		if scheme != "redis" && scheme != "rediss" && scheme != "valkey" && scheme != "valkeys" {
+			return subconn.Dialer{}, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", shardcast.ErrInvalidConfig, redact(addr), scheme)
+		}
 		opt, err := rueidis.ParseURL(addr)
 		if err != nil {
 			return subconn.Dialer{}, fmt.Errorf("%w: address %q: %v", shardcast.ErrInvalidConfig, redact(addr), err)

@@ -13,10 +13,12 @@
 // Every call honours its ctx, also against an instance that stopped
 // answering: work that must still reach Redis for the broker's state to
 // hold (undoing a cut-short Subscribe, finishing an Unsubscribe) goes on in
-// the background, ahead of later calls on the same connection. A subscribe
+// the background, ahead of later calls on the same connection. The one
+// exception is a Publish that is writing other callers' commands: it may
+// finish that write up to HealthTimeout after its ctx ends. A subscribe
 // connection whose pings go unanswered for HealthTimeout is dropped and
-// reconnected like a closed one; a publish write blocked that long drops
-// the publishing connection.
+// reconnected like a closed one; so is the publishing connection when a
+// write blocks, or its oldest publish goes unanswered, that long.
 //
 // The order of Config.Addrs is a wire contract: every node must list the
 // same instances in the same order (compare Broker.Fingerprint).

@@ -116,6 +116,7 @@ func TestInvalidConfig(t *testing.T) {
 		"no port":        {Addrs: []string{"localhost"}},
 		"bad url":        {Addrs: []string{"redis://[::1"}},
 		"bad scheme":     {Addrs: []string{"http://127.0.0.1:6379"}},
+		"unix socket":    {Addrs: []string{"unix:///tmp/redis.sock"}},
 		"second bad":     {Addrs: []string{good, "nope"}},
 		"neg workers":    {Addrs: []string{good}, Options: shardcast.Options{Workers: -1}},
 		"neg queue":      {Addrs: []string{good}, Options: shardcast.Options{QueueSize: -1}},

@@ -257,7 +257,7 @@ func deliverAll(ctx context.Context, pub shardcast.Broker, got *counter, names [
 }
 
 // publishAll publishes rounds messages to every channel from 32 goroutines,
-// so that rueidis can pipeline them.
+// so that concurrent publishes share writes on the broker's connections.
 func publishAll(ctx context.Context, b shardcast.Broker, names []string, rounds int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)

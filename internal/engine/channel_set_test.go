@@ -52,7 +52,7 @@ func TestKeyedFrame(t *testing.T) {
 		assert.Equal(t, "body", f.String())
 		f.Release()
 	}
-	f := NewFrame([]byte("body"), true, time.Time{})
+	f := NewKeyedFrame(nil, "", []byte("body"), true, time.Time{})
 	assert.Equal(t, "", f.Key())
 	assert.Equal(t, "body", f.String())
 	assert.Zero(t, testing.AllocsPerRun(100, func() {

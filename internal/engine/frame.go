@@ -18,13 +18,8 @@ type Frame struct {
 
 var framePool = sync.Pool{New: func() any { return &Frame{buf: make([]byte, 0, 512)} }}
 
-// NewFrame returns a pooled frame holding payload, wrapped in an envelope
-// stamped with now unless raw.
-func NewFrame(payload []byte, raw bool, now time.Time) *Frame {
-	return NewKeyedFrame(nil, "", payload, raw, now)
-}
-
-// NewKeyedFrame is NewFrame that also holds channel's wire key under
+// NewKeyedFrame returns a pooled frame holding payload, wrapped in an
+// envelope stamped with now unless raw, after channel's wire key under
 // layout (none when layout is nil) in the same buffer, so that a publish
 // allocates no key string.
 func NewKeyedFrame(layout *shardcast.Layout, channel string, payload []byte, raw bool, now time.Time) *Frame {

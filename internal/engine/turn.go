@@ -63,8 +63,8 @@ func (t Turn) Finish(ctx context.Context, g *Background, parent context.Context,
 }
 
 // WireSettle bounds how long a command's I/O error waits for the
-// connection to be declared gone: rueidis fails the command and reports the
-// broken wire from the same read loop, but not atomically.
+// connection to be declared gone: a command can fail on a write before the
+// connection's reader has noticed the broken socket and closed Done.
 const WireSettle = time.Second
 
 // IsIOError reports whether err means the connection itself failed, as

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -407,7 +408,7 @@ func TestSPublish(t *testing.T) {
 	sub, err := subconn.Open(ctx, subconn.Dialer{Addr: owner.Addr()}, subconn.Sharded, subconn.Hooks{
 		OnMessage: func(channel string, payload []byte) {
 			col.mu.Lock()
-			col.msgs = append(col.msgs, received{channel, append([]byte(nil), payload...)})
+			col.msgs = append(col.msgs, received{strings.Clone(channel), append([]byte(nil), payload...)})
 			col.mu.Unlock()
 		},
 	})

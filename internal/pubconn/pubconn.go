@@ -1,12 +1,13 @@
 // Package pubconn is a pipelined connection for PUBLISH commands to one
-// standalone Redis.
+// standalone Redis, or SPUBLISH commands to one cluster master.
 //
 // Concurrent publishers share writes without a flush delay: a caller that
 // finds no write in progress writes everything queued so far, and callers
 // that arrive while it writes only append to the buffer it will write next.
 // Under load one write syscall carries many commands; with a single
 // publisher each command goes out at once. A reader goroutine matches the
-// integer replies, in order, to the waiting calls.
+// integer replies, in order, to the waiting calls, and a watchdog drops a
+// wire whose oldest command has gone unanswered for the write timeout.
 package pubconn
 
 import (
@@ -111,6 +112,13 @@ type wire struct {
 	writing bool
 	werr    error // why a write failed: the cause the reader reports
 	err     error // set once the wire failed; no call is queued after
+	// queued counts the calls ever queued, sent those whose bytes were
+	// handed to a write: the last queued-sent calls of the queue never
+	// left, and fail as not sent if the wire dies.
+	queued, sent uint64
+	// watch is the silence watchdog (see watchdog); armed while it is set.
+	watch *time.Timer
+	armed bool
 }
 
 // Publish sends PUBLISH channel payload, with payload wrapped in the
@@ -154,14 +162,14 @@ func (cmd *command) append(b []byte) []byte {
 }
 
 func (p *Pub) do(ctx context.Context, cmd command) error {
-	w, err := p.wire(ctx)
+	w, waited, err := p.wire(ctx)
 	if err != nil {
 		return &notSent{err}
 	}
 	c := calls.Get().(*call)
 	c.at = cmd.now
-	if c.at.IsZero() {
-		c.at = time.Now()
+	if c.at.IsZero() || waited {
+		c.at = time.Now() // a dial may have taken longer than the silence limit
 	}
 	w.mu.Lock()
 	if w.err != nil || len(w.buf) >= MaxBacklog {
@@ -180,6 +188,16 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		w.queue, w.head = w.queue[:n], 0
 	}
 	w.queue = append(w.queue, c)
+	w.queued++
+	if p.writeTimeout > 0 && !w.armed {
+		w.armed = true
+		if w.watch == nil {
+			timeout := p.writeTimeout
+			w.watch = time.AfterFunc(timeout, func() { w.watchdog(timeout) })
+		} else {
+			w.watch.Reset(p.writeTimeout)
+		}
+	}
 	if !w.writing {
 		w.flush(p.writeTimeout) // unlocks w.mu
 	} else {
@@ -193,29 +211,35 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		return err
 	case <-ctx.Done():
 		// The reply may still come: c stays with the wire, not the pool.
-		w.dropIfSilent(p.writeTimeout)
 		return ctx.Err()
 	}
 }
 
-// dropIfSilent closes the wire when its oldest unanswered command has
-// waited longer than timeout: the server froze or the path went silent
-// without closing the socket, and no reply is coming. Every call waiting
-// on it then fails, and the next Publish dials afresh. It runs only when a
-// caller gave up, so a healthy wire pays nothing for it.
-func (w *wire) dropIfSilent(timeout time.Duration) {
-	if timeout <= 0 {
+// watchdog runs from w.watch, armed while commands wait for replies. It
+// closes the wire when the oldest unanswered command has waited longer
+// than timeout: the server froze or the path went silent without closing
+// the socket, and no reply is coming. Every call waiting on the wire then
+// fails, and the next Publish dials afresh. Otherwise it re-arms for when
+// the oldest would be late, or disarms when nothing waits; so it fires at
+// most once per timeout, whatever the publish rate.
+func (w *wire) watchdog(timeout time.Duration) {
+	w.mu.Lock()
+	if w.err != nil || w.head >= len(w.queue) {
+		w.armed = false
+		w.mu.Unlock()
 		return
 	}
-	w.mu.Lock()
-	silent := w.head < len(w.queue) && time.Since(w.queue[w.head].at) > timeout
-	if silent && w.werr == nil {
+	if age := time.Since(w.queue[w.head].at); age <= timeout {
+		w.watch.Reset(timeout - age + time.Millisecond)
+		w.mu.Unlock()
+		return
+	}
+	if w.werr == nil {
 		w.werr = fmt.Errorf("no reply for %v: %w", timeout, os.ErrDeadlineExceeded)
 	}
+	w.armed = false
 	w.mu.Unlock()
-	if silent {
-		_ = w.nc.Close()
-	}
+	_ = w.nc.Close()
 }
 
 // flush writes w.buf until nothing is left, then clears w.writing. The
@@ -230,17 +254,21 @@ func (w *wire) flush(timeout time.Duration) {
 			runtime.Gosched()
 			w.mu.Lock()
 		}
-		out := w.buf
+		out, batch := w.buf, w.queued
 		w.buf, w.spare = w.spare[:0], nil
 		w.mu.Unlock()
 		var err error
 		if timeout > 0 {
 			err = w.nc.SetWriteDeadline(time.Now().Add(timeout))
 		}
+		n := 0
 		if err == nil {
-			_, err = w.nc.Write(out)
+			n, err = w.nc.Write(out)
 		}
 		w.mu.Lock()
+		if n > 0 {
+			w.sent = batch // a partial write may have carried any of them
+		}
 		if cap(out) <= 1<<20 {
 			w.spare = out[:0]
 		}
@@ -260,39 +288,42 @@ func (w *wire) flush(timeout time.Duration) {
 }
 
 // wire returns the live connection, dialling one if there is none. Callers
-// that arrive during a dial wait for it.
-func (p *Pub) wire(ctx context.Context) (*wire, error) {
+// that arrive during a dial wait for it; waited reports that this call
+// dialled or waited for a dial.
+func (p *Pub) wire(ctx context.Context) (_ *wire, waited bool, _ error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, ErrClosed
+			return nil, waited, ErrClosed
 		}
 		if p.w != nil {
 			w := p.w
 			p.mu.Unlock()
-			return w, nil
+			return w, waited, nil
 		}
 		if p.dialing == nil && p.lastDialErr != nil && time.Now().Before(p.redialAt) {
 			err := p.lastDialErr
 			p.mu.Unlock()
-			return nil, err
+			return nil, waited, err
 		}
 		if ch := p.dialing; ch != nil {
+			waited = true
 			p.mu.Unlock()
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, waited, ctx.Err()
 			}
 			p.mu.Lock()
 			err := p.dialErr
 			p.mu.Unlock()
 			if err != nil {
-				return nil, err
+				return nil, waited, err
 			}
 			continue
 		}
+		waited = true
 		ch := make(chan struct{})
 		dctx, cancel := context.WithCancel(ctx)
 		p.dialing, p.cancelDial = ch, cancel
@@ -322,9 +353,9 @@ func (p *Pub) wire(ctx context.Context) (*wire, error) {
 		p.mu.Unlock()
 		close(ch)
 		if err != nil {
-			return nil, err
+			return nil, waited, err
 		}
-		return w, nil
+		return w, waited, nil
 	}
 }
 
@@ -464,10 +495,19 @@ func (p *Pub) read(w *wire) {
 	}
 	w.err = err
 	queue := w.queue[w.head:]
+	unsent := int(w.queued - w.sent) // the tail of the queue never reached a write
 	w.queue, w.head, w.buf = nil, 0, nil
+	if w.watch != nil {
+		w.watch.Stop()
+		w.armed = false
+	}
 	w.mu.Unlock()
-	for _, c := range queue {
+	var notSentErr error = &notSent{err}
+	for i, c := range queue {
 		c.err = err
+		if i >= len(queue)-unsent {
+			c.err = notSentErr
+		}
 		c.done <- struct{}{}
 	}
 }

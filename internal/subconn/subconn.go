@@ -92,6 +92,7 @@ type ServerError struct {
 	Msg string
 }
 
+// Error returns the reply prefixed with "redis: ".
 func (e *ServerError) Error() string { return "redis: " + e.Msg }
 
 // IsMoved reports whether Redis redirected the command (MOVED or ASK):
