@@ -103,7 +103,7 @@ func flags() *flag.FlagSet {
 	fs.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.BoolVar(&cfg.quick, "quick", false, "shorter runs everywhere (smoke test)")
 	fs.IntVar(&cfg.procs, "procs", -1, "GOMAXPROCS of the benchmark process (-1: one core fewer than the machine has, leaving one to Redis; 0: Go's default, every core)")
-	fs.BoolVar(&cfg.allCores, "all-cores", true, "throughput: also run shardcast and Centrifuge on one standalone Redis with the client on every core (GOMAXPROCS = cores)")
+	fs.BoolVar(&cfg.allCores, "all-cores", true, "throughput: also run shardcast, Centrifuge and go-redis on one standalone Redis with the client on every core (GOMAXPROCS = cores)")
 	return fs
 }
 

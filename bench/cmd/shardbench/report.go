@@ -120,7 +120,10 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 		"and the kernel's time slices (milliseconds) decide the tail: a message waits for a descheduled reader thread, so p50 stays low while " +
 		"p99 jumps to milliseconds. That measures the kernel more than the engine, and it punishes whichever engine pushes more load. " +
 		"The throughput section also runs the standalone case with the client on every core (the *all cores* table and ratios), so the " +
-		"effect can be read off the same run.\n\n")
+		"effect can be read off the same run. GOMAXPROCS also sizes the peers' own concurrency: go-redis's pool is 10 × GOMAXPROCS " +
+		fmt.Sprintf("connections (%d here, %d in the all-cores pass), and rueidis, inside Centrifuge, opens 2^⌊log2 GOMAXPROCS⌋ pipelines "+
+			"(at most 4) per standalone instance (%d here, %d in the all-cores pass); ", 10*clientProcs, 10*runtime.NumCPU(), rueidisPipes(clientProcs), rueidisPipes(runtime.NumCPU())) +
+		"shardcast always uses one publishing connection per instance or master. The all-cores pass gives every peer Go's defaults.\n\n")
 	b.WriteString("Peers: github.com/centrifugal/centrifuge v0.40.1 (`RedisBroker`, Pub/Sub only), github.com/redis/go-redis/v9 v9.23.0 ")
 	b.WriteString("(hand-written classic PUBLISH/SUBSCRIBE; on a cluster SPUBLISH/SSUBSCRIBE with naive `{0}..{127}` tags, one `ClusterClient.SSubscribe` per tag group), ")
 	b.WriteString("and the ceiling: `redis-benchmark -P 16` PUBLISH into a subscriber that only counts bytes (see Throughput).\n\n")
@@ -208,6 +211,17 @@ func missedNotes(ts []target) string {
 		return ""
 	}
 	return "Why the targets marked *not met* were missed (the measured ratios are in the table above):\n\n" + b.String() + "\n"
+}
+
+// rueidisPipes is how many pipelines rueidis v1.0.79 opens to a standalone
+// instance at the given GOMAXPROCS with PipelineMultiplex unset
+// (singleClientMultiplex in its rueidis.go).
+func rueidisPipes(procs int) int {
+	exp := 0
+	for p := procs; p >= 2 && exp < 2; p /= 2 {
+		exp++
+	}
+	return 1 << exp
 }
 
 // sleepCost measures how long time.Sleep(d) really takes here.

@@ -106,7 +106,7 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		{"cluster-3", true, []string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}, clientProcs},
 	}
 	if cfg.allCores && clientProcs < runtime.NumCPU() {
-		topos = append(topos, topology{allCores, false, []string{"shardcast", "centrifuge"}, runtime.NumCPU()})
+		topos = append(topos, topology{allCores, false, []string{"shardcast", "centrifuge", "go-redis"}, runtime.NumCPU()})
 	}
 	defer runtime.GOMAXPROCS(clientProcs)
 	medians := map[string]map[int]map[string]tpResult{} // topo → pubs → engine
