@@ -416,13 +416,7 @@ func auth(ctx context.Context, nc net.Conn, d subconn.Dialer) error {
 		}
 		_ = nc.SetDeadline(time.Time{})
 	}()
-	var b []byte
-	b = appendHeader(b, '*', len(args))
-	for _, a := range args {
-		b = appendHeader(b, '$', len(a))
-		b = append(append(b, a...), '\r', '\n')
-	}
-	if _, err := nc.Write(b); err != nil {
+	if _, err := nc.Write(subconn.AppendCommand(nil, args[0], args[1:])); err != nil {
 		return err
 	}
 	line, err := bufio.NewReaderSize(nc, 512).ReadSlice('\n')
@@ -544,30 +538,14 @@ func appendPublish(b []byte, sharded bool, keyPrefix, channel string, payload []
 	} else {
 		b = append(b, "*3\r\n$7\r\nPUBLISH\r\n"...)
 	}
-	b = appendHeader(b, '$', len(keyPrefix)+len(channel))
+	b = subconn.AppendHeader(b, '$', len(keyPrefix)+len(channel))
 	b = append(append(append(b, keyPrefix...), channel...), '\r', '\n')
 	if raw {
-		b = appendHeader(b, '$', len(payload))
+		b = subconn.AppendHeader(b, '$', len(payload))
 		b = append(b, payload...)
 	} else {
-		b = appendHeader(b, '$', envelope.Size(len(payload)))
+		b = subconn.AppendHeader(b, '$', envelope.Size(len(payload)))
 		b = envelope.Append(b, now, payload)
 	}
-	return append(b, '\r', '\n')
-}
-
-func appendHeader(b []byte, kind byte, n int) []byte {
-	b = append(b, kind)
-	var digits [20]byte
-	i := len(digits)
-	if n == 0 {
-		i--
-		digits[i] = '0'
-	}
-	for ; n > 0; n /= 10 {
-		i--
-		digits[i] = byte('0' + n%10)
-	}
-	b = append(b, digits[i:]...)
 	return append(b, '\r', '\n')
 }

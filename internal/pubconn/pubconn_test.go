@@ -671,6 +671,7 @@ func TestCloseDuringDial(t *testing.T) {
 		select {
 		case err := <-done:
 			assert.ErrorIs(t, err, ErrClosed, name)
+			assert.ErrorIs(t, err, ErrNotSent, name)
 		case <-time.After(waitTimeout):
 			// Release the stuck caller so that the test can end.
 			require.NoError(t, s.Resume())

@@ -313,10 +313,10 @@ func TestParseInt(t *testing.T) {
 }
 
 func TestAppendCommand(t *testing.T) {
-	got := appendCommand(nil, "SUBSCRIBE", []string{"a", "", strings.Repeat("b", 12)})
+	got := AppendCommand(nil, "SUBSCRIBE", []string{"a", "", strings.Repeat("b", 12)})
 	assert.Equal(t, "*4\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$0\r\n\r\n$12\r\nbbbbbbbbbbbb\r\n", string(got))
 	// Whatever it encodes, the reader reads back.
-	rd := &reader{r: bufio.NewReader(strings.NewReader(string(appendCommand(nil, "PING", nil))))}
+	rd := &reader{r: bufio.NewReader(strings.NewReader(string(AppendCommand(nil, "PING", nil))))}
 	line, err := rd.line()
 	require.NoError(t, err)
 	assert.Equal(t, "*1", string(line))

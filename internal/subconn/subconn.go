@@ -278,7 +278,7 @@ func (c *Conn) Close() {
 func (c *Conn) single(ctx context.Context, kind callKind, args ...string) error {
 	cl := &call{kind: kind, done: make(chan struct{})}
 	c.wmu.Lock()
-	c.wbuf = appendCommand(c.wbuf[:0], args[0], args[1:])
+	c.wbuf = AppendCommand(c.wbuf[:0], args[0], args[1:])
 	err := c.send(ctx, cl)
 	c.wmu.Unlock()
 	if err != nil {
@@ -297,9 +297,9 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 			continue // Redis would answer a bare (UN)SUBSCRIBE differently
 		}
 		calls = append(calls, &call{kind: kind, chans: b, done: make(chan struct{})})
-		c.wbuf = appendCommand(c.wbuf, verb, b)
+		c.wbuf = AppendCommand(c.wbuf, verb, b)
 		if kind == callUnsubscribe {
-			c.wbuf = appendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
+			c.wbuf = AppendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
 		}
 	}
 	var err error
@@ -375,9 +375,10 @@ func (c *Conn) wait(ctx context.Context, cl *call) error {
 	}
 }
 
-// appendCommand encodes one RESP array of bulk strings.
-func appendCommand(b []byte, verb string, args []string) []byte {
-	b = appendHeader(b, '*', len(args)+1)
+// AppendCommand appends verb and args to b as one RESP array of bulk
+// strings, the form every Redis command takes on the wire.
+func AppendCommand(b []byte, verb string, args []string) []byte {
+	b = AppendHeader(b, '*', len(args)+1)
 	b = appendBulk(b, verb)
 	for _, a := range args {
 		b = appendBulk(b, a)
@@ -386,12 +387,14 @@ func appendCommand(b []byte, verb string, args []string) []byte {
 }
 
 func appendBulk(b []byte, s string) []byte {
-	b = appendHeader(b, '$', len(s))
+	b = AppendHeader(b, '$', len(s))
 	b = append(b, s...)
 	return append(b, '\r', '\n')
 }
 
-func appendHeader(b []byte, kind byte, n int) []byte {
+// AppendHeader appends a RESP type byte and a length (as in "*3\r\n" or
+// "$5\r\n") to b.
+func AppendHeader(b []byte, kind byte, n int) []byte {
 	b = append(b, kind)
 	var digits [20]byte
 	i := len(digits)
