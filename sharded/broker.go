@@ -53,8 +53,8 @@ type Broker struct {
 	background engine.Background
 }
 
-// shard is one Redis instance: a client for publishing and the subscribe
-// connections of this broker.
+// shard is one Redis instance: its publishing connection and this
+// broker's subscribe connections to it.
 type shard struct {
 	addr string
 	dial subconn.Dialer // subscribe connections

@@ -28,7 +28,8 @@ const (
 type Config struct {
 	// Addrs lists the Redis (or Valkey) instances, one per shard, as
 	// "host:port" or as redis:// or rediss:// URLs (user, password and TLS
-	// taken from the URL; a database number is ignored, Pub/Sub has none). The ORDER is a wire contract: a channel
+	// taken from the URL; a database number is ignored, Pub/Sub has none).
+	// The ORDER is a wire contract: a channel
 	// lives on shard jump(xxhash64(channel), len(Addrs)), so every node of
 	// an application must list the same addresses in the same order.
 	// Compare Broker.Fingerprint across nodes to check.
