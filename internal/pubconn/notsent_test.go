@@ -232,13 +232,7 @@ func TestBacklogIsNotSent(t *testing.T) {
 	ctx := testCtx(t)
 	require.NoError(t, p.Ping(ctx))
 	before := publishCalls(t, s)
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 
 	payload := make([]byte, 1<<20)
 	errs := make([]error, publishers)
@@ -253,8 +247,7 @@ func TestBacklogIsNotSent(t *testing.T) {
 		})
 	}
 	waitFor(t, "a call refused by the backlog bound", func() bool { return refused.Load() > 0 })
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 	wg.Wait()
 
 	var ok int64
@@ -270,79 +263,16 @@ func TestBacklogIsNotSent(t *testing.T) {
 	assert.Equal(t, ok, publishCalls(t, s)-before, "Redis ran exactly the calls that succeeded")
 }
 
-// TestClosedIsNotSent: calls made after Close are ErrClosed and
-// ErrNotSent. (Calls waiting for a dial that Close ended are checked in
-// TestCloseDuringDial.)
-func TestClosedIsNotSent(t *testing.T) {
-	s := redistest.StartStandalone(t)
-	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second, 0)
-	require.NoError(t, p.Ping(testCtx(t)))
-	p.Close()
-	ctx := testCtx(t)
-	for name, err := range map[string]error{
-		"Publish":  p.Publish(ctx, "c", []byte("x"), true, time.Time{}),
-		"SPublish": p.SPublish(ctx, "{t}.", "c", []byte("x"), true, time.Time{}),
-		"Ping":     p.Ping(ctx),
-	} {
-		assert.ErrorIs(t, err, ErrClosed, name)
-		assert.ErrorIs(t, err, ErrNotSent, name)
-	}
-}
-
 // TestQueuedFailuresAreSent: once a command is queued on a wire, no
-// failure is ErrNotSent, whether Redis may have run it (the server died
-// or the Pub closed while it waited, its ctx ended) or refused it.
+// failure is ErrNotSent, whether Redis may have run it (its ctx ended) or
+// refused it. A server killed, or Close, while calls wait are checked in
+// TestServerKilled and TestCloseWhileCallsWait.
 func TestQueuedFailuresAreSent(t *testing.T) {
-	const waiting = 8
-	t.Run("server killed", func(t *testing.T) {
-		s := redistest.StartStandalone(t)
-		p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
-		require.NoError(t, p.Ping(testCtx(t)))
-		require.NoError(t, s.Pause())
-		var dones []<-chan error
-		for range waiting {
-			dones = append(dones, publishAsync(context.Background(), p, "k", []byte("x")))
-		}
-		waitFor(t, "calls queued", func() bool { return queued(p) == waiting })
-		require.NoError(t, s.Kill())
-		for i, done := range dones {
-			err := requireReturns(t, done, "queued call")
-			require.Error(t, err, "call %d", i)
-			assert.NotErrorIs(t, err, ErrNotSent, "call %d may have run: %v", i, err)
-		}
-		// The wire is gone: the next call dials, fails, and that is
-		// ErrNotSent again.
-		assert.ErrorIs(t, p.Publish(testCtx(t), "k", []byte("x"), true, time.Time{}), ErrNotSent)
-	})
-	t.Run("closed while waiting", func(t *testing.T) {
-		s := redistest.StartStandalone(t)
-		p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second, 0)
-		require.NoError(t, p.Ping(testCtx(t)))
-		require.NoError(t, s.Pause())
-		t.Cleanup(func() { _ = s.Resume() })
-		var dones []<-chan error
-		for range waiting {
-			dones = append(dones, publishAsync(context.Background(), p, "c", []byte("x")))
-		}
-		waitFor(t, "calls queued", func() bool { return queued(p) == waiting })
-		p.Close()
-		for i, done := range dones {
-			err := requireReturns(t, done, "queued call")
-			assert.ErrorIs(t, err, ErrClosed, "call %d", i)
-			assert.NotErrorIs(t, err, ErrNotSent, "call %d was queued", i)
-		}
-	})
 	t.Run("ctx ended while waiting", func(t *testing.T) {
 		s := redistest.StartStandalone(t)
 		p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
 		require.NoError(t, p.Ping(testCtx(t)))
-		require.NoError(t, s.Pause())
-		resumed := false
-		t.Cleanup(func() {
-			if !resumed {
-				_ = s.Resume()
-			}
-		})
+		thaw := freeze(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := publishAsync(ctx, p, "c", []byte("x"))
 		waitFor(t, "call queued", func() bool { return queued(p) == 1 })
@@ -350,8 +280,7 @@ func TestQueuedFailuresAreSent(t *testing.T) {
 		err := requireReturns(t, done, "abandoned call")
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.NotErrorIs(t, err, ErrNotSent, "the command stays in the pipeline")
-		require.NoError(t, s.Resume())
-		resumed = true
+		thaw()
 	})
 	t.Run("refused by the server", func(t *testing.T) {
 		s := redistest.StartStandalone(t, aclUser("&ok"))

@@ -58,6 +58,24 @@ func newPub(t testing.TB, d subconn.Dialer, writeTimeout time.Duration) *Pub {
 	return p
 }
 
+// freeze stops s (SIGSTOP) and returns thaw, which resumes it; a cleanup
+// resumes it if the test ends before thaw is called.
+func freeze(t testing.TB, s *redistest.Server) (thaw func()) {
+	t.Helper()
+	require.NoError(t, s.Pause())
+	var once sync.Once
+	resume := func() error {
+		var err error
+		once.Do(func() { err = s.Resume() })
+		return err
+	}
+	t.Cleanup(func() { _ = resume() })
+	return func() {
+		t.Helper()
+		require.NoError(t, resume())
+	}
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
@@ -435,15 +453,17 @@ func TestServerKilled(t *testing.T) {
 		err := requireReturns(t, done, "waiting call")
 		require.Error(t, err, "call %d", i)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "call %d failed by the wire, not by its ctx", i)
+		assert.NotErrorIs(t, err, ErrNotSent, "call %d was queued, so it may have run", i)
 	}
 
-	// Outage: concurrent callers all fail, none hangs.
+	// Outage: concurrent callers all fail (their dial fails: ErrNotSent),
+	// none hangs.
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 20 {
 				err := p.Publish(ctx, "k", []byte("down"), true, time.Time{})
-				if !assert.Error(t, err) || !assert.NotErrorIs(t, err, context.DeadlineExceeded) {
+				if !assert.ErrorIs(t, err, ErrNotSent) || !assert.NotErrorIs(t, err, context.DeadlineExceeded) {
 					return
 				}
 			}
@@ -466,13 +486,7 @@ func TestFrozenServer(t *testing.T) {
 	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
 	require.NoError(t, p.Ping(testCtx(t)))
 
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
@@ -483,8 +497,7 @@ func TestFrozenServer(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 
 	ctx := testCtx(t)
 	for i := range 5 {
@@ -507,13 +520,7 @@ func TestBacklogWhilePaused(t *testing.T) {
 	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 500*time.Millisecond)
 	require.NoError(t, p.Ping(testCtx(t)))
 
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 	payload := make([]byte, 1<<20)
 	ctx := testCtx(t)
 	var stop atomic.Bool
@@ -562,8 +569,7 @@ func TestBacklogWhilePaused(t *testing.T) {
 	<-sampled
 	// Callers that went out on a fresh wire after the failure wait for
 	// replies the paused server holds back: let it answer.
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 	wg.Wait()
 
 	isBound := func(err error) bool {
@@ -589,13 +595,7 @@ func TestWriteDeadline(t *testing.T) {
 	s := redistest.StartStandalone(t)
 	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 500*time.Millisecond)
 	require.NoError(t, p.Ping(testCtx(t)))
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 
 	payload := make([]byte, 1<<20)
 	ctx := testCtx(t)
@@ -613,8 +613,7 @@ func TestWriteDeadline(t *testing.T) {
 	waitFor(t, "a publish failed by the write deadline", func() bool { return deadlines.Load() > 0 })
 	// A caller the scheduler started only after the wire was dropped
 	// went out on a new wire and waits for the server's reply.
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 	wg.Wait()
 
 	for g, err := range errs {
@@ -625,15 +624,15 @@ func TestWriteDeadline(t *testing.T) {
 	require.NoError(t, p.Publish(testCtx(t), "w", []byte("alive"), true, time.Time{}), "a new wire after the resume")
 }
 
-// TestCloseWhileCallsWait: Close fails the calls waiting for replies,
-// returns, and every later call gets ErrClosed.
+// TestCloseWhileCallsWait: Close fails the calls waiting for replies (not
+// as ErrNotSent: they were sent), returns, and every later call gets
+// ErrClosed, as ErrNotSent.
 func TestCloseWhileCallsWait(t *testing.T) {
 	const waiting = 8
 	s := redistest.StartStandalone(t)
 	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second, 0)
 	require.NoError(t, p.Ping(testCtx(t)))
-	require.NoError(t, s.Pause())
-	t.Cleanup(func() { _ = s.Resume() })
+	freeze(t, s)
 
 	var dones []<-chan error
 	for range waiting {
@@ -641,11 +640,21 @@ func TestCloseWhileCallsWait(t *testing.T) {
 	}
 	waitFor(t, "calls queued", func() bool { return queued(p) == waiting })
 	p.Close()
-	for _, done := range dones {
-		assert.ErrorIs(t, requireReturns(t, done, "waiting call"), ErrClosed)
+	for i, done := range dones {
+		err := requireReturns(t, done, "waiting call")
+		assert.ErrorIs(t, err, ErrClosed, "call %d", i)
+		assert.NotErrorIs(t, err, ErrNotSent, "call %d was queued, so it may have run", i)
 	}
-	assert.ErrorIs(t, p.Publish(context.Background(), "c", nil, true, time.Time{}), ErrClosed)
-	assert.ErrorIs(t, p.Ping(context.Background()), ErrClosed)
+	// Calls after Close never leave: ErrClosed and ErrNotSent.
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"Publish":  p.Publish(ctx, "c", nil, true, time.Time{}),
+		"SPublish": p.SPublish(ctx, "{t}.", "c", []byte("x"), true, time.Time{}),
+		"Ping":     p.Ping(ctx),
+	} {
+		assert.ErrorIs(t, err, ErrClosed, name)
+		assert.ErrorIs(t, err, ErrNotSent, name)
+	}
 	p.Close() // idempotent
 }
 
@@ -654,13 +663,7 @@ func TestCloseWhileCallsWait(t *testing.T) {
 func TestCloseDuringDial(t *testing.T) {
 	s := redistest.StartStandalone(t, aclUser("&*"))
 	p := New(withAddr(appUser, s), 5*time.Second, 0)
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 
 	dialer := publishAsync(context.Background(), p, "d", []byte("x"))
 	waitFor(t, "the dial", func() bool { return dialing(p) })
@@ -674,8 +677,7 @@ func TestCloseDuringDial(t *testing.T) {
 			assert.ErrorIs(t, err, ErrNotSent, name)
 		case <-time.After(waitTimeout):
 			// Release the stuck caller so that the test can end.
-			require.NoError(t, s.Resume())
-			resumed = true
+			thaw()
 			<-done
 			t.Fatalf("%s: Publish still blocked %v after Close", name, waitTimeout)
 		}
@@ -687,13 +689,7 @@ func TestCloseDuringDial(t *testing.T) {
 func TestDialSharedCtx(t *testing.T) {
 	s := redistest.StartStandalone(t, aclUser("&*"))
 	p := newPub(t, withAddr(appUser, s), 5*time.Second)
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 
 	shortCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -703,8 +699,7 @@ func TestDialSharedCtx(t *testing.T) {
 	waitFor(t, "a caller waiting for the dial", waitingForDial)
 	cancel()
 	assert.ErrorIs(t, requireReturns(t, short, "cancelled dialer"), context.Canceled)
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 	assert.NoError(t, requireReturns(t, long, "waiter"), "the waiter dials again under its own ctx")
 }
 
@@ -793,13 +788,7 @@ func TestSilentWireIsDropped(t *testing.T) {
 	p.mu.Unlock()
 	require.NotNil(t, first)
 
-	require.NoError(t, s.Pause())
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
+	thaw := freeze(t, s)
 	waiting := make(chan error, 1)
 	go func() { waiting <- p.Publish(context.Background(), "silent", []byte("w"), true, time.Time{}) }()
 	select {
@@ -810,8 +799,7 @@ func TestSilentWireIsDropped(t *testing.T) {
 		t.Fatal("a publish without a deadline waited on the silent wire forever")
 	}
 
-	require.NoError(t, s.Resume())
-	resumed = true
+	thaw()
 	require.NoError(t, p.Publish(testCtx(t), "silent", []byte("after"), true, time.Time{}))
 	p.mu.Lock()
 	second := p.w
