@@ -311,23 +311,29 @@ func (f *feeder) run(pub *Broker, channels []string, perTick int) {
 			ch := channels[next%len(channels)]
 			next++
 			seq[ch]++
-			f.mu.Lock()
-			f.sentAt[ch] = append(f.sentAt[ch], time.Now())
-			f.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := pub.Publish(ctx, ch, []byte(strconv.FormatUint(seq[ch], 10)))
-			cancel()
-			f.mu.Lock()
-			if err != nil {
-				if f.failed[ch] == nil {
-					f.failed[ch] = make(map[uint64]bool)
-				}
-				f.failed[ch][seq[ch]] = true
-			} else {
-				f.last[ch] = seq[ch]
-			}
-			f.mu.Unlock()
+			f.publish(pub, ch, seq[ch], time.Second)
 		}
+	}
+}
+
+// publish publishes sequence number n on ch, bounded by timeout, and
+// records when it was sent and whether Redis accepted it.
+func (f *feeder) publish(pub *Broker, ch string, n uint64, timeout time.Duration) {
+	f.mu.Lock()
+	f.sentAt[ch] = append(f.sentAt[ch], time.Now())
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	err := pub.Publish(ctx, ch, []byte(strconv.FormatUint(n, 10)))
+	cancel()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		if f.failed[ch] == nil {
+			f.failed[ch] = make(map[uint64]bool)
+		}
+		f.failed[ch][n] = true
+	} else {
+		f.last[ch] = n
 	}
 }
 

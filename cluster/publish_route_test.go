@@ -244,22 +244,7 @@ func storm(f *feeder, pub *Broker, channels []string, timeout time.Duration) {
 		}
 		ch := channels[i%len(channels)]
 		seq[ch]++
-		f.mu.Lock()
-		f.sentAt[ch] = append(f.sentAt[ch], time.Now())
-		f.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := pub.Publish(ctx, ch, []byte(strconv.FormatUint(seq[ch], 10)))
-		cancel()
-		f.mu.Lock()
-		if err != nil {
-			if f.failed[ch] == nil {
-				f.failed[ch] = make(map[uint64]bool)
-			}
-			f.failed[ch][seq[ch]] = true
-		} else {
-			f.last[ch] = seq[ch]
-		}
-		f.mu.Unlock()
+		f.publish(pub, ch, seq[ch], timeout)
 	}
 }
 
