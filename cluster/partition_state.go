@@ -61,14 +61,7 @@ func (p *partState) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool)
 	if p.wire == nil || (wire != nil && p.wire != wire) {
 		return nil, false
 	}
-	p.wire = nil
-	if len(p.wanted) == 0 {
-		return nil, false
-	}
-	if p.downSince.IsZero() {
-		p.downSince = at
-	}
-	return p.snapshotLocked(), true
+	return p.dropLocked(at)
 }
 
 // interruptUnlessLocked interrupts the partition unless it is active on
@@ -79,6 +72,14 @@ func (p *partState) interruptUnlessLocked(keep *subconn.Conn, at time.Time) ([]s
 	if p.wire == nil || (keep != nil && p.wire == keep) {
 		return nil, false
 	}
+	return p.dropLocked(at)
+}
+
+// dropLocked takes the partition off its wire, dating the interruption
+// from at unless one is already under way, and returns the wanted channels
+// when there are any (an interruption that loses subscriptions). The
+// caller holds p.mu.
+func (p *partState) dropLocked(at time.Time) ([]string, bool) {
 	p.wire = nil
 	if len(p.wanted) == 0 {
 		return nil, false

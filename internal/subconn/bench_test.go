@@ -12,20 +12,6 @@ import (
 	"time"
 )
 
-// newTestConn is Open without the dial and the handshake: a Conn over nc
-// with its reader goroutine running. It mirrors Open's construction.
-func newTestConn(nc net.Conn, mode Mode, hooks Hooks) *Conn {
-	c := &Conn{
-		nc:         nc,
-		mode:       mode,
-		hooks:      hooks,
-		done:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-	}
-	go c.read()
-	return c
-}
-
 // replayConn is an in-memory net.Conn playing a server: once the client
 // has written (its subscribe command), reads return head; once start is
 // closed, they return n copies of each message of body in turn, then
@@ -116,7 +102,7 @@ func benchReadMessage(b *testing.B, mode Mode, kind, confirm string) {
 	}
 	rc := newReplayConn(head.String(), body, b.N)
 	var got, bytes int // written by the reader goroutine, read after Done
-	c := newTestConn(rc, mode, Hooks{OnMessage: func(_ string, p []byte) { got++; bytes += len(p) }})
+	c := newConn(rc, mode, Hooks{OnMessage: func(_ string, p []byte) { got++; bytes += len(p) }})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -170,14 +170,7 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("subconn: dial %s: %w", d.Addr, err)
 	}
-	c := &Conn{
-		nc:         nc,
-		mode:       mode,
-		hooks:      hooks,
-		done:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-	}
-	go c.read()
+	c := newConn(nc, mode, hooks)
 	if d.Password != "" {
 		args := []string{"AUTH", d.Password}
 		if d.Username != "" {
@@ -193,6 +186,19 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 		return nil, fmt.Errorf("subconn: ping %s: %w", d.Addr, err)
 	}
 	return c, nil
+}
+
+// newConn wraps nc and starts its reader goroutine.
+func newConn(nc net.Conn, mode Mode, hooks Hooks) *Conn {
+	c := &Conn{
+		nc:         nc,
+		mode:       mode,
+		hooks:      hooks,
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	go c.read()
+	return c
 }
 
 // Dial opens a TCP (or TLS) connection to d.Addr, bounded by ctx and

@@ -846,7 +846,7 @@ func TestContextEndingRightAfterWriteSparesTheNextWrite(t *testing.T) {
 	raw, err := net.Dial("tcp", f.addr())
 	require.NoError(t, err)
 	dc := &deadlineConn{Conn: raw}
-	conn := newTestConn(dc, Classic, Hooks{})
+	conn := newConn(dc, Classic, Hooks{})
 	t.Cleanup(conn.Close)
 	f.next(t).serve(func([]string) string { return "+PONG\r\n" })
 
