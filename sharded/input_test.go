@@ -1,9 +1,12 @@
 package sharded
 
 import (
+	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/redistest"
@@ -238,4 +241,31 @@ func TestRefusedUnsubscribeDropsTheConnection(t *testing.T) {
 	assert.Equal(t, 1, b.Stats().Channels)
 	assert.EqualValues(t, 1, b.Stats().Reconnects)
 	assert.Equal(t, []string{"kept"}, evs.of(shardcast.EventRestored)[0].Channels)
+}
+
+// TestCloseEndsAWaitingPublish: a Publish waiting for a frozen instance's
+// reply when Close runs returns shardcast.ErrClosed, as calls after Close
+// do, not the publishing connection's own error.
+func TestCloseEndsAWaitingPublish(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	b, err := New(Config{Addrs: addrs(s)})
+	require.NoError(t, err)
+	require.NoError(t, s.Pause())
+	t.Cleanup(func() { _ = s.Resume() })
+	done := make(chan error, 1)
+	go func() { done <- b.Publish(context.Background(), "a", []byte("x")) }()
+	// Once the call is inside the publishing connection it is past the
+	// broker's own closed check, and waits for a reply that cannot come
+	// while the instance is frozen.
+	waitFor(t, "the publish to reach the publishing connection", func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("pubconn.(*Pub).do("))
+	})
+	require.NoError(t, b.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, shardcast.ErrClosed)
+	case <-time.After(waitTimeout):
+		t.Fatal("Close left the waiting Publish blocked")
+	}
 }

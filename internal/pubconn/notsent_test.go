@@ -388,3 +388,36 @@ func TestNotSentUnwrap(t *testing.T) {
 	assert.Equal(t, cause.Error(), err.Error())
 	assert.False(t, errors.Is(cause, ErrNotSent))
 }
+
+// failingConn accepts no byte: every Write fails before sending anything,
+// and Read blocks until Close.
+type failingConn struct {
+	net.Conn // nil: only the methods below are used
+	closed   chan struct{}
+	once     sync.Once
+}
+
+func (c *failingConn) Write([]byte) (int, error) { return 0, errors.New("write refused") }
+func (c *failingConn) Read([]byte) (int, error)  { <-c.closed; return 0, net.ErrClosed }
+func (c *failingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+func (c *failingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestUnwrittenCommandsAreNotSent: commands queued on a wire whose write
+// fails before a byte went out never reached Redis, so they fail with
+// ErrNotSent (the cluster engine may resend them), not as "maybe sent".
+func TestUnwrittenCommandsAreNotSent(t *testing.T) {
+	p := New(subconn.Dialer{Addr: "127.0.0.1:1"}, time.Second, 0)
+	defer p.Close()
+	w := &wire{nc: &failingConn{closed: make(chan struct{})}}
+	p.mu.Lock()
+	p.w = w
+	p.wires.Add(1)
+	p.mu.Unlock()
+	go p.read(w)
+	err := p.Publish(testCtx(t), "c", []byte("x"), true, time.Time{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrNotSent, "no byte of the command was written: %v", err)
+}

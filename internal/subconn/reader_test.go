@@ -342,3 +342,16 @@ func TestServerError(t *testing.T) {
 	_, ok := IsServerError(io.EOF)
 	assert.False(t, ok)
 }
+
+// TestUnsubscribeEndingUnconfirmed: an unsubscribe whose PING answers
+// before every channel was confirmed (no conforming server does this)
+// fails with ErrProtocol rather than passing for confirmed, so the
+// engines drop the wire instead of trusting it.
+func TestUnsubscribeEndingUnconfirmed(t *testing.T) {
+	unsub := pendingCall(callUnsubscribe, "a", "b")
+	c := offlineConn(Hooks{}, unsub)
+	err := runLoop(c, confirmation("unsubscribe", "a", 1)+"+PONG\r\n", 64, feeds["whole"])
+	require.ErrorIs(t, err, io.EOF, "the stream parses to its end")
+	require.True(t, completed(unsub))
+	assert.ErrorIs(t, unsub.err, ErrProtocol)
+}
