@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestConcurrentSubscribeUnsubscribe(t *testing.T) {
 	)
 	servers := startServers(t, 2)
 	rec := newRecorder()
-	sub := newBroker(t, Config{Addrs: addrs(servers...), ConnsPerShard: 2, Options: shardcast.Options{Handler: rec.handle}})
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Conn: shardcast.ConnOptions{SubscribeConns: 2}, Options: shardcast.Options{Handler: rec.handle}})
 	chans := channelNames("flip:", channels)
 
 	var (
@@ -82,7 +83,7 @@ func TestConcurrentCallsStayConsistent(t *testing.T) {
 	)
 	servers := startServers(t, 2)
 	rec := newRecorder()
-	sub := newBroker(t, Config{Addrs: addrs(servers...), ConnsPerShard: 2, Options: shardcast.Options{Handler: rec.handle}})
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Conn: shardcast.ConnOptions{SubscribeConns: 2}, Options: shardcast.Options{Handler: rec.handle}})
 	chans := channelNames("mix:", channels)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -115,12 +116,8 @@ func TestConcurrentCallsStayConsistent(t *testing.T) {
 	}
 	wanted := make([]bool, channels)
 	for i, ch := range chans {
-		sh := sub.shards[sub.Shard(ch)]
-		for _, s := range sh.subs {
-			s.mu.Lock()
-			_, ok := s.wanted[ch]
-			s.mu.Unlock()
-			wanted[i] = wanted[i] || ok
+		for _, p := range sub.core.Paths {
+			wanted[i] = wanted[i] || slices.Contains(p.Wanted(), ch)
 		}
 	}
 	checkSubscriptions(t, sub, servers, chans, wanted, rec)

@@ -125,10 +125,10 @@ func TestInvalidConfig(t *testing.T) {
 		"neg queue":      {Addrs: []string{good}, Options: shardcast.Options{QueueSize: -1}},
 		"neg batch":      {Addrs: []string{good}, Options: shardcast.Options{SubscribeBatch: -1}},
 		"neg payload":    {Addrs: []string{good}, Options: shardcast.Options{MaxPayload: -1}},
-		"neg conns":      {Addrs: []string{good}, ConnsPerShard: -1},
-		"neg dial":       {Addrs: []string{good}, DialTimeout: -1},
-		"neg reconnect":  {Addrs: []string{good}, ReconnectMin: -1},
-		"neg cmdtimeout": {Addrs: []string{good}, CommandTimeout: -1},
+		"neg conns":      {Addrs: []string{good}, Conn: shardcast.ConnOptions{SubscribeConns: -1}},
+		"neg dial":       {Addrs: []string{good}, Conn: shardcast.ConnOptions{DialTimeout: -1}},
+		"neg reconnect":  {Addrs: []string{good}, Conn: shardcast.ConnOptions{ReconnectMin: -1}},
+		"neg cmdtimeout": {Addrs: []string{good}, Conn: shardcast.ConnOptions{CommandTimeout: -1}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := New(cfg)
@@ -159,7 +159,7 @@ func TestPasswords(t *testing.T) {
 
 	roundTrip := func(t *testing.T, cfg Config) {
 		rec := newRecorder()
-		cfg.Handler = rec.handle
+		cfg.Options.Handler = rec.handle
 		b := newBroker(t, cfg)
 		require.NoError(t, b.Subscribe(ctx, "auth"))
 		require.NoError(t, b.Publish(ctx, "auth", []byte("ok")))
@@ -169,7 +169,7 @@ func TestPasswords(t *testing.T) {
 		roundTrip(t, Config{Addrs: []string{"redis://app:s3cret@" + s.Addr()}})
 	})
 	t.Run("config", func(t *testing.T) {
-		roundTrip(t, Config{Addrs: []string{s.Addr()}, Username: "app", Password: "s3cret"})
+		roundTrip(t, Config{Addrs: []string{s.Addr()}, Conn: shardcast.ConnOptions{Username: "app", Password: "s3cret"}})
 	})
 	t.Run("wrong password", func(t *testing.T) {
 		b, err := New(Config{Addrs: []string{"redis://app:wrong@" + s.Addr()}})

@@ -86,7 +86,7 @@ func TestResubscribeIsBatched(t *testing.T) {
 			rec := newRecorder()
 			var evs events
 			sub := newBroker(t, Config{
-				Addrs: addrs(s), ConnsPerShard: conns,
+				Addrs: addrs(s), Conn: shardcast.ConnOptions{SubscribeConns: conns},
 				Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
 			})
 			pub := newBroker(t, Config{Addrs: addrs(s)})
@@ -257,7 +257,7 @@ func TestFrozenInstance(t *testing.T) {
 	rec := newRecorder()
 	var evs events
 	sub := newBroker(t, Config{
-		Addrs: addrs(s), CommandTimeout: time.Hour,
+		Addrs: addrs(s), Conn: shardcast.ConnOptions{CommandTimeout: time.Hour},
 		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
 	})
 	pub := newBroker(t, Config{Addrs: addrs(s)})
@@ -328,7 +328,7 @@ func TestFrozenInstanceDetectedByPing(t *testing.T) {
 	rec := newRecorder()
 	var evs events
 	sub := newBroker(t, Config{
-		Addrs: addrs(s), HealthInterval: 100 * time.Millisecond, HealthTimeout: 300 * time.Millisecond,
+		Addrs: addrs(s), Conn: shardcast.ConnOptions{HealthInterval: 100 * time.Millisecond, HealthTimeout: 300 * time.Millisecond},
 		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
 	})
 	pub := newBroker(t, Config{Addrs: addrs(s)})

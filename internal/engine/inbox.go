@@ -1,6 +1,3 @@
-// Package engine holds the small pieces both broker engines share: the
-// inbound path from a socket read loop to the worker pool, the outbound
-// envelope buffers, and reconnect backoff.
 package engine
 
 import (
@@ -54,16 +51,3 @@ func (in *Inbox) Received() uint64 { return in.received.Load() }
 
 // BadFrames returns how many messages failed to decode.
 func (in *Inbox) BadFrames() uint64 { return in.badFrames.Load() }
-
-// Backoff returns the wait before reconnect attempt n (0-based): doubling
-// from min, capped at max.
-func Backoff(n int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 0; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
-}

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// ParseAddr turns one configured address into how to reach it. An address
+// is either "host:port", reached with o's credentials and TLS, or a URL:
+// redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; valkey://
+// and valkeys:// are the same). A URL carries its own credentials and TLS
+// (o.TLS, if set, supplies the certificates for rediss://); its database
+// number is ignored, Pub/Sub has none. Anything else is ErrInvalidConfig.
+func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
+	d := subconn.Dialer{Timeout: o.DialTimeout}
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil || addr == "" {
+			return d, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", shardcast.ErrInvalidConfig, addr)
+		}
+		d.Addr, d.Username, d.Password, d.TLS = addr, o.Username, o.Password, o.TLS
+		return d, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return d, fmt.Errorf("%w: address %q: not a URL", shardcast.ErrInvalidConfig, Redact(addr))
+	}
+	switch u.Scheme {
+	case "redis", "valkey":
+	case "rediss", "valkeys":
+		d.TLS = &tls.Config{}
+		if o.TLS != nil {
+			d.TLS = o.TLS.Clone()
+		}
+	default:
+		return d, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", shardcast.ErrInvalidConfig, Redact(addr), u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return d, fmt.Errorf("%w: address %q has no host", shardcast.ErrInvalidConfig, Redact(addr))
+	}
+	port := u.Port()
+	if port == "" {
+		port = "6379"
+	}
+	d.Addr = net.JoinHostPort(u.Hostname(), port)
+	if u.User != nil {
+		d.Username = u.User.Username()
+		d.Password, _ = u.User.Password()
+	}
+	return d, nil
+}
+
+// Redact hides the password of a URL address in messages.
+func Redact(addr string) string {
+	at := strings.LastIndex(addr, "@")
+	scheme := strings.Index(addr, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return addr
+	}
+	return addr[:scheme+3] + "…" + addr[at:]
+}

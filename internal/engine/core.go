@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Router is what an engine tells the core: where a channel's path is, and
+// which link carries a path now.
+type Router interface {
+	// PathOf returns the index in Core.Paths of the path carrying channel.
+	PathOf(channel string) int
+	// Key returns channel's key on the wire, on path p.
+	Key(p int, channel string) string
+	// Carrier returns the link carrying path p now, or nil while p has no
+	// node (a cluster slot without a master).
+	Carrier(p int) *Link
+	// Carried returns the paths l carries now.
+	Carried(l *Link) []int
+	// Links returns every link the engine runs.
+	Links() []*Link
+	// Describe names path p in errors, e.g. "partition 3 (slot 1234)".
+	Describe(p int) string
+	// Refresh asks the engine to re-read its topology at once: a
+	// connection was lost or Redis said a slot moved. Engines without a
+	// topology ignore it.
+	Refresh()
+}
+
+// Core is the subscribe machine one broker runs, whatever its engine:
+// its paths and their wanted channels, the Subscribe and Unsubscribe
+// calls with their undo, resubscribes after a loss, the inbound path to
+// the worker pool, the counters, and Close. An engine supplies a Router
+// and its links, and keeps only what differs: where a channel lives and,
+// for a cluster, the topology.
+type Core struct {
+	// Options and Conn are the broker's settings, defaults applied.
+	Options shardcast.Options
+	Conn    shardcast.ConnOptions
+	Log     *slog.Logger
+	Emitter *shardcast.Emitter
+	// Pool, Inbox and Paths are nil on a publish-only broker (no Handler).
+	Pool  *shardcast.WorkerPool
+	Inbox *Inbox
+	Paths []*Path
+
+	router     Router
+	mode       subconn.Mode
+	partitions bool // paths are cluster partitions: events list them
+	resub      shardcast.Resubscriber
+
+	calls, published, reconnects, resubscribeCommands atomic.Uint64
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever state changes
+
+	refresh chan struct{} // asks the maintenance loop for an immediate pass
+	kick    chan struct{} // asks for one no sooner than RecoveryInterval after the last
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	closing   chan struct{}
+	// ctx ends when Close begins. It bounds the work the broker does on
+	// its own, so that Close does not wait out timeouts against a server
+	// that stopped answering.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// background runs the commands Turn.Finish sends behind a caller's
+	// back; wg the core's other goroutines.
+	background Background
+	wg         sync.WaitGroup
+}
+
+// CoreConfig is what NewCore needs.
+type CoreConfig struct {
+	Options shardcast.Options     // defaults applied
+	Conn    shardcast.ConnOptions // defaults applied
+	// Paths is the number of subscribe paths; Partitions says they are
+	// cluster partitions (events then list them in Event.Partitions).
+	Paths      int
+	Partitions bool
+	// Mode is the subscribe command family of the engine's wires.
+	Mode subconn.Mode
+}
+
+// NewCore returns a core; SetRouter must be called before it is used.
+func NewCore(cfg CoreConfig) *Core {
+	c := &Core{
+		Options:    cfg.Options,
+		Conn:       cfg.Conn,
+		Log:        cfg.Options.Logger,
+		mode:       cfg.Mode,
+		partitions: cfg.Partitions,
+		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
+		changed:    make(chan struct{}),
+		refresh:    make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.Emitter = shardcast.NewEmitter(cfg.Options.OnEvent, c.Log)
+	if cfg.Options.Handler != nil {
+		c.Pool = shardcast.NewWorkerPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
+		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
+		c.Paths = make([]*Path, cfg.Paths)
+		for i := range c.Paths {
+			c.Paths[i] = newPath(i)
+		}
+	}
+	return c
+}
+
+// SetRouter installs the engine's router.
+func (c *Core) SetRouter(r Router) { c.router = r }
+
+// Ctx ends when Close begins.
+func (c *Core) Ctx() context.Context { return c.ctx }
+
+// Closing is closed when Close begins.
+func (c *Core) Closing() <-chan struct{} { return c.closing }
+
+// Closed reports whether Close has begun.
+func (c *Core) Closed() bool { return c.closed.Load() }
+
+// Go runs f on a goroutine Close waits for, after it cancelled Ctx.
+func (c *Core) Go(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// Published counts a publish Redis accepted.
+func (c *Core) Published() { c.published.Add(1) }
+
+// CheckPublish is Publish's argument check, run before anything is sent.
+func (c *Core) CheckPublish(ctx context.Context, channel string, payload []byte) error {
+	return CheckPublish(ctx, c.closed.Load(), channel, payload, c.Options.MaxPayload)
+}
+
+// Stats returns the broker's counters.
+func (c *Core) Stats() shardcast.Stats {
+	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load()}
+	if c.Pool != nil {
+		st.Delivered, st.Dropped = c.Pool.Delivered(), c.Pool.Dropped()
+		st.Received, st.BadFrames = c.Inbox.Received(), c.Inbox.BadFrames()
+		for _, p := range c.Paths {
+			st.Channels += p.WantedCount()
+		}
+	}
+	return st
+}
+
+// ResubscribeCommands counts the subscribe commands resubscribes sent.
+func (c *Core) ResubscribeCommands() uint64 { return c.resubscribeCommands.Load() }
+
+// Close stops the broker in one order for every engine: later calls get
+// ErrClosed, work in progress is cut short, the core's goroutines end,
+// then teardown closes the engine's connections (its links among them),
+// and the handlers of queued messages and events run out. Only the first
+// call does anything.
+func (c *Core) Close(teardown func()) {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.closing)
+		c.cancel()
+		c.background.Close()
+		c.wg.Wait()
+		teardown()
+		if c.Pool != nil {
+			c.Pool.Close()
+		}
+		c.Emitter.Close()
+	})
+}
+
+// changes returns a channel that closes at the next state change.
+func (c *Core) changes() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// signalChange wakes every call waiting for a connection or a topology
+// change.
+func (c *Core) signalChange() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *Core) waitChange(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing:
+		return shardcast.ErrClosed
+	}
+}
+
+// RequestRefresh asks the maintenance loop for a pass at once.
+func (c *Core) RequestRefresh() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// Kick asks the maintenance loop for a pass no sooner than
+// RecoveryInterval after the last one: during a failover every publish to
+// the lost master asks.
+func (c *Core) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// event builds an event about paths of the node at addr.
+func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, channels []string, since time.Time, err error) shardcast.Event {
+	ev := shardcast.Event{Kind: kind, Shard: addr, Channels: channels, Since: since, Err: err}
+	if kind == shardcast.EventRestored {
+		ev.Until = time.Now()
+	}
+	if c.partitions {
+		for _, p := range paths {
+			ev.Partitions = append(ev.Partitions, p.ID)
+		}
+	}
+	return ev
+}

@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Link supervises one subscribe connection to one Redis node, however
+// many paths it carries: it dials, resubscribes the paths it carries
+// once connected, pings the wire to catch a frozen server, reports a loss
+// and reconnects with backoff until it is stopped.
+type Link struct {
+	c *Core
+	// Addr is the node's host:port, as events name it.
+	Addr string
+	// Index tells a node's links apart when Conn.SubscribeConns > 1.
+	Index int
+
+	dial  subconn.Dialer
+	hooks subconn.Hooks
+
+	mu   sync.Mutex
+	wire *subconn.Conn // nil while down
+
+	// slow is set while a health ping has been unanswered for a whole
+	// HealthInterval: the engine then checks its topology at
+	// RecoveryInterval (a frozen master is usually replaced by its replica
+	// before the ping times out).
+	slow atomic.Bool
+	// syncing is set while a heal runs a sync of this link, so that heals
+	// never pile up behind a slow node.
+	syncing atomic.Bool
+	// healthyAt is when the wire last proved alive, in Unix nanoseconds:
+	// when it connected, or when a ping that was answered was sent (the
+	// server ran the PING after that, and a slot it lost before would have
+	// pushed its sunsubscribe ahead of the PONG). Messages are lost from
+	// then on, not from when the broker noticed.
+	healthyAt atomic.Int64
+
+	// ctx ends when the link is stopped or the broker closes; it bounds
+	// every dial, ping and resubscribe so that stopping never waits for a
+	// frozen server.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started atomic.Bool
+}
+
+// NewLink returns a link to the node d reaches. Messages read on it go to
+// onMessage with their wire key; onLost, if set, gets the keys the server
+// unsubscribed on its own (sharded Pub/Sub after a slot move). Start runs
+// it.
+func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(key string, payload []byte), onLost func(l *Link, key string)) *Link {
+	ctx, cancel := context.WithCancel(c.ctx)
+	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	l.hooks.OnMessage = onMessage
+	if onLost != nil {
+		l.hooks.OnLost = func(key string) { onLost(l, key) }
+	}
+	return l
+}
+
+// Start runs the link's goroutine; Stop ends it.
+func (l *Link) Start() {
+	l.started.Store(true)
+	go l.run()
+}
+
+// Stop ends the link's goroutine and closes its wire, and waits for both.
+func (l *Link) Stop() {
+	l.cancel()
+	if l.started.Load() {
+		<-l.done
+	}
+}
+
+// Current returns the live wire, or nil.
+func (l *Link) Current() *subconn.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wire != nil && !l.wire.Alive() {
+		return nil
+	}
+	return l.wire
+}
+
+// Slow reports whether a health ping has been unanswered for a whole
+// HealthInterval.
+func (l *Link) Slow() bool { return l.slow.Load() }
+
+// LastHealthy returns when the wire last proved alive (zero before the
+// first connection).
+func (l *Link) LastHealthy() time.Time {
+	n := l.healthyAt.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func (l *Link) run() {
+	defer close(l.done)
+	c := l.c
+	connected := false
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(Backoff(attempt-1, c.Conn.ReconnectMin, c.Conn.ReconnectMax))
+			select {
+			case <-t.C:
+			case <-l.ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		wire, err := l.open()
+		if err != nil {
+			if l.ctx.Err() != nil {
+				return
+			}
+			c.Log.Debug("shardcast: connect failed", "node", l.Addr, "attempt", attempt, "err", err)
+			if attempt%10 == 0 { // the first failure, then every tenth
+				c.Emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: l.Addr, Since: time.Now(), Err: err})
+			}
+			continue
+		}
+		connectedAt := time.Now()
+		if connected {
+			c.reconnects.Add(1)
+		}
+		connected = true
+		l.healthyAt.Store(connectedAt.UnixNano())
+		l.mu.Lock()
+		l.wire = wire
+		l.mu.Unlock()
+		c.signalChange()
+		c.Sync(l, wire, c.router.Carried(l))
+		if !l.watch(wire) {
+			return
+		}
+		// Backoff starts over only after a connection that stayed up a
+		// while: one the server drops at once (an output buffer limit, a
+		// proxy) must not turn into a hot loop of full resubscribes.
+		if time.Since(connectedAt) >= c.Conn.ReconnectMax {
+			attempt = -1
+		}
+	}
+}
+
+func (l *Link) open() (*subconn.Conn, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.c.Conn.DialTimeout)
+	defer cancel()
+	return subconn.Open(ctx, l.dial, l.c.mode, l.hooks)
+}
+
+// watch pings the wire until it dies (it then reports the loss and returns
+// true) or the link is stopped (false). A ping runs on its own goroutine
+// so that one still unanswered after a whole HealthInterval can raise
+// suspicion (see slow) long before HealthTimeout declares the wire dead.
+func (l *Link) watch(wire *subconn.Conn) bool {
+	c := l.c
+	tick := time.NewTicker(c.Conn.HealthInterval)
+	defer tick.Stop()
+	pinged := make(chan error, 1)
+	var pingCancel context.CancelFunc // non-nil while a ping is out
+	var pingSent time.Time
+	endPing := func() {
+		if pingCancel != nil {
+			pingCancel()
+			<-pinged
+			pingCancel = nil
+		}
+		l.slow.Store(false)
+	}
+	for {
+		select {
+		case <-l.ctx.Done():
+			endPing()
+			l.mu.Lock()
+			l.wire = nil
+			l.mu.Unlock()
+			wire.Close()
+			return false
+		case <-wire.Done():
+			since := time.Now()
+			if l.slow.Load() {
+				since = l.LastHealthy()
+			}
+			endPing()
+			l.lost(wire, since)
+			return true
+		case err := <-pinged:
+			pingCancel()
+			pingCancel = nil
+			if err == nil {
+				l.slow.Store(false)
+				l.healthyAt.Store(pingSent.UnixNano())
+			} else if wire.Alive() && l.ctx.Err() == nil {
+				l.slow.Store(true) // the loss below dates from the last answer
+				c.Log.Warn("shardcast: node did not answer ping; dropping its connection", "node", l.Addr, "err", err)
+				wire.Close()
+			}
+		case <-tick.C:
+			if pingCancel != nil {
+				if !l.slow.Swap(true) {
+					c.Log.Warn("shardcast: node is slow to answer ping", "node", l.Addr)
+					c.router.Refresh()
+				}
+				continue
+			}
+			pingSent = time.Now()
+			ctx, cancel := context.WithTimeout(l.ctx, c.Conn.HealthTimeout)
+			go func() { pinged <- wire.Ping(ctx) }()
+			pingCancel = cancel
+		}
+	}
+}
+
+// lost marks every path carried by wire as interrupted, reports them and
+// asks the engine to check its topology: the node may have failed over.
+func (l *Link) lost(wire *subconn.Conn, since time.Time) {
+	c := l.c
+	l.mu.Lock()
+	l.wire = nil
+	l.mu.Unlock()
+	err := wire.Err()
+	wire.Close()
+	var lost []*Path
+	var channels []string
+	for _, p := range c.Paths {
+		if chans, ok := p.interrupt(wire, since); ok {
+			lost = append(lost, p)
+			channels = append(channels, chans...)
+		}
+	}
+	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", len(lost), "err", err)
+	if len(lost) > 0 {
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, channels, since, err))
+	}
+	c.router.Refresh()
+	c.signalChange()
+}

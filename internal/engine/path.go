@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Path is one subscribe path: the unit whose channels are subscribed,
+// lost and restored together (a cluster partition, or one subscribe
+// connection of a sharded instance). It holds the channels wanted on it
+// and the wire on which Redis confirmed them.
+type Path struct {
+	// ID is the path's index in Core.Paths.
+	ID int
+	// turn serialises the subscribe, unsubscribe and resubscribe commands
+	// of this path, so Redis sees one channel's commands in call order.
+	// Whoever holds several turns takes them in ascending ID order.
+	turn Turn
+
+	mu        sync.Mutex
+	wanted    ChannelSet
+	wire      *subconn.Conn // nil while interrupted
+	downSince time.Time     // start of the current interruption, if any
+	// lost counts server-pushed unsubscribes seen for this path. A
+	// resubscribe reads it before sending and activates only if it is
+	// unchanged once Redis confirmed: a push that overtook the activation
+	// would otherwise be ignored and leave the path silently dead.
+	lost uint64
+}
+
+func newPath(id int) *Path {
+	return &Path{ID: id, turn: NewTurn(), wanted: ChannelSet{}}
+}
+
+func (p *Path) lock(ctx context.Context, closing <-chan struct{}) error {
+	return p.turn.Lock(ctx, closing)
+}
+
+func (p *Path) unlock() { p.turn.Unlock() }
+
+// ActiveWire returns the wire carrying the path, or nil while it is
+// interrupted.
+func (p *Path) ActiveWire() *subconn.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire != nil && !p.wire.Alive() {
+		return nil
+	}
+	return p.wire
+}
+
+// interrupt marks the path as no longer subscribed if it is carried by
+// wire (any wire when wire is nil). It returns the wanted channels when
+// this starts an interruption that loses subscriptions.
+func (p *Path) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire == nil || (wire != nil && p.wire != wire) {
+		return nil, false
+	}
+	return p.dropLocked(at)
+}
+
+// interruptUnlessLocked interrupts the path unless it is active on keep (a
+// nil keep interrupts it whatever wire carries it). It returns the wanted
+// channels when this starts an interruption that loses subscriptions. The
+// caller holds p.mu.
+func (p *Path) interruptUnlessLocked(keep *subconn.Conn, at time.Time) ([]string, bool) {
+	if p.wire == nil || (keep != nil && p.wire == keep) {
+		return nil, false
+	}
+	return p.dropLocked(at)
+}
+
+// dropLocked takes the path off its wire, dating the interruption from at
+// unless one is already under way, and returns the wanted channels when
+// there are any (an interruption that loses subscriptions). The caller
+// holds p.mu.
+func (p *Path) dropLocked(at time.Time) ([]string, bool) {
+	p.wire = nil
+	if len(p.wanted) == 0 {
+		return nil, false
+	}
+	if p.downSince.IsZero() {
+		p.downSince = at
+	}
+	return p.wanted.Slice(), true
+}
+
+// activate records that every wanted channel is confirmed on wire. It
+// returns when the interruption it ends began (zero if none).
+func (p *Path) activate(wire *subconn.Conn) time.Time {
+	since, _ := p.activateIf(wire, p.lostSeq())
+	return since
+}
+
+// lostSeq returns the count of server-pushed unsubscribes so far.
+func (p *Path) lostSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
+}
+
+// activateIf is activate, unless a server-pushed unsubscribe arrived since
+// lostSeq returned seq: then the confirmation may already be void and the
+// path stays interrupted (ok is false).
+func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost != seq || !wire.Alive() {
+		// A wire that died meanwhile: its loss handler may already have
+		// passed this path, so activating it would hide the loss.
+		return time.Time{}, false
+	}
+	p.wire = wire
+	since = p.downSince
+	p.downSince = time.Time{}
+	return since, true
+}
+
+// noteLost records a server-pushed unsubscribe that arrived on wire and
+// interrupts the path if wire carries it. It returns the wanted channels
+// when this starts an interruption.
+func (p *Path) noteLost(wire *subconn.Conn, at time.Time) ([]string, bool) {
+	p.mu.Lock()
+	p.lost++
+	p.mu.Unlock()
+	if wire == nil {
+		return nil, false
+	}
+	return p.interrupt(wire, at)
+}
+
+// Wanted returns the channels wanted on the path, in no particular order.
+func (p *Path) Wanted() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wanted.Slice()
+}
+
+// WantedCount returns how many channels are wanted on the path.
+func (p *Path) WantedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.wanted)
+}
+
+// missing returns the channels not yet wanted, without duplicates.
+func (p *Path) missing(channels []string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wanted.Missing(channels)
+}
+
+func (p *Path) add(channels []string, token uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.wanted.Add(channels, token)
+}
+
+// remove drops channels from the wanted set and returns those that were in
+// it; with a non-zero token only those whose last asker is that call.
+func (p *Path) remove(channels []string, token uint64) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if token != 0 {
+		return p.wanted.RemoveClaimed(channels, token)
+	}
+	return p.wanted.Remove(channels)
+}

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Subscribe is Broker.Subscribe: it subscribes channels and returns once
+// Redis confirmed every one. While a path's node is unreachable (a
+// reconnect, a failover, a slot move) it waits, bounded by ctx. On error no
+// channel of this call is left newly subscribed, unless a later Subscribe
+// asked for it meanwhile; an undo that cannot finish within ctx finishes
+// in the background, ahead of any later call for its path.
+func (c *Core) Subscribe(ctx context.Context, channels []string) error {
+	if err := CheckChannels(ctx, c.closed.Load(), channels); err != nil {
+		return err
+	}
+	if c.Pool == nil {
+		return shardcast.ErrNoHandler
+	}
+	token := c.calls.Add(1)
+	groups := shardcast.GroupByPartition(channels, c.router.PathOf)
+	added := make([][]string, len(groups))
+	errs := c.fanOut(groups, func(i int, g shardcast.Group) (err error) {
+		added[i], err = c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token)
+		return err
+	})
+	err := errors.Join(errs...)
+	if err == nil {
+		return nil
+	}
+	// Undo the paths that succeeded so the call has no partial effect.
+	// Channels subscribed before the call stay.
+	for i, g := range groups {
+		if errs[i] == nil && len(added[i]) > 0 {
+			_ = c.unsubscribePath(ctx, c.Paths[g.Key], added[i], token)
+		}
+	}
+	return fmt.Errorf("shardcast: subscribe: %w", err)
+}
+
+// Unsubscribe is Broker.Unsubscribe: unknown channels are ignored. The
+// channels leave the broker's subscriptions at once; if ctx ends before
+// Redis confirmed, the call returns nil and the command completes in the
+// background, still ahead of any later call for these channels.
+func (c *Core) Unsubscribe(ctx context.Context, channels []string) error {
+	if err := CheckChannels(ctx, c.closed.Load(), channels); err != nil {
+		return err
+	}
+	if c.Pool == nil {
+		return nil
+	}
+	groups := shardcast.GroupByPartition(channels, c.router.PathOf)
+	errs := c.fanOut(groups, func(_ int, g shardcast.Group) error {
+		return c.unsubscribePath(ctx, c.Paths[g.Key], g.Channels, 0)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shardcast: unsubscribe: %w", err)
+	}
+	return nil
+}
+
+// fanOut runs f for every group at once and returns their errors.
+func (c *Core) fanOut(groups []shardcast.Group, f func(i int, g shardcast.Group) error) []error {
+	errs := make([]error, len(groups))
+	if len(groups) == 1 {
+		errs[0] = f(0, groups[0])
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i, g)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// subscribePath makes channels of path p subscribed and confirmed. If the
+// path is interrupted it first re-activates it on its link; while the
+// link is down it waits for a change, bounded by ctx.
+func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, token uint64) (added []string, err error) {
+	var lastErr error
+	for {
+		if err := p.lock(ctx, c.closing); err != nil {
+			return nil, c.waitError(p, err, lastErr)
+		}
+		// An interrupted path is re-activated first, even when every
+		// channel is already wanted: success means Redis holds them now.
+		wire := p.ActiveWire()
+		if wire == nil {
+			wire, err = c.reactivate(ctx, p)
+			if err != nil {
+				changed := c.changes()
+				p.unlock()
+				lastErr = err
+				if err := c.waitChange(ctx, changed); err != nil {
+					return nil, c.waitError(p, err, lastErr)
+				}
+				continue
+			}
+		}
+		fresh := p.missing(channels)
+		if len(fresh) > 0 {
+			err = FirstError(wire.Subscribe(ctx, c.commands(p.ID, fresh)...))
+		}
+		if len(fresh) == 0 || err == nil {
+			// This call is now the last to have asked for every one of
+			// its channels here, so an older call's undo leaves them.
+			p.add(channels, token)
+			p.unlock()
+			return fresh, nil
+		}
+		if WireFailed(ctx, wire, err, c.closing) || IsMoved(err) {
+			// The wire died or the slot moved: nothing from this attempt
+			// survives on the right node. Wait for it to settle.
+			if IsMoved(err) {
+				c.router.Refresh()
+			}
+			c.interruptPath(p, wire, err)
+			changed := c.changes()
+			p.unlock()
+			lastErr = err
+			if err := c.waitChange(ctx, changed); err != nil {
+				return nil, c.waitError(p, err, lastErr)
+			}
+			continue
+		}
+		// Redis refused, or ctx ended with commands possibly in flight:
+		// undo what may have gone through. The undo keeps the path's turn
+		// but not the caller, who gets its answer within ctx.
+		c.finish(ctx, p, func(ctx context.Context) { c.rollback(ctx, wire, p.ID, fresh) })
+		return nil, fmt.Errorf("%s: %w", c.router.Describe(p.ID), err)
+	}
+}
+
+// reactivate resubscribes an interrupted path's wanted channels on the
+// link that carries it now. The caller holds p's turn.
+func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
+	l := c.router.Carrier(p.ID)
+	if l == nil {
+		return nil, errors.New("no node serves it")
+	}
+	wire := l.Current()
+	if wire == nil {
+		return nil, fmt.Errorf("no connection to %s", l.Addr)
+	}
+	seq := p.lostSeq()
+	if wanted := p.Wanted(); len(wanted) > 0 {
+		if err := FirstError(wire.Subscribe(ctx, c.commands(p.ID, wanted)...)); err != nil {
+			if IsMoved(err) {
+				c.router.Refresh()
+			}
+			return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, err)
+		}
+	}
+	since, ok := p.activateIf(wire, seq)
+	if !ok {
+		c.router.Refresh()
+		return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, errVoided)
+	}
+	if !since.IsZero() {
+		c.emitRestored(l.Addr, []*Path{p}, since)
+	}
+	return wire, nil
+}
+
+// errVoided reports a resubscribe whose confirmation a server-pushed
+// unsubscribe (a slot move) or a lost wire overtook.
+var errVoided = errors.New("confirmation voided by a slot move or a lost connection")
+
+// unsubscribePath removes channels from path p. With a non-zero token it
+// is the undo of that Subscribe call: it removes only the channels no
+// later call has asked for, and it happens even when the caller's ctx has
+// ended (only the caller's wait is bounded by ctx).
+func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, token uint64) error {
+	lockCtx := ctx
+	if token != 0 {
+		lockCtx = context.WithoutCancel(ctx)
+	}
+	if err := p.lock(lockCtx, c.closing); err != nil {
+		return err
+	}
+	gone := p.remove(channels, token)
+	wire := p.ActiveWire()
+	if len(gone) == 0 || wire == nil {
+		p.unlock()
+		return nil // an interrupted path holds no subscriptions
+	}
+	// Once started, the commands finish even if the caller's ctx ends, so
+	// that Redis is not left subscribed to channels nobody wants.
+	c.finish(ctx, p, func(ctx context.Context) { c.rollback(ctx, wire, p.ID, gone) })
+	return nil
+}
+
+// rollback unsubscribes channels of path part on wire. A wire that broke
+// or a slot that moved took the subscriptions along; any other failure (a
+// refusal, a confirmation that never came) drops the wire: Redis may still
+// hold channels the broker no longer wants, and only a new wire,
+// resubscribed from the wanted sets, is sure not to deliver them. The
+// link reports the interruption and reconnects.
+func (c *Core) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
+	err := FirstError(wire.Unsubscribe(ctx, c.commands(part, channels)...))
+	if err != nil && wire.Alive() && !IsMoved(err) && (!IsIOError(err) || errors.Is(err, subconn.ErrProtocol)) {
+		c.Log.Warn("shardcast: unsubscribe failed; reconnecting", "path", c.router.Describe(part), "err", err)
+		wire.Close()
+	}
+}
+
+// finish hands op, which sends commands for path p, to the background
+// group on behalf of a caller holding p's turn; see Turn.Finish.
+func (c *Core) finish(ctx context.Context, p *Path, op func(context.Context)) {
+	_ = p.turn.Finish(ctx, &c.background, c.ctx, c.Conn.CommandTimeout, func(ctx context.Context) error {
+		op(ctx)
+		return nil
+	})
+}
+
+// commands turns one path's channels into wire keys, cut into commands of
+// at most SubscribeBatch keys (each holds a single slot in a cluster).
+func (c *Core) commands(p int, channels []string) [][]string {
+	keys := make([]string, len(channels))
+	for i, ch := range channels {
+		keys[i] = c.router.Key(p, ch)
+	}
+	cmds := shardcast.PlanCommands(shardcast.Group{Key: p, Channels: keys}, c.Options.SubscribeBatch)
+	out := make([][]string, len(cmds))
+	for i, cmd := range cmds {
+		out[i] = cmd.Channels
+	}
+	return out
+}
+
+func (c *Core) waitError(p *Path, err, last error) error {
+	if errors.Is(err, shardcast.ErrClosed) {
+		return err
+	}
+	if last != nil {
+		return fmt.Errorf("%s: %w (last error: %v)", c.router.Describe(p.ID), err, last)
+	}
+	return fmt.Errorf("%s: %w", c.router.Describe(p.ID), err)
+}
+
+// interruptPath marks p as interrupted after a failed command on wire.
+func (c *Core) interruptPath(p *Path, wire *subconn.Conn, cause error) {
+	now := time.Now()
+	if chans, ok := p.interrupt(wire, now); ok {
+		addr := ""
+		if l := c.router.Carrier(p.ID); l != nil {
+			addr = l.Addr
+		}
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, now, cause))
+	}
+}
+
+// NoteLost handles a server-pushed unsubscribe of path p's channels on
+// link l: the slot moved away from l's node at some point after l last
+// proved healthy. It interrupts p and asks for a topology refresh.
+func (c *Core) NoteLost(l *Link, p int, cause error) {
+	path := c.Paths[p]
+	since := time.Now()
+	if h := l.LastHealthy(); !h.IsZero() && h.Before(since) {
+		since = h
+	}
+	if chans, ok := path.noteLost(l.Current(), since); ok {
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, []*Path{path}, chans, since, cause))
+	}
+	c.router.Refresh()
+}
+
+// IsMoved reports whether err is Redis's MOVED redirection.
+func IsMoved(err error) bool {
+	se, ok := subconn.IsServerError(err)
+	return ok && se.IsMoved()
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// Sync subscribes, on wire (l's), every listed path that l carries and
+// that is not already active there, one path per command group, spread
+// over the resubscriber's workers. Paths that fail stay interrupted and
+// are retried by the maintenance loop.
+func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
+	if len(ids) == 0 || c.Paths == nil {
+		return
+	}
+	sort.Ints(ids)
+	var locked []*Path
+	defer func() {
+		for _, p := range locked {
+			p.unlock()
+		}
+	}()
+	// Stopping the link or closing the broker ends a sync at once, even
+	// one stuck on a frozen server.
+	ctx, cancel := context.WithTimeout(l.ctx, c.Conn.CommandTimeout)
+	defer cancel()
+	for _, id := range ids {
+		p := c.Paths[id]
+		if err := p.lock(ctx, c.closing); err != nil {
+			return
+		}
+		locked = append(locked, p)
+	}
+	var groups []shardcast.Group
+	var empty []*Path
+	seqs := make(map[int]uint64)
+	for _, p := range locked {
+		if c.router.Carrier(p.ID) != l {
+			continue
+		}
+		if p.ActiveWire() == wire {
+			continue
+		}
+		wanted := p.Wanted()
+		if len(wanted) == 0 {
+			empty = append(empty, p)
+			continue
+		}
+		keys := make([]string, len(wanted))
+		for i, ch := range wanted {
+			keys[i] = c.router.Key(p.ID, ch)
+		}
+		groups = append(groups, shardcast.Group{Key: p.ID, Channels: keys})
+		seqs[p.ID] = p.lostSeq()
+	}
+	for _, p := range empty {
+		p.activate(wire)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
+		return FirstError(wire.Subscribe(ctx, cmd.Channels))
+	})
+	c.resubscribeCommands.Add(uint64(report.Commands))
+	failed := make(map[int]bool, len(report.FailedKeys))
+	for _, k := range report.FailedKeys {
+		failed[k] = true
+	}
+	var restored []*Path
+	var since time.Time
+	for _, g := range groups {
+		if failed[g.Key] {
+			continue
+		}
+		p := c.Paths[g.Key]
+		s, ok := p.activateIf(wire, seqs[g.Key])
+		if !ok {
+			// A slot move overtook the confirmation; the next heal retries
+			// on whichever node owns the slot by then.
+			c.router.Refresh()
+			continue
+		}
+		if !s.IsZero() {
+			restored = append(restored, p)
+			if since.IsZero() || s.Before(since) {
+				since = s
+			}
+		}
+	}
+	if report.Err != nil {
+		c.Log.Warn("shardcast: resubscribe incomplete", "node", l.Addr, "failed_paths", report.FailedKeys, "err", report.Err)
+		if IsMoved(report.Err) {
+			c.router.Refresh()
+		}
+	}
+	if len(restored) > 0 {
+		c.emitRestored(l.Addr, restored, since)
+	}
+	c.signalChange()
+}
+
+func (c *Core) emitRestored(addr string, paths []*Path, since time.Time) {
+	var channels []string
+	for _, p := range paths {
+		channels = append(channels, p.Wanted()...)
+	}
+	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, channels, since, nil))
+}
+
+// heal resubscribes every interrupted path whose link is up. Each link
+// heals on its own goroutine: one slow or frozen node must not hold up
+// the others, nor the next maintenance pass.
+func (c *Core) heal() {
+	if c.Paths == nil {
+		return
+	}
+	jobs := make(map[*Link][]int)
+	var order []*Link
+	for _, p := range c.Paths {
+		l := c.router.Carrier(p.ID)
+		if l == nil {
+			continue
+		}
+		wire := l.Current()
+		if wire == nil || p.ActiveWire() == wire {
+			continue
+		}
+		if _, ok := jobs[l]; !ok {
+			order = append(order, l)
+		}
+		jobs[l] = append(jobs[l], p.ID)
+	}
+	for _, l := range order {
+		wire := l.Current()
+		if wire == nil || !l.syncing.CompareAndSwap(false, true) {
+			continue
+		}
+		c.Go(func() {
+			defer l.syncing.Store(false)
+			c.Sync(l, wire, jobs[l])
+		})
+	}
+}
+
+// Degraded reports whether some wanted path is interrupted, or some link
+// is down or slow to answer its health ping.
+func (c *Core) Degraded() bool {
+	for _, l := range c.router.Links() {
+		if l.Current() == nil || l.Slow() {
+			return true
+		}
+	}
+	for _, p := range c.Paths {
+		if p.WantedCount() > 0 && p.ActiveWire() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Maintain runs the broker's maintenance loop until Close: every idle
+// (never, when idle is zero) while all is well, every RecoveryInterval
+// while something is degraded, and when asked (RequestRefresh at once,
+// Kick spaced by RecoveryInterval), it calls poll (if set: the engine
+// re-reads its topology), then heals interrupted paths.
+func (c *Core) Maintain(idle time.Duration, poll func(ctx context.Context)) {
+	c.Go(func() {
+		var polled time.Time
+		for {
+			interval := idle
+			if c.Degraded() {
+				interval = c.Conn.RecoveryInterval
+			}
+			if !c.awaitPass(interval, polled) {
+				return
+			}
+			polled = time.Now()
+			if poll != nil {
+				ctx, cancel := context.WithTimeout(c.ctx, c.Conn.CommandTimeout)
+				poll(ctx)
+				cancel()
+			}
+			c.heal()
+			c.signalChange()
+		}
+	})
+}
+
+// awaitPass waits until the next maintenance pass is due: after interval
+// (never, when it is zero), at once when RequestRefresh asked, or when
+// Kick asked but no sooner than RecoveryInterval after the previous pass
+// (at last). It returns false when the broker is closing.
+func (c *Core) awaitPass(interval time.Duration, last time.Time) bool {
+	var due <-chan time.Time
+	if interval > 0 {
+		timer := time.NewTimer(interval)
+		defer timer.Stop()
+		due = timer.C
+	}
+	select {
+	case <-c.closing:
+		return false
+	case <-c.refresh:
+		return true
+	case <-due:
+		return true
+	case <-c.kick:
+	}
+	if wait := time.Until(last.Add(c.Conn.RecoveryInterval)); wait > 0 {
+		spacing := time.NewTimer(wait)
+		defer spacing.Stop()
+		select {
+		case <-c.closing:
+			return false
+		case <-c.refresh:
+		case <-spacing.C:
+		}
+	}
+	return true
+}
+
+// Move is one path that a topology change moved between nodes.
+type Move struct {
+	Path     int
+	From, To string
+	// Since is when the path's old node was last known healthy: messages
+	// may be lost from then on.
+	Since time.Time
+	// Keep is the new node's wire for the path; a path already active on
+	// it (a Subscribe re-activated it first) is not interrupted.
+	Keep *subconn.Conn
+}
+
+// InterruptMoved interrupts the moved paths not already active on their
+// new node's wire and reports them, one Interrupted event per old → new
+// node pair with cause(from, to) as its Err. The paths stay locked
+// (ascending, the only place that holds several) until the events are
+// queued, so that a Subscribe re-activating one of them cannot report it
+// Restored before it is reported Interrupted.
+func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
+	if c.Paths == nil || len(moves) == 0 {
+		return
+	}
+	sort.Slice(moves, func(i, j int) bool { return moves[i].Path < moves[j].Path })
+	for _, mv := range moves {
+		c.Paths[mv.Path].mu.Lock()
+	}
+	defer func() {
+		for _, mv := range moves {
+			c.Paths[mv.Path].mu.Unlock()
+		}
+	}()
+	type route struct{ from, to string }
+	lost := make(map[route]*shardcast.Event)
+	var order []route
+	for _, mv := range moves {
+		p := c.Paths[mv.Path]
+		chans, ok := p.interruptUnlessLocked(mv.Keep, mv.Since)
+		if !ok {
+			continue
+		}
+		r := route{mv.From, mv.To}
+		e := lost[r]
+		if e == nil {
+			ev := c.event(shardcast.EventInterrupted, mv.From, nil, nil, mv.Since, cause(mv.From, mv.To))
+			e = &ev
+			lost[r] = e
+			order = append(order, r)
+		}
+		if c.partitions {
+			e.Partitions = append(e.Partitions, p.ID)
+		}
+		e.Channels = append(e.Channels, chans...)
+	}
+	for _, r := range order {
+		c.Emitter.Emit(*lost[r])
+	}
+}
