@@ -21,7 +21,7 @@ func testConnsPerMaster(t *testing.T, c *redistest.Cluster) {
 	waitNoSubscribers(t, masters)
 
 	rec := newRecorder()
-	sub := newBroker(t, Config{Addrs: c.Seeds(), ConnsPerMaster: 2, Options: shardcast.Options{Handler: rec.handle}})
+	sub := newBroker(t, Config{Addrs: c.Seeds(), Conn: shardcast.ConnOptions{SubscribeConns: 2}, Options: shardcast.Options{Handler: rec.handle}})
 	channels := numbered("pair.", 3000)
 	require.NoError(t, sub.Subscribe(ctx, channels...))
 	l := sub.Layout()
@@ -53,8 +53,8 @@ func testConnsPerMaster(t *testing.T, c *redistest.Cluster) {
 }
 
 func TestConnsPerMasterConfig(t *testing.T) {
-	for _, n := range []int{-1, MaxConnsPerMaster + 1} {
-		_, err := New(Config{Addrs: []string{"127.0.0.1:1"}, ConnsPerMaster: n})
-		assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "ConnsPerMaster %d", n)
+	for _, n := range []int{-1, shardcast.MaxSubscribeConns + 1} {
+		_, err := New(Config{Addrs: []string{"127.0.0.1:1"}, Conn: shardcast.ConnOptions{SubscribeConns: n}})
+		assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "SubscribeConns %d", n)
 	}
 }

@@ -515,6 +515,16 @@ func commandCalls(t *testing.T, s *redistest.Server, cmd string) int64 {
 	return stats[cmd]
 }
 
+// masterOf returns the master the broker's slot map gives partition part.
+func (b *Broker) masterOf(part int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if part < len(b.assign) {
+		return b.assign[part]
+	}
+	return ""
+}
+
 // publishKnows reports whether publishes are still routed to addr. (The
 // rueidis client, which carries only redirected publishes, may know addr
 // longer; it follows MOVED from it.)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,9 +112,9 @@ func (s *sequencer) requireExactly(t *testing.T, rec *recorder, channels []strin
 func followedTo(t *testing.T, sub *Broker, p int, addr string) {
 	t.Helper()
 	require.True(t, waitFor(30*time.Second, func() bool {
-		m := sub.connFor(p)
-		w := sub.parts[p].activeWire()
-		return m != nil && m.addr == addr && w != nil && w == m.current()
+		m := router{sub}.Carrier(p)
+		w := sub.core.Paths[p].ActiveWire()
+		return m != nil && m.Addr == addr && w != nil && w == m.Current()
 	}), "the subscriber never carried partition %d on %s", p, addr)
 }
 
@@ -192,10 +191,13 @@ const (
 // its rueidis client sends (see rueidisRefreshRate), and extra for the
 // immediate polls a subscriber asks for after a lost connection.
 func pollBound(cfg Config, d time.Duration, masters int, subscriber bool) int {
-	cfg = cfg.withDefaults()
-	loop := int(d/cfg.RecoveryInterval) + int(d/cfg.TopologyInterval) + 3 + masters
+	st, err := cfg.settings()
+	if err != nil {
+		panic(err)
+	}
+	loop := int(d/st.Conn.RecoveryInterval) + int(d/st.TopologyInterval) + 3 + masters
 	if subscriber {
-		loop += 2 * masters * cfg.ConnsPerMaster
+		loop += 2 * masters * st.Conn.SubscribeConns
 	}
 	return loop + rueidisRefreshFanout*(int(rueidisRefreshRate*d.Seconds())+2)
 }
@@ -309,7 +311,7 @@ func TestPublishOnlyFailover(t *testing.T) {
 	require.True(t, waitFor(30*time.Second, func() bool {
 		for _, b := range everyone {
 			for _, p := range parts {
-				if owner := b.masterAddr(p); owner == "" || owner == victim.Addr() {
+				if owner := b.masterOf(p); owner == "" || owner == victim.Addr() {
 					return false
 				}
 			}
@@ -369,7 +371,7 @@ func TestPublishOnlyFailover(t *testing.T) {
 
 // TestCloseWithRetiredPubs closes a publish-only broker while goroutines
 // publish and while the connection to a master that lost all its
-// partitions waits out its retirement (HealthTimeout, far longer than the
+// partitions waits out its retirement (ReplyTimeout, far longer than the
 // test): Close returns, closes that connection too, and leaves no
 // goroutine behind.
 func TestCloseWithRetiredPubs(t *testing.T) {
@@ -380,7 +382,7 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 	home, heir := masters[0], masters[1]
 	leaks := goleak.IgnoreCurrent()
 
-	pub, err := New(Config{Addrs: c.Seeds(), Partitions: 16, HealthTimeout: time.Hour})
+	pub, err := New(Config{Addrs: c.Seeds(), Partitions: 16, Conn: shardcast.ConnOptions{ReplyTimeout: time.Hour}})
 	require.NoError(t, err)
 	closed := false
 	t.Cleanup(func() {
@@ -405,7 +407,7 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 		publishAll(t, pub, inPartitions(l, channels, moved), "moved")
 		return !pub.publishKnows(home.Addr())
 	}), "the publisher never retired its connection to %s", home.Addr())
-	require.NoError(t, retired.Ping(ctx), "the retired connection is not closed before HealthTimeout")
+	require.NoError(t, retired.Ping(ctx), "the retired connection is not closed before ReplyTimeout")
 
 	base := pub.Stats().Published
 	var wg sync.WaitGroup
@@ -446,99 +448,4 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 	)
-}
-
-// TestAwaitPoll checks the topology loops' wait: a refresh polls at once,
-// a publish-prompted poll (kickRoute) waits until RecoveryInterval after
-// the previous poll but never holds up a refresh, kicks do not pile up,
-// and Close ends the wait.
-func TestAwaitPoll(t *testing.T) {
-	newIdle := func(recovery time.Duration) *Broker {
-		return &Broker{
-			cfg:     Config{RecoveryInterval: recovery},
-			refresh: make(chan struct{}, 1),
-			reroute: make(chan struct{}, 1),
-			closing: make(chan struct{}),
-		}
-	}
-	await := func(b *Broker, polled time.Time) <-chan bool {
-		out := make(chan bool, 1)
-		go func() { out <- b.awaitPoll(time.Hour, polled) }()
-		return out
-	}
-	returned := func(t *testing.T, ch <-chan bool) bool {
-		t.Helper()
-		select {
-		case ok := <-ch:
-			return ok
-		case <-time.After(20 * time.Second):
-			t.Fatal("awaitPoll did not return")
-			return false
-		}
-	}
-
-	t.Run("refresh polls at once", func(t *testing.T) {
-		b := newIdle(time.Hour)
-		b.requestRefresh()
-		assert.True(t, returned(t, await(b, time.Now())))
-	})
-	t.Run("kick long after the last poll polls at once", func(t *testing.T) {
-		b := newIdle(time.Hour)
-		b.kickRoute()
-		assert.True(t, returned(t, await(b, time.Now().Add(-2*time.Hour))))
-	})
-	t.Run("kicks coalesce", func(t *testing.T) {
-		b := newIdle(time.Hour)
-		for range 100 {
-			b.kickRoute()
-		}
-		assert.Len(t, b.reroute, 1)
-	})
-	t.Run("a spaced kick yields to a refresh", func(t *testing.T) {
-		b := newIdle(time.Hour)
-		b.kickRoute()
-		out := await(b, time.Now())
-		requireSpacing(t, b, out)
-		b.requestRefresh()
-		assert.True(t, returned(t, out), "a refresh ends the spacing")
-	})
-	t.Run("close ends the spacing", func(t *testing.T) {
-		b := newIdle(time.Hour)
-		b.kickRoute()
-		out := await(b, time.Now())
-		requireSpacing(t, b, out)
-		close(b.closing)
-		assert.False(t, returned(t, out))
-	})
-	t.Run("a spaced kick polls after RecoveryInterval", func(t *testing.T) {
-		b := newIdle(10 * time.Millisecond)
-		b.kickRoute()
-		assert.True(t, returned(t, await(b, time.Now())))
-	})
-}
-
-// requireSpacing waits until the awaitPoll reporting on out has taken the
-// kick and holds in its spacing wait (only a refresh or Close can end it
-// before RecoveryInterval), and fails if it polled at once instead.
-func requireSpacing(t *testing.T, b *Broker, out <-chan bool) {
-	t.Helper()
-	require.True(t, waitFor(20*time.Second, func() bool {
-		return len(out) > 0 || (len(b.reroute) == 0 && parkedIn("cluster.(*Broker).awaitPoll("))
-	}), "awaitPoll neither polled nor waited")
-	require.Empty(t, out, "a kick right after a poll polled again at once")
-}
-
-// parkedIn reports whether some goroutine is blocked in a select whose
-// top frame is fn.
-func parkedIn(fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		header, rest, _ := strings.Cut(g, "\n")
-		top, _, _ := strings.Cut(rest, "\n")
-		if strings.Contains(header, "[select") && strings.Contains(top, fn) {
-			return true
-		}
-	}
-	return false
 }

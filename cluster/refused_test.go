@@ -19,7 +19,7 @@ func TestRefusedUnsubscribeDropsTheWire(t *testing.T) {
 	c := redistest.StartCluster(t, 1, 0, redistest.WithArgs("--user", "app", "on", ">pw", "~*", "&*", "+@all", "-sunsubscribe"))
 	ctx := testCtx(t, time.Minute)
 	events := &eventLog{}
-	sub := newBroker(t, Config{Addrs: c.Seeds(), Username: "app", Password: "pw",
+	sub := newBroker(t, Config{Addrs: c.Seeds(), Conn: shardcast.ConnOptions{Username: "app", Password: "pw"},
 		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.add}})
 	require.NoError(t, sub.Subscribe(ctx, "gone", "kept"))
 	l := sub.Layout()
@@ -38,4 +38,13 @@ func TestRefusedUnsubscribeDropsTheWire(t *testing.T) {
 		assert.Equal(t, []any{key, want}, n, "channel %s", ch)
 	}
 	assert.Equal(t, 1, sub.Stats().Channels)
+
+	// The same credentials given as a redis:// URL seed reach every node:
+	// the subscribe and publishing connections and the rueidis client.
+	rec := newRecorder()
+	viaURL := newBroker(t, Config{Addrs: []string{"redis://app:pw@" + c.Seeds()[0]},
+		Options: shardcast.Options{Handler: rec.handle}})
+	require.NoError(t, viaURL.Subscribe(ctx, "url"))
+	require.NoError(t, viaURL.Publish(ctx, "url", []byte("1")))
+	require.True(t, waitFor(10*time.Second, func() bool { return rec.count("url") == 1 }), "no delivery with URL credentials")
 }

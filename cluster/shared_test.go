@@ -261,7 +261,12 @@ func testRaw(t *testing.T, c *redistest.Cluster) {
 func TestInvalidConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"no addrs":       {},
-		"url not addr":   {Addrs: []string{"redis://127.0.0.1:6379"}},
+		"bad scheme":     {Addrs: []string{"http://127.0.0.1:6379"}},
+		"unix socket":    {Addrs: []string{"unix:///tmp/redis.sock"}},
+		"seeds disagree": {Addrs: []string{"redis://app:pw@127.0.0.1:1", "127.0.0.1:2"}},
+		"tls disagrees":  {Addrs: []string{"rediss://127.0.0.1:1", "redis://127.0.0.1:2"}},
+		"neg recovery":   {Addrs: []string{"127.0.0.1:1"}, Conn: shardcast.ConnOptions{RecoveryInterval: -1}},
+		"neg slots":      {Addrs: []string{"127.0.0.1:1"}, SlotsTimeout: -1},
 		"no port":        {Addrs: []string{"127.0.0.1"}},
 		"100 partitions": {Addrs: []string{"127.0.0.1:1"}, Partitions: 100},
 		"negative":       {Addrs: []string{"127.0.0.1:1"}, TopologyInterval: -time.Second},
@@ -281,7 +286,7 @@ func TestUnreachable(t *testing.T) {
 	s := redistest.StartStandalone(t) // a free port that then goes away
 	addr := s.Addr()
 	require.NoError(t, s.Stop())
-	b, err := New(Config{Addrs: []string{addr}, DialTimeout: time.Second})
+	b, err := New(Config{Addrs: []string{addr}, Conn: shardcast.ConnOptions{DialTimeout: time.Second}})
 	require.Error(t, err)
 	require.Nil(t, b)
 	assert.False(t, errors.Is(err, shardcast.ErrInvalidConfig))

@@ -8,73 +8,29 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
-// watchTopology polls the slot map, applies changes and heals interrupted
-// partitions. It polls every TopologyInterval while all is well, every
-// RecoveryInterval while something is interrupted, and at once when asked
-// (a connection loss, a server-pushed unsubscribe, a MOVED reply).
-func (b *Broker) watchTopology() {
-	defer b.wg.Done()
-	var polled time.Time
-	for {
-		interval := b.cfg.TopologyInterval
-		if b.degraded() {
-			interval = b.cfg.RecoveryInterval
+// poll is one topology pass of the maintenance loop: it reads the slot
+// map and applies it. Interrupted partitions are healed after it.
+func (b *Broker) poll(ctx context.Context) {
+	slots, err := b.pollSlots(ctx)
+	if err != nil {
+		if b.core.Ctx().Err() == nil { // not Close cutting the poll short
+			b.core.Log.Warn("shardcast: topology poll failed", "err", err)
 		}
-		if !b.awaitPoll(interval, polled) {
-			return
-		}
-		polled = time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.CommandTimeout)
-		slots, err := b.pollSlots(ctx)
-		if err != nil {
-			b.log.Warn("shardcast: topology poll failed", "err", err)
-		} else {
-			b.applySlots(ctx, slots)
-		}
-		cancel()
-		b.heal()
-		b.signalChange()
+		return
 	}
-}
-
-// awaitPoll waits until the next slot-map poll is due: after interval, at
-// once when requestRefresh asked, or when kickRoute asked but no sooner
-// than RecoveryInterval after the previous poll (at polled). It returns
-// false when the broker is closing.
-func (b *Broker) awaitPoll(interval time.Duration, polled time.Time) bool {
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	select {
-	case <-b.closing:
-		return false
-	case <-b.refresh:
-		return true
-	case <-timer.C:
-		return true
-	case <-b.reroute:
-	}
-	if wait := time.Until(polled.Add(b.cfg.RecoveryInterval)); wait > 0 {
-		spacing := time.NewTimer(wait)
-		defer spacing.Stop()
-		select {
-		case <-b.closing:
-			return false
-		case <-b.refresh:
-		case <-spacing.C:
-		}
-	}
-	return true
+	b.applySlots(ctx, slots)
 }
 
 // pollSlots asks the known nodes, one after the other, for CLUSTER SLOTS.
 func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	var errs []error
 	for addr, node := range b.client.Nodes() {
-		m, err := slotsFrom(ctx, addr, node)
+		m, err := b.slotsFrom(ctx, addr, node)
 		if err == nil {
 			return m, nil
 		}
@@ -89,9 +45,9 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	return shardcast.SlotMap{}, errors.Join(errs...)
 }
 
-// slotsFrom asks one node for CLUSTER SLOTS.
-func slotsFrom(ctx context.Context, addr string, node rueidis.Client) (shardcast.SlotMap, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+// slotsFrom asks one node for CLUSTER SLOTS, bounded by SlotsTimeout.
+func (b *Broker) slotsFrom(ctx context.Context, addr string, node rueidis.Client) (shardcast.SlotMap, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.SlotsTimeout)
 	defer cancel()
 	reply, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToAny()
 	if err != nil {
@@ -129,7 +85,7 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 		view, asked := views[dest]
 		if !asked {
 			if node, ok := b.client.Nodes()[dest]; ok {
-				if m, err := slotsFrom(ctx, dest, node); err == nil {
+				if m, err := b.slotsFrom(ctx, dest, node); err == nil {
 					view = &m
 				}
 			}
@@ -172,41 +128,41 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	old := b.assign
 	b.slots, b.assign = slots, assign
 	stale := b.routeLocked(assign)
-	var started, stopped []*masterConn
-	// keep maps a master to its live wire: a moved partition already
+	var started, stopped []*engine.Link
+	// keep maps a master to its live wires: a moved partition already
 	// active there was resubscribed by a Subscribe racing this update.
 	keep := make(map[string][]*subconn.Conn)
 	// healthy maps each master to when its wires last proved healthy: a
 	// partition that moved away stopped delivering at some point after.
 	healthy := make(map[string]time.Time)
-	if b.parts != nil {
+	if b.core.Paths != nil {
 		wantMasters := make(map[string]bool)
 		for _, addr := range assign {
 			if addr != "" {
 				wantMasters[addr] = true
 			}
 		}
-		for addr, conns := range b.masters {
-			for _, m := range conns {
-				if t := m.lastHealthy(); t.UnixNano() > 0 && (healthy[addr].IsZero() || t.Before(healthy[addr])) {
+		for addr, links := range b.masters {
+			for _, l := range links {
+				if t := l.LastHealthy(); !t.IsZero() && (healthy[addr].IsZero() || t.Before(healthy[addr])) {
 					healthy[addr] = t
 				}
-				keep[addr] = append(keep[addr], m.current())
+				keep[addr] = append(keep[addr], l.Current())
 			}
 			if !wantMasters[addr] {
 				delete(b.masters, addr)
 				delete(keep, addr)
-				stopped = append(stopped, conns...)
+				stopped = append(stopped, links...)
 			}
 		}
 		for addr := range wantMasters {
 			if _, ok := b.masters[addr]; !ok {
-				conns := make([]*masterConn, b.cfg.ConnsPerMaster)
-				for i := range conns {
-					conns[i] = newMasterConn(b, addr, i)
+				links := make([]*engine.Link, b.cfg.Conn.SubscribeConns)
+				for i := range links {
+					links[i] = b.core.NewLink(b.cfg.dialer(addr), i, b.onMessage, b.onLost)
 				}
-				b.masters[addr] = conns
-				started = append(started, conns...)
+				b.masters[addr] = links
+				started = append(started, links...)
 			}
 		}
 	}
@@ -215,11 +171,11 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	if old != nil {
 		b.reportMoves(old, assign, keep, healthy)
 	}
-	for _, m := range started {
-		go m.run()
+	for _, l := range started {
+		l.Start()
 	}
-	for _, m := range stopped {
-		m.close()
+	for _, l := range stopped {
+		l.Stop()
 	}
 	for _, p := range stale {
 		b.retire(p)
@@ -239,7 +195,7 @@ func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub)
 		}
 		pub := b.pubs[addr]
 		if pub == nil {
-			pub = pubconn.New(subconn.FromOption(addr, b.cfg.clientOption()), b.cfg.HealthTimeout, b.cfg.ReconnectMin)
+			pub = pubconn.New(b.cfg.dialer(addr), b.cfg.Conn.WriteTimeout, b.cfg.Conn.ReconnectMin)
 			b.pubs[addr] = pub
 		}
 		route[p] = pub
@@ -256,44 +212,18 @@ func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub)
 }
 
 // retire closes the publishing connection of a master that owns nothing
-// any more, after HealthTimeout: publishes already sent on it get their
+// any more, after ReplyTimeout: publishes already sent on it get their
 // replies (a MOVED sends them on through rueidis) instead of an error.
 func (b *Broker) retire(p *pubconn.Pub) {
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		t := time.NewTimer(b.cfg.HealthTimeout)
+	b.core.Go(func() {
+		t := time.NewTimer(b.cfg.Conn.ReplyTimeout)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-b.closing:
+		case <-b.core.Closing():
 		}
 		p.Close()
-	}()
-}
-
-// watchPublishRoute keeps a broker without a Handler (it only publishes)
-// routing to the right masters: it polls the slot map when a publish met
-// a stale route (see Publish) and every TopologyInterval.
-func (b *Broker) watchPublishRoute() {
-	defer b.wg.Done()
-	var polled time.Time
-	for {
-		if !b.awaitPoll(b.cfg.TopologyInterval, polled) {
-			return
-		}
-		polled = time.Now()
-		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.CommandTimeout)
-		slots, err := b.pollSlots(ctx)
-		if err != nil {
-			if b.ctx.Err() == nil { // not Close cutting the poll short
-				b.log.Warn("shardcast: topology poll failed", "err", err)
-			}
-		} else {
-			b.applySlots(ctx, slots)
-		}
-		cancel()
-	}
+	})
 }
 
 // reportMoves reports the assignment change and interrupts the moved
@@ -311,121 +241,24 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 	for _, mv := range diff.Moved {
 		ev.Partitions = append(ev.Partitions, mv.Partition)
 	}
-	b.log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved),
+	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved),
 		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
-	b.emitter.Emit(ev)
-	if b.parts == nil {
-		return
-	}
-	// One Interrupted event per old → new master pair. The moved partitions
-	// stay locked (ascending, the only place that holds several) until the
-	// events are queued, so that a Subscribe re-activating one of them
-	// cannot report it Restored before it is reported Interrupted.
+	b.core.Emitter.Emit(ev)
+	moves := make([]engine.Move, 0, len(diff.Moved))
 	for _, mv := range diff.Moved {
-		b.parts[mv.Partition].mu.Lock()
-	}
-	defer func() {
-		for _, mv := range diff.Moved {
-			b.parts[mv.Partition].mu.Unlock()
-		}
-	}()
-	type route struct{ from, to string }
-	lost := make(map[route]*shardcast.Event)
-	var order []route
-	for _, mv := range diff.Moved {
-		p := b.parts[mv.Partition]
 		since := now
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
-		var keepWire *subconn.Conn
+		m := engine.Move{Path: mv.Partition, From: mv.From, To: mv.To, Since: since}
 		if wires := keep[mv.To]; len(wires) > 0 {
-			keepWire = wires[p.id%len(wires)]
+			m.Keep = wires[mv.Partition%len(wires)]
 		}
-		chans, ok := p.interruptUnlessLocked(keepWire, since)
-		if !ok {
-			continue
-		}
-		r := route{mv.From, mv.To}
-		e := lost[r]
-		if e == nil {
-			e = &shardcast.Event{Kind: shardcast.EventInterrupted, Shard: mv.From, Since: since,
-				Err: fmt.Errorf("%w: from %s to %s", errPartitionMoved, mv.From, mv.To)}
-			lost[r] = e
-			order = append(order, r)
-		}
-		e.Partitions = append(e.Partitions, p.id)
-		e.Channels = append(e.Channels, chans...)
+		moves = append(moves, m)
 	}
-	for _, r := range order {
-		b.emitter.Emit(*lost[r])
-	}
+	b.core.InterruptMoved(moves, func(from, to string) error {
+		return fmt.Errorf("%w: from %s to %s", errPartitionMoved, from, to)
+	})
 }
 
 var errPartitionMoved = errors.New("shardcast: partitions moved to another master")
-
-// heal resubscribes every interrupted partition whose master connection is
-// up.
-func (b *Broker) heal() {
-	if b.parts == nil {
-		return
-	}
-	b.mu.Lock()
-	type job struct {
-		m   *masterConn
-		ids []int
-	}
-	jobs := make(map[*masterConn]*job)
-	for id := range b.assign {
-		m := b.connForLocked(id)
-		if m == nil {
-			continue
-		}
-		j := jobs[m]
-		if j == nil {
-			j = &job{m: m}
-			jobs[m] = j
-		}
-		j.ids = append(j.ids, id)
-	}
-	b.mu.Unlock()
-	// Each master heals on its own goroutine: one slow or frozen master
-	// must not hold up the others, nor the next topology poll.
-	for _, j := range jobs {
-		wire := j.m.current()
-		if wire == nil {
-			continue
-		}
-		var stale []int
-		for _, id := range j.ids {
-			if b.parts[id].activeWire() != wire {
-				stale = append(stale, id)
-			}
-		}
-		if len(stale) == 0 || !j.m.syncing.CompareAndSwap(false, true) {
-			continue
-		}
-		b.wg.Add(1)
-		go func(m *masterConn) {
-			defer b.wg.Done()
-			defer m.syncing.Store(false)
-			b.sync(m, wire, stale)
-		}(j.m)
-	}
-}
-
-// degraded reports whether some wanted partition is interrupted, or some
-// master connection is down or slow to answer its health ping.
-func (b *Broker) degraded() bool {
-	for _, m := range b.allConns() {
-		if m.current() == nil || m.slow.Load() {
-			return true
-		}
-	}
-	for _, p := range b.parts {
-		if p.wantedCount() > 0 && p.activeWire() == nil {
-			return true
-		}
-	}
-	return false
-}

@@ -1,4 +1,4 @@
-package cluster
+package engine
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestActivateRefusesVoidedConfirmations: a partition is not activated on a
+// TestActivateRefusesVoidedConfirmations: a path is not activated on a
 // wire that died, nor after a server-pushed unsubscribe arrived since the
 // resubscribe began; either would hide a loss.
 func TestActivateRefusesVoidedConfirmations(t *testing.T) {
@@ -22,18 +22,18 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 	require.NoError(t, err)
 	defer wire.Close()
 
-	p := newPartState(7)
+	p := newPath(7)
 	p.add([]string{"a"}, 1)
 
 	seq := p.lostSeq()
 	_, _ = p.noteLost(nil, time.Now()) // a push raced the resubscribe
 	_, ok := p.activateIf(wire, seq)
 	assert.False(t, ok, "a push since the resubscribe began voids it")
-	assert.Nil(t, p.activeWire())
+	assert.Nil(t, p.ActiveWire())
 
 	_, ok = p.activateIf(wire, p.lostSeq())
 	require.True(t, ok)
-	assert.Equal(t, wire, p.activeWire())
+	assert.Equal(t, wire, p.ActiveWire())
 	chans, lost := p.interrupt(wire, time.Now())
 	assert.True(t, lost)
 	assert.Equal(t, []string{"a"}, chans)
@@ -46,5 +46,5 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 	}
 	_, ok = p.activateIf(wire, p.lostSeq())
 	assert.False(t, ok, "a dead wire is never activated")
-	assert.Nil(t, p.activeWire())
+	assert.Nil(t, p.ActiveWire())
 }

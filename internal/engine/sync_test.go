@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAwaitPass checks the maintenance loop's wait: a refresh polls at once,
+// a publish-prompted poll (Kick) waits until RecoveryInterval after
+// the previous poll but never holds up a refresh, kicks do not pile up,
+// and Close ends the wait.
+func TestAwaitPass(t *testing.T) {
+	newIdle := func(recovery time.Duration) *Core {
+		return NewCore(CoreConfig{
+			Options: shardcast.Options{}.WithDefaults(),
+			Conn:    shardcast.ConnOptions{RecoveryInterval: recovery}.WithDefaults(),
+		})
+	}
+	await := func(b *Core, polled time.Time) <-chan bool {
+		out := make(chan bool, 1)
+		go func() { out <- b.awaitPass(time.Hour, polled) }()
+		return out
+	}
+	returned := func(t *testing.T, ch <-chan bool) bool {
+		t.Helper()
+		select {
+		case ok := <-ch:
+			return ok
+		case <-time.After(20 * time.Second):
+			t.Fatal("awaitPass did not return")
+			return false
+		}
+	}
+
+	t.Run("refresh polls at once", func(t *testing.T) {
+		b := newIdle(time.Hour)
+		b.RequestRefresh()
+		assert.True(t, returned(t, await(b, time.Now())))
+	})
+	t.Run("kick long after the last poll polls at once", func(t *testing.T) {
+		b := newIdle(time.Hour)
+		b.Kick()
+		assert.True(t, returned(t, await(b, time.Now().Add(-2*time.Hour))))
+	})
+	t.Run("kicks coalesce", func(t *testing.T) {
+		b := newIdle(time.Hour)
+		for range 100 {
+			b.Kick()
+		}
+		assert.Len(t, b.kick, 1)
+	})
+	t.Run("a spaced kick yields to a refresh", func(t *testing.T) {
+		b := newIdle(time.Hour)
+		b.Kick()
+		out := await(b, time.Now())
+		requireSpacing(t, b, out)
+		b.RequestRefresh()
+		assert.True(t, returned(t, out), "a refresh ends the spacing")
+	})
+	t.Run("close ends the spacing", func(t *testing.T) {
+		b := newIdle(time.Hour)
+		b.Kick()
+		out := await(b, time.Now())
+		requireSpacing(t, b, out)
+		close(b.closing)
+		assert.False(t, returned(t, out))
+	})
+	t.Run("a spaced kick polls after RecoveryInterval", func(t *testing.T) {
+		b := newIdle(10 * time.Millisecond)
+		b.Kick()
+		assert.True(t, returned(t, await(b, time.Now())))
+	})
+}
+
+// requireSpacing waits until the awaitPass reporting on out has taken the
+// kick and holds in its spacing wait (only a refresh or Close can end it
+// before RecoveryInterval), and fails if it polled at once instead.
+func requireSpacing(t *testing.T, b *Core, out <-chan bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return len(out) > 0 || (len(b.kick) == 0 && parkedIn("engine.(*Core).awaitPass("))
+	}, 20*time.Second, time.Millisecond, "awaitPass neither passed nor waited")
+	require.Empty(t, out, "a kick right after a poll polled again at once")
+}
+
+// parkedIn reports whether some goroutine is blocked in a select whose
+// top frame is fn.
+func parkedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, rest, _ := strings.Cut(g, "\n")
+		top, _, _ := strings.Cut(rest, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(top, fn) {
+			return true
+		}
+	}
+	return false
+}
