@@ -1,7 +1,6 @@
 package shardcast
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -10,10 +9,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 )
-
-// ErrHandlerPanic is wrapped by the Err of the EventError a WorkerPool
-// emits when the Handler panics.
-var ErrHandlerPanic = errors.New("shardcast: handler panicked")
 
 const (
 	// lossReportInterval is the shortest time between two loss events of

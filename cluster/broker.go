@@ -324,13 +324,11 @@ func (b *Broker) onLost(m *masterConn, key string) {
 	if chans, ok := p.noteLost(m.current(), since); ok {
 		b.emitter.Emit(shardcast.Event{
 			Kind: shardcast.EventInterrupted, Shard: m.addr, Partitions: []int{p.id},
-			Channels: chans, Since: since, Err: errSlotMoved,
+			Channels: chans, Since: since, Err: shardcast.ErrSlotMoved,
 		})
 	}
 	b.requestRefresh()
 }
-
-var errSlotMoved = errors.New("shardcast: server unsubscribed the partition (slot moved)")
 
 // interrupt marks p as interrupted after a failed command on wire.
 func (b *Broker) interrupt(p *partState, wire *subconn.Conn, cause error) {

@@ -261,7 +261,7 @@ func (b *Broker) reactivate(ctx context.Context, p *partState) (*subconn.Conn, e
 	since, ok := p.activateIf(wire, seq)
 	if !ok {
 		b.requestRefresh()
-		return nil, fmt.Errorf("resubscribe on %s: %w", addr, errSlotMoved)
+		return nil, fmt.Errorf("resubscribe on %s: %w", addr, shardcast.ErrSlotMoved)
 	}
 	if !since.IsZero() {
 		b.emitRestored(addr, []*partState{p}, since)

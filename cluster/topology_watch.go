@@ -350,7 +350,7 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 		e := lost[r]
 		if e == nil {
 			e = &shardcast.Event{Kind: shardcast.EventInterrupted, Shard: mv.From, Since: since,
-				Err: fmt.Errorf("%w: from %s to %s", errPartitionMoved, mv.From, mv.To)}
+				Err: fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, mv.From, mv.To)}
 			lost[r] = e
 			order = append(order, r)
 		}
@@ -361,8 +361,6 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 		b.emitter.Emit(*lost[r])
 	}
 }
-
-var errPartitionMoved = errors.New("shardcast: partitions moved to another master")
 
 // heal resubscribes every interrupted partition whose master connection is
 // up.
