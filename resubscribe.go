@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// DefaultResubscribeWorkers is the number of groups a Resubscriber sends
+// defaultResubscribeWorkers is the number of groups a Resubscriber sends
 // at once when its Workers field is zero.
-const DefaultResubscribeWorkers = 16
+const defaultResubscribeWorkers = 16
 
 // errNilSend is reported by Resubscriber.Run when it is given no SendFunc.
 var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
@@ -123,8 +123,7 @@ type SendFunc func(ctx context.Context, cmd Command) error
 // send a command per partition it holds: workers × partitions commands
 // (16 × 21 = 336) instead of one per partition (21).
 type Resubscriber struct {
-	// Workers is the most groups sent at once (default
-	// DefaultResubscribeWorkers).
+	// Workers is the most groups sent at once (default 16).
 	Workers int
 	// Batch is the most channels in one command (default
 	// DefaultSubscribeBatch).
@@ -170,7 +169,7 @@ func (r Resubscriber) Run(ctx context.Context, groups []Group, send SendFunc) Re
 	start := time.Now()
 	workers := r.Workers
 	if workers <= 0 {
-		workers = DefaultResubscribeWorkers
+		workers = defaultResubscribeWorkers
 	}
 	workers = min(workers, len(groups))
 

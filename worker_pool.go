@@ -42,7 +42,6 @@ type WorkerPool struct {
 	handler        Handler
 	emit           func(Event)
 	workers        []poolWorker
-	queueSize      int
 	reportInterval time.Duration
 
 	drops  lossWindow
@@ -106,7 +105,6 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 		handler:        handler,
 		emit:           emit,
 		workers:        make([]poolWorker, workers),
-		queueSize:      queueSize,
 		reportInterval: reportInterval,
 		kick:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
@@ -121,12 +119,6 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 	go p.report()
 	return p
 }
-
-// Workers returns the number of worker goroutines.
-func (p *WorkerPool) Workers() int { return len(p.workers) }
-
-// QueueSize returns the capacity of each worker's queue.
-func (p *WorkerPool) QueueSize() int { return p.queueSize }
 
 // Submit queues m for its channel's worker and reports whether it was
 // queued. It never blocks and allocates nothing while the queue has room.
