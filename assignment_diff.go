@@ -5,8 +5,10 @@ import "slices"
 // PartitionMove is one partition whose owner changed. From or To is "" when
 // the partition was or became unowned.
 type PartitionMove struct {
+	// Partition is the partition's index in the Layout.
 	Partition int
-	From, To  string
+	// From is the old owner's address, To the new one's.
+	From, To string
 }
 
 // AssignmentDiff is what changed between two Assignments.

@@ -140,6 +140,7 @@ func (k EventKind) String() string {
 // window in which messages may have been lost so that it can tell its own
 // clients to recover.
 type Event struct {
+	// Kind tells what happened, and which of the fields below are set.
 	Kind EventKind
 	// Shard names the Redis instance or master the event concerns
 	// (host:port), if any.

@@ -23,14 +23,20 @@ var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
 // the sharded engine the channels of one connection (Key is the shard index,
 // or -1).
 type Group struct {
-	Key      int
+	// Key identifies the group to the engine (a partition or a shard
+	// index); Resubscriber reports failed groups by it.
+	Key int
+	// Channels are the wire names to subscribe, in the order to send them.
 	Channels []string
 }
 
 // Command is one subscribe command: at most a batch of the channels of a
 // single group.
 type Command struct {
-	Key      int
+	// Key is the Key of the group the command belongs to.
+	Key int
+	// Channels are the wire names the command subscribes: a sub-slice of
+	// the group's Channels, never empty.
 	Channels []string
 }
 

@@ -12,6 +12,8 @@ const topoSlotCount = 16384
 
 // SlotRange is an inclusive range of hash slots served by one master.
 type SlotRange struct {
+	// Start and End are the first and the last slot of the range, both
+	// within 0-16383 in a parsed SlotMap.
 	Start, End uint16
 	// Master is the address ("host:port", as net.JoinHostPort builds it)
 	// of the master that owns the range; never empty in a parsed SlotMap.
@@ -33,6 +35,7 @@ type SlotRange struct {
 // order; it never panics on a hand-built map, but may answer wrongly for an
 // unsorted one.
 type SlotMap struct {
+	// Ranges are the owned slot ranges.
 	Ranges []SlotRange
 }
 
