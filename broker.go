@@ -49,7 +49,8 @@ type Broker interface {
 	Close() error
 }
 
-// Sentinel errors callers can branch on with errors.Is.
+// Sentinel errors callers can branch on with errors.Is. Engines wrap them
+// with context; they never return them bare from a failed Redis call.
 var (
 	// ErrClosed is returned by any call made after Close.
 	ErrClosed = errors.New("shardcast: broker closed")
@@ -63,9 +64,36 @@ var (
 	// ErrInvalidConfig wraps every configuration error returned by a
 	// constructor.
 	ErrInvalidConfig = errors.New("shardcast: invalid config")
-	// ErrBadEnvelope is returned when a message does not decode as a
-	// shardcast envelope.
-	ErrBadEnvelope = errors.New("shardcast: bad envelope")
+	// ErrNotSent is wrapped by a Publish error when the message certainly
+	// never reached Redis: the connection was closed, down or already
+	// failed, or its backlog was full. Resending such a message cannot
+	// deliver it twice. A Publish error without it (a timeout, a connection
+	// lost while the reply was due) leaves unknown whether Redis ran the
+	// command. An engine may resend unsent messages itself before it
+	// returns; the cluster engine does, through its cluster client.
+	ErrNotSent = errors.New("shardcast: not sent")
+)
+
+// Causes carried in Event.Err, for applications that tell the reasons of a
+// loss apart.
+var (
+	// ErrSlotMoved is the Err of an EventInterrupted for one partition
+	// whose channels Redis unsubscribed on its own (the cluster engine):
+	// the partition's hash slot moved to another master, so messages
+	// published from Since on may be lost until an EventRestored for the
+	// partition follows.
+	ErrSlotMoved = errors.New("shardcast: server unsubscribed the partition (slot moved)")
+	// ErrPartitionMoved is wrapped by the Err of an EventInterrupted the
+	// cluster engine emits when a topology refresh finds partitions owned
+	// by another master than the one their subscriptions are on; the
+	// message names the old and the new master, and Partitions lists the
+	// partitions moved between that pair. An EventRestored follows once
+	// the new master confirmed them.
+	ErrPartitionMoved = errors.New("shardcast: partitions moved to another master")
+	// ErrHandlerPanic is wrapped by the Err of the EventError a WorkerPool
+	// emits when the Handler panics; the error also carries the first
+	// panic's value and stack.
+	ErrHandlerPanic = errors.New("shardcast: handler panicked")
 )
 
 // EventKind tells what an Event reports.
@@ -112,6 +140,7 @@ func (k EventKind) String() string {
 // window in which messages may have been lost so that it can tell its own
 // clients to recover.
 type Event struct {
+	// Kind tells what happened, and which of the fields below are set.
 	Kind EventKind
 	// Shard names the Redis instance or master the event concerns
 	// (host:port), if any.

@@ -1,5 +1,9 @@
 module github.com/shardcast/shardcast
 
+// The lowest go line the dependencies allow: testcontainers-go v0.45.0
+// (test-only, behind the redistest_docker build tag) and the golang.org/x
+// modules it pulls in declare go 1.26.0. The code itself needs go1.25
+// (sync.WaitGroup.Go); rueidis v1.0.79 declares go 1.25.0.
 go 1.26.0
 
 require (

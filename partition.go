@@ -14,11 +14,17 @@ import (
 	"github.com/shardcast/shardcast/internal/jump"
 )
 
-// SupportedPartitions lists the partition counts NewLayout accepts, in
-// increasing order: every power of two from 16 to 4096. Each has a shipped,
-// balanced tag table. The slice is informational: changing it does not
-// change what NewLayout accepts.
-var SupportedPartitions = []int{16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+// SupportedPartitions returns the partition counts NewLayout accepts, in
+// increasing order: every power of two from 16 to 4096, each with a shipped,
+// balanced tag table. Each call returns a new slice the caller may keep or
+// modify.
+func SupportedPartitions() []int {
+	var out []int
+	for n := minPartitions; n <= maxPartitions; n *= 2 {
+		out = append(out, n)
+	}
+	return out
+}
 
 const (
 	minPartitions = 16
@@ -52,7 +58,7 @@ type Layout struct {
 }
 
 // NewLayout returns the layout with the given partition count and channel
-// prefix. partitions must be one of SupportedPartitions; any other value
+// prefix. partitions must be one of SupportedPartitions(); any other value
 // gives an error wrapping ErrInvalidConfig. prefix is put between the
 // partition tag and the channel name on the wire, may be empty, and may
 // hold any bytes: Redis only hashes the tag, which always comes first.
@@ -72,8 +78,8 @@ func supportedPartitions(n int) bool {
 
 func supportedList() string {
 	var b strings.Builder
-	for n := minPartitions; n <= maxPartitions; n *= 2 {
-		if n > minPartitions {
+	for i, n := range SupportedPartitions() {
+		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(strconv.Itoa(n))

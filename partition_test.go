@@ -24,8 +24,8 @@ func mustLayout(t testing.TB, partitions int, prefix string) *shardcast.Layout {
 }
 
 func TestLayoutNewSupportedCounts(t *testing.T) {
-	require.Equal(t, []int{16, 32, 64, 128, 256, 512, 1024, 2048, 4096}, shardcast.SupportedPartitions)
-	for _, n := range shardcast.SupportedPartitions {
+	require.Equal(t, []int{16, 32, 64, 128, 256, 512, 1024, 2048, 4096}, shardcast.SupportedPartitions())
+	for _, n := range shardcast.SupportedPartitions() {
 		l := mustLayout(t, n, "p:")
 		assert.Equal(t, n, l.Partitions())
 		assert.Equal(t, "p:", l.Prefix())
@@ -43,15 +43,16 @@ func TestLayoutNewRejectsUnsupportedCounts(t *testing.T) {
 	}
 }
 
-// TestLayoutSupportedPartitionsIsInformational checks that a caller that
-// modifies the exported slice cannot change what NewLayout accepts.
-func TestLayoutSupportedPartitionsIsInformational(t *testing.T) {
-	saved := shardcast.SupportedPartitions
-	t.Cleanup(func() { shardcast.SupportedPartitions = saved })
-	shardcast.SupportedPartitions = []int{100}
+// TestLayoutSupportedPartitionsReturnsACopy checks that a caller that
+// modifies the returned slice changes neither later results nor what
+// NewLayout accepts.
+func TestLayoutSupportedPartitionsReturnsACopy(t *testing.T) {
+	got := shardcast.SupportedPartitions()
+	got[0] = 100
+	assert.Equal(t, 16, shardcast.SupportedPartitions()[0])
 	_, err := shardcast.NewLayout(100, "")
 	require.ErrorIs(t, err, shardcast.ErrInvalidConfig)
-	_, err = shardcast.NewLayout(128, "")
+	_, err = shardcast.NewLayout(16, "")
 	require.NoError(t, err)
 }
 
@@ -247,7 +248,7 @@ func TestLayoutFingerprint(t *testing.T) {
 	assert.LessOrEqual(t, len(a.Fingerprint()), 20)
 
 	seen := map[string]string{}
-	for _, n := range shardcast.SupportedPartitions {
+	for _, n := range shardcast.SupportedPartitions() {
 		for _, prefix := range []string{"", "app.", "app", "App.", "app.x"} {
 			fp := mustLayout(t, n, prefix).Fingerprint()
 			id := fmt.Sprintf("%d/%q", n, prefix)

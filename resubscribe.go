@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// DefaultResubscribeWorkers is the number of groups a Resubscriber sends
+// defaultResubscribeWorkers is the number of groups a Resubscriber sends
 // at once when its Workers field is zero.
-const DefaultResubscribeWorkers = 16
+const defaultResubscribeWorkers = 16
 
 // errNilSend is reported by Resubscriber.Run when it is given no SendFunc.
 var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
@@ -23,14 +23,20 @@ var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
 // the sharded engine the channels of one connection (Key is the shard index,
 // or -1).
 type Group struct {
-	Key      int
+	// Key identifies the group to the engine (a partition or a shard
+	// index); Resubscriber reports failed groups by it.
+	Key int
+	// Channels are the wire names to subscribe, in the order to send them.
 	Channels []string
 }
 
 // Command is one subscribe command: at most a batch of the channels of a
 // single group.
 type Command struct {
-	Key      int
+	// Key is the Key of the group the command belongs to.
+	Key int
+	// Channels are the wire names the command subscribes: a sub-slice of
+	// the group's Channels, never empty.
 	Channels []string
 }
 
@@ -123,8 +129,7 @@ type SendFunc func(ctx context.Context, cmd Command) error
 // send a command per partition it holds: workers × partitions commands
 // (16 × 21 = 336) instead of one per partition (21).
 type Resubscriber struct {
-	// Workers is the most groups sent at once (default
-	// DefaultResubscribeWorkers).
+	// Workers is the most groups sent at once (default 16).
 	Workers int
 	// Batch is the most channels in one command (default
 	// DefaultSubscribeBatch).
@@ -170,7 +175,7 @@ func (r Resubscriber) Run(ctx context.Context, groups []Group, send SendFunc) Re
 	start := time.Now()
 	workers := r.Workers
 	if workers <= 0 {
-		workers = DefaultResubscribeWorkers
+		workers = defaultResubscribeWorkers
 	}
 	workers = min(workers, len(groups))
 

@@ -240,7 +240,7 @@ func TestResubscriberConcurrencyReachesButNeverExceedsWorkers(t *testing.T) {
 		want    int
 	}{
 		{"explicit", 4, 40, 4},
-		{"default", 0, 40, DefaultResubscribeWorkers},
+		{"default", 0, 40, defaultResubscribeWorkers},
 		{"more workers than groups", 50, 5, 5},
 	}
 	for _, tc := range cases {

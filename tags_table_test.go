@@ -48,7 +48,7 @@ func prefixCounts(slots []uint16) []int {
 // (rational) half-up split, so tools that split without float32 rounding
 // get balanced clusters too.
 func TestTagTableBalancedForEveryClusterSize(t *testing.T) {
-	counts := SupportedPartitions
+	counts := SupportedPartitions()
 	prefix := make(map[int][]int, len(counts))
 	for _, n := range counts {
 		prefix[n] = prefixCounts(partitionSlots[:n])
@@ -116,7 +116,7 @@ func TestTagTableForm(t *testing.T) {
 		require.False(t, dup, "partitions %d and %d share slot %d", q, p, slot)
 		seen[slot] = p
 	}
-	for _, n := range SupportedPartitions {
+	for _, n := range SupportedPartitions() {
 		l, err := NewLayout(n, "")
 		require.NoError(t, err)
 		for p := range n {
@@ -130,7 +130,7 @@ func TestTagTableForm(t *testing.T) {
 // N partitions occupies the slots m·16384/N + 2, so each table is the
 // prefix of the next.
 func TestTagTableNestedGrid(t *testing.T) {
-	for _, n := range SupportedPartitions {
+	for _, n := range SupportedPartitions() {
 		slots := slices.Clone(partitionSlots[:n])
 		slices.Sort(slots)
 		for m, s := range slots {

@@ -1,7 +1,6 @@
 package shardcast
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -10,10 +9,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 )
-
-// ErrHandlerPanic is wrapped by the Err of the EventError a WorkerPool
-// emits when the Handler panics.
-var ErrHandlerPanic = errors.New("shardcast: handler panicked")
 
 const (
 	// lossReportInterval is the shortest time between two loss events of
@@ -47,7 +42,6 @@ type WorkerPool struct {
 	handler        Handler
 	emit           func(Event)
 	workers        []poolWorker
-	queueSize      int
 	reportInterval time.Duration
 
 	drops  lossWindow
@@ -111,7 +105,6 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 		handler:        handler,
 		emit:           emit,
 		workers:        make([]poolWorker, workers),
-		queueSize:      queueSize,
 		reportInterval: reportInterval,
 		kick:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
@@ -126,12 +119,6 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 	go p.report()
 	return p
 }
-
-// Workers returns the number of worker goroutines.
-func (p *WorkerPool) Workers() int { return len(p.workers) }
-
-// QueueSize returns the capacity of each worker's queue.
-func (p *WorkerPool) QueueSize() int { return p.queueSize }
 
 // Submit queues m for its channel's worker and reports whether it was
 // queued. It never blocks and allocates nothing while the queue has room.

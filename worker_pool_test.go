@@ -123,15 +123,15 @@ func TestWorkerPoolDefaults(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	p := NewWorkerPool(0, -5, nil, nil)
-	assert.Equal(t, DefaultWorkers, p.Workers())
-	assert.Equal(t, DefaultQueueSize, p.QueueSize())
+	assert.Len(t, p.workers, DefaultWorkers)
+	assert.Equal(t, DefaultQueueSize, cap(p.workers[0].queue))
 	assert.True(t, p.Submit(Message{Channel: "a"}), "a nil handler still accepts messages")
 	p.Close()
 	assert.Equal(t, uint64(1), p.Delivered())
 
 	p = NewWorkerPool(3, 7, func(Message) {}, nil)
-	assert.Equal(t, 3, p.Workers())
-	assert.Equal(t, 7, p.QueueSize())
+	assert.Len(t, p.workers, 3)
+	assert.Equal(t, 7, cap(p.workers[0].queue))
 	p.Close()
 }
 

@@ -1,5 +1,7 @@
 module github.com/shardcast/shardcast/bench
 
+// The lowest go line the dependencies allow: go-redis v9.23.0 and
+// golang.org/x/sys v0.49.0 (through centrifuge) declare go 1.26.0.
 go 1.26.0
 
 replace github.com/shardcast/shardcast => ../

@@ -220,10 +220,8 @@ func (b *Broker) onLost(l *engine.Link, key string) {
 	if !ok {
 		return
 	}
-	b.core.NoteLost(l, b.layout.Partition(channel), errSlotMoved)
+	b.core.NoteLost(l, b.layout.Partition(channel), shardcast.ErrSlotMoved)
 }
-
-var errSlotMoved = errors.New("shardcast: server unsubscribed the partition (slot moved)")
 
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }

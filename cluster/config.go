@@ -26,7 +26,7 @@ type Config struct {
 	// reachable node is enough; the rest is discovered.
 	Addrs []string
 	// Partitions is the number of partitions channels are spread over
-	// (default 128). It must be one of shardcast.SupportedPartitions, and
+	// (default 128). It must be one of shardcast.SupportedPartitions(), and
 	// every node of an application must use the same value and Prefix:
 	// compare Broker.Fingerprint across nodes.
 	Partitions int

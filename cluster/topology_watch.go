@@ -257,8 +257,6 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 		moves = append(moves, m)
 	}
 	b.core.InterruptMoved(moves, func(from, to string) error {
-		return fmt.Errorf("%w: from %s to %s", errPartitionMoved, from, to)
+		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)
 	})
 }
-
-var errPartitionMoved = errors.New("shardcast: partitions moved to another master")

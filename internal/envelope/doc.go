@@ -40,10 +40,12 @@
 // With shardcast.Options.Raw set, engines skip the envelope entirely: the
 // payload goes on the wire as it is and Message.PublishedAt is zero. That is
 // the interop path: publishers and subscribers that are not shardcast see
-// plain Redis Pub/Sub payloads. Every node on a channel must agree on the
-// mode: an enveloped subscriber rejects raw messages as bad envelopes, and a
-// raw subscriber hands the frame header to the application as part of the
-// payload.
+// plain Redis Pub/Sub payloads. Every node on a channel should agree on the
+// mode. An enveloped subscriber does not reject a message that fails
+// Decode (a raw or foreign publisher's): it delivers the bytes as they came,
+// with a zero Message.PublishedAt, and counts the message in
+// shardcast.Stats.BadFrames. A raw subscriber hands the frame header to the
+// application as part of the payload.
 //
 // A publisher in another language that wants lag measurement can write
 // frames itself instead; in Python, for example:

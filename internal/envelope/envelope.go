@@ -33,8 +33,9 @@ var (
 )
 
 // ErrBadFrame is wrapped by every error Decode returns: the input is not a
-// frame this package can read (foreign data, truncated or corrupt). Engines
-// map it to shardcast.ErrBadEnvelope.
+// frame this package can read (foreign data, truncated or corrupt). It never
+// reaches the application: engines deliver such a message as it came and
+// count it in shardcast.Stats.BadFrames.
 var ErrBadFrame = errors.New("envelope: bad frame")
 
 // The fixed failures are built once so that rejecting foreign messages, which

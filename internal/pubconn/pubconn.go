@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -37,8 +38,10 @@ var ErrBacklog = errors.New("pubconn: publish backlog full (the server is not re
 // wire: the Pub was closed, the dial failed (or is in its redial delay),
 // the backlog was full, or the wire had already failed. Resending such a
 // message cannot publish it twice. Every other failure after the command
-// was queued leaves it unknown whether Redis ran it.
-var ErrNotSent = errors.New("pubconn: not sent")
+// was queued leaves it unknown whether Redis ran it. It is the root
+// package's shardcast.ErrNotSent, so that a broker's Publish error that
+// wraps a Pub's error answers errors.Is for the user.
+var ErrNotSent = shardcast.ErrNotSent
 
 // notSent wraps err so that errors.Is finds both ErrNotSent and err, with
 // err's message.
