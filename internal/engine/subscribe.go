@@ -100,10 +100,8 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		if wire == nil {
 			wire, err = c.reactivate(ctx, p)
 			if err != nil {
-				changed := c.changes()
-				p.unlock()
 				lastErr = err
-				if err := c.waitChange(ctx, changed); err != nil {
+				if err := c.releaseAndWait(ctx, p); err != nil {
 					return nil, c.waitError(p, err, lastErr)
 				}
 				continue
@@ -127,10 +125,8 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 				c.router.Refresh()
 			}
 			c.interruptPath(p, wire, err)
-			changed := c.changes()
-			p.unlock()
 			lastErr = err
-			if err := c.waitChange(ctx, changed); err != nil {
+			if err := c.releaseAndWait(ctx, p); err != nil {
 				return nil, c.waitError(p, err, lastErr)
 			}
 			continue
@@ -141,6 +137,14 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		c.finish(ctx, p, func(ctx context.Context) { c.rollback(ctx, wire, p.ID, fresh) })
 		return nil, fmt.Errorf("%s: %w", c.router.Describe(p.ID), err)
 	}
+}
+
+// releaseAndWait gives up p's turn and waits for the next change of
+// connections or topology, bounded by ctx.
+func (c *Core) releaseAndWait(ctx context.Context, p *Path) error {
+	changed := c.changes()
+	p.unlock()
+	return c.waitChange(ctx, changed)
 }
 
 // reactivate resubscribes an interrupted path's wanted channels on the
