@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseAddr(t *testing.T) {
+	conf := &tls.Config{ServerName: "cache.internal"}
+	o := shardcast.ConnOptions{Username: "u", Password: "p", TLS: conf, DialTimeout: time.Second}
+	noTLS := shardcast.ConnOptions{DialTimeout: time.Second}
+	for _, tc := range []struct {
+		addr             string
+		o                shardcast.ConnOptions
+		host, user, pass string
+		tls              bool
+	}{
+		{addr: "127.0.0.1:6379", o: o, host: "127.0.0.1:6379", user: "u", pass: "p", tls: true},
+		{addr: "[::1]:7000", o: noTLS, host: "[::1]:7000"},
+		{addr: "redis://10.0.0.1", o: o, host: "10.0.0.1:6379"}, // a URL carries its own credentials
+		{addr: "redis://app:s3cret@10.0.0.1:7000/3", o: noTLS, host: "10.0.0.1:7000", user: "app", pass: "s3cret"},
+		{addr: "redis://:only@h:1", o: noTLS, host: "h:1", pass: "only"},
+		{addr: "rediss://h:6380", o: noTLS, host: "h:6380", tls: true},
+		{addr: "valkeys://h:6380", o: o, host: "h:6380", tls: true},
+		{addr: "valkey://h", o: noTLS, host: "h:6379"},
+	} {
+		d, err := ParseAddr(tc.addr, tc.o)
+		require.NoError(t, err, tc.addr)
+		assert.Equal(t, tc.host, d.Addr, tc.addr)
+		assert.Equal(t, tc.user, d.Username, tc.addr)
+		assert.Equal(t, tc.pass, d.Password, tc.addr)
+		assert.Equal(t, tc.tls, d.TLS != nil, tc.addr)
+		assert.Equal(t, time.Second, d.Timeout, tc.addr)
+	}
+	d, err := ParseAddr("rediss://h:1", o)
+	require.NoError(t, err)
+	assert.Equal(t, "cache.internal", d.TLS.ServerName, "rediss:// takes Conn.TLS's settings")
+	assert.NotSame(t, conf, d.TLS, "and does not share the caller's config")
+
+	for _, bad := range []string{"", "localhost", "http://h:1", "unix:///tmp/r.sock", "redis://", "redis://[::1", "redis://:pw@"} {
+		_, err := ParseAddr(bad, o)
+		assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", bad)
+	}
+	_, err = ParseAddr("ftp://user:hunter2@h:1", o)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "hunter2", "the password is not echoed")
+}
