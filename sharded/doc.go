@@ -15,10 +15,11 @@
 // hold (undoing a cut-short Subscribe, finishing an Unsubscribe) goes on in
 // the background, ahead of later calls on the same connection. The one
 // exception is a Publish that is writing other callers' commands: it may
-// finish that write up to HealthTimeout after its ctx ends. A subscribe
-// connection whose pings go unanswered for HealthTimeout is dropped and
-// reconnected like a closed one; so is the publishing connection when a
-// write blocks, or its oldest publish goes unanswered, that long.
+// finish that write up to Conn.WriteTimeout after its ctx ends. A
+// subscribe connection whose pings go unanswered for Conn.HealthTimeout is
+// dropped and reconnected like a closed one; the publishing connection is
+// dropped when a write blocks for Conn.WriteTimeout or its oldest publish
+// goes unanswered for Conn.ReplyTimeout.
 //
 // The order of Config.Addrs is a wire contract: every node must list the
 // same instances in the same order (compare Broker.Fingerprint).
