@@ -48,8 +48,6 @@ func (r router) Describe(p int) string {
 	return fmt.Sprintf("partition %d (slot %d)", p, r.b.layout.Slot(p))
 }
 
-func (r router) Refresh() { r.b.core.RequestRefresh() }
-
 // linkForLocked returns the subscribe link that carries partition part,
 // or nil while its slot has no master. The caller holds b.mu.
 func (b *Broker) linkForLocked(part int) *engine.Link {

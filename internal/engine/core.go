@@ -27,10 +27,6 @@ type Router interface {
 	Links() []*Link
 	// Describe names path p in errors, e.g. "partition 3 (slot 1234)".
 	Describe(p int) string
-	// Refresh asks the engine to re-read its topology at once: a
-	// connection was lost or Redis said a slot moved. Engines without a
-	// topology ignore it.
-	Refresh()
 }
 
 // Core is the subscribe machine one broker runs, whatever its engine:
@@ -208,7 +204,9 @@ func (c *Core) waitChange(ctx context.Context, changed <-chan struct{}) error {
 	}
 }
 
-// RequestRefresh asks the maintenance loop for a pass at once.
+// RequestRefresh asks the maintenance loop for a pass at once: the
+// engine re-reads its topology (a connection was lost, Redis said a slot
+// moved) and interrupted paths are healed.
 func (c *Core) RequestRefresh() {
 	select {
 	case c.refresh <- struct{}{}:

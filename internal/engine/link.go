@@ -208,7 +208,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 			if pingCancel != nil {
 				if !l.slow.Swap(true) {
 					c.Log.Warn("shardcast: node is slow to answer ping", "node", l.Addr)
-					c.router.Refresh()
+					c.RequestRefresh()
 				}
 				continue
 			}
@@ -241,6 +241,6 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	if len(lost) > 0 {
 		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, channels, since, err))
 	}
-	c.router.Refresh()
+	c.RequestRefresh()
 	c.signalChange()
 }

@@ -122,7 +122,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			// The wire died or the slot moved: nothing from this attempt
 			// survives on the right node. Wait for it to settle.
 			if IsMoved(err) {
-				c.router.Refresh()
+				c.RequestRefresh()
 			}
 			c.interruptPath(p, wire, err)
 			lastErr = err
@@ -162,14 +162,14 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 	if wanted := p.Wanted(); len(wanted) > 0 {
 		if err := FirstError(wire.Subscribe(ctx, c.commands(p.ID, wanted)...)); err != nil {
 			if IsMoved(err) {
-				c.router.Refresh()
+				c.RequestRefresh()
 			}
 			return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, err)
 		}
 	}
 	since, ok := p.activateIf(wire, seq)
 	if !ok {
-		c.router.Refresh()
+		c.RequestRefresh()
 		return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, errVoided)
 	}
 	if !since.IsZero() {
@@ -278,7 +278,7 @@ func (c *Core) NoteLost(l *Link, p int, cause error) {
 	if chans, ok := path.noteLost(l.Current(), since); ok {
 		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, []*Path{path}, chans, since, cause))
 	}
-	c.router.Refresh()
+	c.RequestRefresh()
 }
 
 // IsMoved reports whether err is Redis's MOVED redirection.

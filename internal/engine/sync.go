@@ -82,7 +82,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if !ok {
 			// A slot move overtook the confirmation; the next heal retries
 			// on whichever node owns the slot by then.
-			c.router.Refresh()
+			c.RequestRefresh()
 			continue
 		}
 		if !s.IsZero() {
@@ -95,7 +95,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	if report.Err != nil {
 		c.Log.Warn("shardcast: resubscribe incomplete", "node", l.Addr, "failed_paths", report.FailedKeys, "err", report.Err)
 		if IsMoved(report.Err) {
-			c.router.Refresh()
+			c.RequestRefresh()
 		}
 	}
 	if len(restored) > 0 {
