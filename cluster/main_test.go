@@ -26,7 +26,7 @@ import (
 // seeds are such nodes), and a MOVED reply schedules a refresh after a
 // short delay.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m),
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 	)

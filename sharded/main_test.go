@@ -3,11 +3,12 @@ package sharded
 import (
 	"testing"
 
+	"github.com/shardcast/shardcast/internal/redistest"
 	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind: Close
 // promises to stop everything the broker started.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m))
 }
