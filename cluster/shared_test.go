@@ -32,6 +32,7 @@ func TestSharedCluster(t *testing.T) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("PublishOnly", func(t *testing.T) { testPublishOnly(t, c) })
 	t.Run("Raw", func(t *testing.T) { testRaw(t, c) })
+	t.Run("Conformance", func(t *testing.T) { testConformance(t, c) })
 }
 
 // waitNoSubscribers waits until no master holds a sharded subscription,
