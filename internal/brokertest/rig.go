@@ -98,7 +98,12 @@ func (r *rig) publishAll(channels []string, payload func(string) string) {
 // waitDelivered waits until every channel received payload(ch).
 func (r *rig) waitDelivered(channels []string, payload func(string) string, what string) {
 	r.t.Helper()
-	waitFor(r.t, r.h, what, func() (bool, string) {
+	waitFor(r.t, r.h, what, r.delivered(channels, payload))
+}
+
+// delivered is the condition that every channel received payload(ch).
+func (r *rig) delivered(channels []string, payload func(string) string) func() (bool, string) {
+	return func() (bool, string) {
 		var missing []string
 		for _, ch := range channels {
 			if !r.got.has(ch, payload(ch)) {
@@ -107,7 +112,7 @@ func (r *rig) waitDelivered(channels []string, payload func(string) string, what
 		}
 		return len(missing) == 0, fmt.Sprintf("%d of %d channels have not delivered it, e.g. %s",
 			len(missing), len(channels), list(head(missing, 5)))
-	})
+	}
 }
 
 // notSubscribed checks that the subscriber does not receive channels:
@@ -146,6 +151,15 @@ func (r *rig) stillSubscribed(channels []string, tag string) {
 // timeout with cond's last account of what is missing.
 func waitFor(t T, h Harness, what string, cond func() (bool, string)) {
 	t.Helper()
+	if !waitUntil(t, h, what, cond) {
+		t.FailNow()
+	}
+}
+
+// waitUntil polls cond until it holds and reports whether it did; on
+// timeout it reports the failure but lets the check go on.
+func waitUntil(t T, h Harness, what string, cond func() (bool, string)) bool {
+	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(h.timeout())
@@ -153,16 +167,16 @@ func waitFor(t T, h Harness, what string, cond func() (bool, string)) {
 	for {
 		ok, state := cond()
 		if ok {
-			return
+			return true
 		}
 		select {
 		case <-tick.C:
 		case <-deadline.C:
 			t.Errorf("timed out after %v waiting for %s: %s", h.timeout(), what, state)
-			t.FailNow()
+			return false
 		case <-t.Context().Done():
 			t.Errorf("test ended while waiting for %s: %s", what, state)
-			t.FailNow()
+			return false
 		}
 	}
 }
