@@ -14,19 +14,9 @@ import (
 // shared cluster (see TestSharedCluster).
 func testConformance(t *testing.T, c *redistest.Cluster) {
 	brokertest.Run(t, brokertest.Harness{
-		New: func(t brokertest.T, opts shardcast.Options) shardcast.Broker {
-			b, err := New(Config{Addrs: c.Seeds(), Options: opts})
-			if err != nil {
-				t.Errorf("cluster.New: %v", err)
-				t.FailNow()
-			}
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			return b
-		},
+		New: brokertest.Closing(func(opts shardcast.Options) (shardcast.Broker, error) {
+			return New(Config{Addrs: c.Seeds(), Options: opts})
+		}),
 		KillSubscribers: func(t brokertest.T) {
 			// Every node: a subscribe connection may sit on a replica only
 			// by mistake, and killing none there costs nothing.

@@ -12,19 +12,9 @@ import (
 func TestConformance(t *testing.T) {
 	servers := startServers(t, 3)
 	brokertest.Run(t, brokertest.Harness{
-		New: func(t brokertest.T, opts shardcast.Options) shardcast.Broker {
-			b, err := New(Config{Addrs: addrs(servers...), Options: opts})
-			if err != nil {
-				t.Errorf("sharded.New: %v", err)
-				t.FailNow()
-			}
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			return b
-		},
+		New: brokertest.Closing(func(opts shardcast.Options) (shardcast.Broker, error) {
+			return New(Config{Addrs: addrs(servers...), Options: opts})
+		}),
 		KillSubscribers: func(t brokertest.T) {
 			for _, s := range servers {
 				if _, err := s.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {

@@ -6,15 +6,9 @@
 //	func TestConformance(t *testing.T) {
 //		servers := startServers(t)
 //		brokertest.Run(t, brokertest.Harness{
-//			New: func(t brokertest.T, opts shardcast.Options) shardcast.Broker {
-//				b, err := sharded.New(sharded.Config{Addrs: servers, Options: opts})
-//				if err != nil {
-//					t.Errorf("sharded.New: %v", err)
-//					t.FailNow()
-//				}
-//				t.Cleanup(func() { _ = b.Close() })
-//				return b
-//			},
+//			New: brokertest.Closing(func(opts shardcast.Options) (shardcast.Broker, error) {
+//				return sharded.New(sharded.Config{Addrs: servers, Options: opts})
+//			}),
 //			KillSubscribers: killPubSubClients,
 //		})
 //	}

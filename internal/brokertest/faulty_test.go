@@ -71,3 +71,24 @@ func breakCalls(base Harness, wrap func(t T, f *faulty, opts shardcast.Options))
 	}
 	return h
 }
+
+// breakHandler returns a Harness whose subscribing brokers get the
+// Handler wrap makes of the check's; opts are the check's options.
+func breakHandler(base Harness, wrap func(h shardcast.Handler, opts shardcast.Options) shardcast.Handler) Harness {
+	return breakOptions(base, func(o shardcast.Options) shardcast.Options {
+		if o.Handler != nil {
+			o.Handler = wrap(o.Handler, o)
+		}
+		return o
+	})
+}
+
+// breakErrors returns a Harness whose brokers return what change makes
+// of the errors (nil included) of Publish, Subscribe and Unsubscribe.
+func breakErrors(base Harness, change func(error) error) Harness {
+	return breakCalls(base, func(_ T, f *faulty, _ shardcast.Options) {
+		f.publish = func(ctx context.Context, ch string, p []byte) error { return change(f.inner.Publish(ctx, ch, p)) }
+		f.subscribe = func(ctx context.Context, chs ...string) error { return change(f.inner.Subscribe(ctx, chs...)) }
+		f.unsubscribe = func(ctx context.Context, chs ...string) error { return change(f.inner.Unsubscribe(ctx, chs...)) }
+	})
+}

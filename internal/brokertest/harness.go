@@ -86,3 +86,20 @@ func (h Harness) timeout() time.Duration {
 	}
 	return DefaultTimeout
 }
+
+// Closing adapts an engine's constructor to Harness.New: the broker build
+// returns is closed when the test ends, and an error from build or from
+// Close fails the test.
+func Closing(build func(opts shardcast.Options) (shardcast.Broker, error)) func(t T, opts shardcast.Options) shardcast.Broker {
+	return func(t T, opts shardcast.Options) shardcast.Broker {
+		t.Helper()
+		b, err := build(opts)
+		noError(t, err, "building a broker")
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}
+}

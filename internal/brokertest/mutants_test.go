@@ -3,7 +3,6 @@ package brokertest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -25,11 +24,8 @@ var mutants = []mutant{
 		name: "handler called twice per message", check: "DeliveryOnManyChannels",
 		want: "other than exactly their two messages",
 		build: func(base Harness) Harness {
-			return breakOptions(base, func(o shardcast.Options) shardcast.Options {
-				if h := o.Handler; h != nil {
-					o.Handler = func(m shardcast.Message) { h(m); h(m) }
-				}
-				return o
+			return breakHandler(base, func(h shardcast.Handler, _ shardcast.Options) shardcast.Handler {
+				return func(m shardcast.Message) { h(m); h(m) }
 			})
 		},
 	},
@@ -42,26 +38,23 @@ var mutants = []mutant{
 		name: "deliveries swapped in pairs", check: "PerChannelOrder",
 		want: "out of order",
 		build: func(base Harness) Harness {
-			return breakOptions(base, func(o shardcast.Options) shardcast.Options {
-				if h := o.Handler; h != nil {
-					var mu sync.Mutex
-					held := make(map[string]shardcast.Message)
-					o.Handler = func(m shardcast.Message) {
-						mu.Lock()
-						prev, ok := held[m.Channel]
-						if !ok {
-							held[m.Channel] = m
-						} else {
-							delete(held, m.Channel)
-						}
-						mu.Unlock()
-						if ok {
-							h(m)
-							h(prev)
-						}
+			return breakHandler(base, func(h shardcast.Handler, _ shardcast.Options) shardcast.Handler {
+				var mu sync.Mutex
+				held := make(map[string]shardcast.Message)
+				return func(m shardcast.Message) {
+					mu.Lock()
+					prev, ok := held[m.Channel]
+					if !ok {
+						held[m.Channel] = m
+					} else {
+						delete(held, m.Channel)
+					}
+					mu.Unlock()
+					if ok {
+						h(m)
+						h(prev)
 					}
 				}
-				return o
 			})
 		},
 	},
@@ -83,16 +76,11 @@ var mutants = []mutant{
 		name: "ErrClosed swallowed", check: "CallsAfterClose",
 		want: "after Close returned <nil>",
 		build: func(base Harness) Harness {
-			return breakCalls(base, func(_ T, f *faulty, _ shardcast.Options) {
-				swallow := func(err error) error {
-					if errors.Is(err, shardcast.ErrClosed) {
-						return nil
-					}
-					return err
+			return breakErrors(base, func(err error) error {
+				if errors.Is(err, shardcast.ErrClosed) {
+					return nil
 				}
-				f.publish = func(ctx context.Context, ch string, p []byte) error { return swallow(f.inner.Publish(ctx, ch, p)) }
-				f.subscribe = func(ctx context.Context, chs ...string) error { return swallow(f.inner.Subscribe(ctx, chs...)) }
-				f.unsubscribe = func(ctx context.Context, chs ...string) error { return swallow(f.inner.Unsubscribe(ctx, chs...)) }
+				return err
 			})
 		},
 	},
@@ -129,21 +117,16 @@ var mutants = []mutant{
 		name: "errors lose their sentinel", check: "BadInputChangesNothing",
 		want: "want an error matching",
 		build: func(base Harness) Harness {
-			return breakCalls(base, func(_ T, f *faulty, _ shardcast.Options) {
-				flatten := func(err error) error {
-					if err == nil {
-						return nil
-					}
-					return errors.New(err.Error())
+			return breakErrors(base, func(err error) error {
+				if err == nil {
+					return nil
 				}
-				f.publish = func(ctx context.Context, ch string, p []byte) error { return flatten(f.inner.Publish(ctx, ch, p)) }
-				f.subscribe = func(ctx context.Context, chs ...string) error { return flatten(f.inner.Subscribe(ctx, chs...)) }
-				f.unsubscribe = func(ctx context.Context, chs ...string) error { return flatten(f.inner.Unsubscribe(ctx, chs...)) }
+				return errors.New(err.Error())
 			})
 		},
 	},
 	{
-		name: "Unsubscribe applied after the next call", check: "ConcurrentCallsEndInLastCallState",
+		name: "Unsubscribe lands after the next Subscribe of its channel", check: "ConcurrentCallsEndInLastCallState",
 		want:  "last call was subscribe=",
 		build: deferredUnsubscribe,
 	},
@@ -167,11 +150,8 @@ var mutants = []mutant{
 		name: "PublishedAt zeroed", check: "PublishedAt",
 		want: "want between the Publish call",
 		build: func(base Harness) Harness {
-			return breakOptions(base, func(o shardcast.Options) shardcast.Options {
-				if h := o.Handler; h != nil {
-					o.Handler = func(m shardcast.Message) { m.PublishedAt = time.Time{}; h(m) }
-				}
-				return o
+			return breakHandler(base, func(h shardcast.Handler, _ shardcast.Options) shardcast.Handler {
+				return func(m shardcast.Message) { m.PublishedAt = time.Time{}; h(m) }
 			})
 		},
 	},
@@ -179,11 +159,11 @@ var mutants = []mutant{
 		name: "PublishedAt set in Raw mode", check: "PublishedAt",
 		want: "Raw mode: PublishedAt",
 		build: func(base Harness) Harness {
-			return breakOptions(base, func(o shardcast.Options) shardcast.Options {
-				if h := o.Handler; h != nil && o.Raw {
-					o.Handler = func(m shardcast.Message) { m.PublishedAt = time.Now(); h(m) }
+			return breakHandler(base, func(h shardcast.Handler, o shardcast.Options) shardcast.Handler {
+				if !o.Raw {
+					return h
 				}
-				return o
+				return func(m shardcast.Message) { m.PublishedAt = time.Now(); h(m) }
 			})
 		},
 	},
@@ -292,35 +272,36 @@ func refcounted(base Harness) Harness {
 }
 
 // deferredUnsubscribe: Unsubscribe returns at once and takes effect only
-// at the next call, after that call's own work: calls for one channel no
+// after the next Subscribe of the same channel: calls for one channel no
 // longer take effect in call order.
 func deferredUnsubscribe(base Harness) Harness {
 	return breakCalls(base, func(_ T, f *faulty, _ shardcast.Options) {
 		var mu sync.Mutex
-		var pending []string
-		flush := func(ctx context.Context) error {
-			if len(pending) == 0 {
-				return nil
-			}
-			err := f.inner.Unsubscribe(ctx, pending...)
-			pending = nil
-			return err
-		}
+		pending := make(map[string]bool)
 		f.subscribe = func(ctx context.Context, chs ...string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err := f.inner.Subscribe(ctx, chs...); err != nil {
 				return err
 			}
-			return flush(ctx)
+			var late []string
+			for _, ch := range chs {
+				if pending[ch] {
+					late = append(late, ch)
+					delete(pending, ch)
+				}
+			}
+			if len(late) == 0 {
+				return nil
+			}
+			return f.inner.Unsubscribe(ctx, late...)
 		}
-		f.unsubscribe = func(ctx context.Context, chs ...string) error {
+		f.unsubscribe = func(_ context.Context, chs ...string) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if err := flush(ctx); err != nil {
-				return fmt.Errorf("deferred unsubscribe: %w", err)
+			for _, ch := range chs {
+				pending[ch] = true
 			}
-			pending = slices.Clone(chs)
 			return nil
 		}
 	})

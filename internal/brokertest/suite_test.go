@@ -22,16 +22,9 @@ func shardedHarness(t *testing.T) Harness {
 	servers := []*redistest.Server{redistest.StartStandalone(t), redistest.StartStandalone(t)}
 	addrs := []string{servers[0].Addr(), servers[1].Addr()}
 	return Harness{
-		New: func(t T, opts shardcast.Options) shardcast.Broker {
-			b, err := sharded.New(sharded.Config{Addrs: addrs, Options: opts})
-			noError(t, err, "sharded.New")
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			return b
-		},
+		New: Closing(func(opts shardcast.Options) (shardcast.Broker, error) {
+			return sharded.New(sharded.Config{Addrs: addrs, Options: opts})
+		}),
 		KillSubscribers: func(t T) {
 			for _, s := range servers {
 				_, err := s.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub")
