@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -9,14 +8,16 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestSharedCluster runs the tests that only subscribe and publish on one
-// 3-master, 1-replica-each cluster, one subtest after the other: starting
-// a cluster costs about 2 s, and the harness ties a cluster to a test.
+// TestSharedCluster runs the tests that only subscribe and publish, and
+// the Broker conformance suite, on one 3-master, 1-replica-each cluster,
+// one subtest after the other: starting a cluster costs about 2 s, and
+// the harness ties a cluster to a test.
 // Each subtest closes its brokers before the next one starts.
 func TestSharedCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
@@ -26,12 +27,10 @@ func TestSharedCluster(t *testing.T) {
 		}
 	})
 	t.Run("ConnsPerMaster", func(t *testing.T) { testConnsPerMaster(t, c) })
-	t.Run("ConcurrentCalls", func(t *testing.T) { testConcurrentCalls(t, c) })
 	t.Run("NoBroadcast", func(t *testing.T) { testNoBroadcast(t, c) })
-	t.Run("DeliveryOrderAndUnsubscribe", func(t *testing.T) { testDeliveryAndUnsubscribe(t, c) })
-	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
-	t.Run("PublishOnly", func(t *testing.T) { testPublishOnly(t, c) })
-	t.Run("Raw", func(t *testing.T) { testRaw(t, c) })
+	t.Run("Prefix", func(t *testing.T) { testPrefix(t, c) })
+	t.Run("PublishOnlyHoldsNoSubscribeConnection", func(t *testing.T) { testPublishOnly(t, c) })
+	t.Run("Conformance", func(t *testing.T) { testConformance(t, c) })
 }
 
 // waitNoSubscribers waits until no master holds a sharded subscription,
@@ -136,103 +135,50 @@ func testNoBroadcast(t *testing.T, c *redistest.Cluster) {
 	}
 }
 
-func testDeliveryAndUnsubscribe(t *testing.T, c *redistest.Cluster) {
+// testPrefix: brokers sharing a Prefix reach each other on every
+// partition, under a wire key that carries the prefix after the partition
+// tag; a broker without the prefix publishes to other keys and does not
+// reach them.
+func testPrefix(t *testing.T, c *redistest.Cluster) {
 	ctx := testCtx(t, time.Minute)
 	rec := newRecorder()
 	sub := newBroker(t, Config{Addrs: c.Seeds(), Prefix: "app:",
 		Options: shardcast.Options{Handler: rec.handle}})
 	pub := newBroker(t, Config{Addrs: c.Seeds(), Prefix: "app:"})
-	channels := channelsPerPartition(sub.Layout(), 2, "d.")
+	unprefixed := newBroker(t, Config{Addrs: c.Seeds()})
+	l := sub.Layout()
+	channels := channelsPerPartition(l, 1, "d.")
 	require.NoError(t, sub.Subscribe(ctx, channels...))
-	require.NoError(t, sub.Subscribe(ctx, channels[:10]...), "Subscribe is idempotent")
-	assert.Equal(t, len(channels), sub.Stats().Channels)
 
-	const perChannel = 20
-	for i := 1; i <= perChannel; i++ {
-		publishAll(t, pub, channels, strconv.Itoa(i))
-	}
-	require.True(t, waitFor(20*time.Second, func() bool { return rec.seen.Load() >= int64(perChannel*len(channels)) }),
-		"delivered %d of %d", rec.seen.Load(), perChannel*len(channels))
-	for _, ch := range channels {
-		// publishAll finishes round i before round i+1, so per-channel
-		// order is the round order.
-		want := make([]uint64, perChannel)
-		for i := range want {
-			want[i] = uint64(i + 1)
-		}
-		require.Equal(t, want, rec.seqs(ch), "channel %s", ch)
-	}
-	assert.False(t, rec.first(channels[0]).published.IsZero(), "the envelope carries the publish time")
-
-	// Unsubscribe half of them (twice: it is idempotent); only the other
-	// half delivers. A marker channel published last tells when the
-	// publishes before it have been delivered.
-	gone, kept := channels[:len(channels)/2], channels[len(channels)/2:]
-	require.NoError(t, sub.Unsubscribe(ctx, gone...))
-	require.NoError(t, sub.Unsubscribe(ctx, gone...))
-	require.NoError(t, sub.Unsubscribe(ctx, "never-subscribed"))
-	assert.Equal(t, len(kept), sub.Stats().Channels)
-	publishAll(t, pub, channels, "100")
-	require.True(t, waitFor(20*time.Second, func() bool { return allAt(rec, kept, perChannel+1) }),
-		"kept channels did not all deliver")
-	// The unsubscribed channels were published before the kept ones of the
-	// same wires; one more round on the kept channels leaves stragglers
-	// time to show up before the counts are checked.
-	publishAll(t, pub, kept, "101")
-	require.True(t, waitFor(20*time.Second, func() bool { return allAt(rec, kept, perChannel+2) }))
-	for _, ch := range gone {
-		assert.Equal(t, perChannel, rec.count(ch), "unsubscribed channel %s still delivers", ch)
-	}
-	st := sub.Stats()
-	assert.Equal(t, uint64(perChannel*len(channels)+2*len(kept)), st.Delivered)
-	assert.Zero(t, st.Dropped)
-}
-
-// allAt reports whether every channel received at least n messages.
-func allAt(rec *recorder, channels []string, n int) bool {
-	for _, ch := range channels {
-		if rec.count(ch) < n {
-			return false
-		}
-	}
-	return true
-}
-
-func testBadInput(t *testing.T, c *redistest.Cluster) {
-	ctx := testCtx(t, time.Minute)
-	rec := newRecorder()
-	b, err := New(Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle, MaxPayload: 16}})
+	key := l.Key(channels[0])
+	require.True(t, strings.HasSuffix(key, "}.app:"+channels[0]), "wire key %q", key)
+	owner, err := c.MasterOfSlot(ctx, crc16.Slot(key))
 	require.NoError(t, err)
+	n, err := owner.Do(ctx, "PUBSUB", "SHARDNUMSUB", key)
+	require.NoError(t, err)
+	assert.Equal(t, []any{key, int64(1)}, n, "the prefixed key is subscribed on its master")
 
-	require.ErrorIs(t, b.Publish(ctx, "", []byte("x")), shardcast.ErrInvalidChannel)
-	require.ErrorIs(t, b.Subscribe(ctx, "ok", ""), shardcast.ErrInvalidChannel)
-	require.ErrorIs(t, b.Unsubscribe(ctx, ""), shardcast.ErrInvalidChannel)
-	assert.Zero(t, b.Stats().Channels, "a rejected Subscribe subscribes nothing")
-	require.ErrorIs(t, b.Publish(ctx, "ch", make([]byte, 17)), shardcast.ErrPayloadTooLarge)
-	require.NoError(t, b.Publish(ctx, "ch", make([]byte, 16)))
-
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, b.Publish(cancelled, "ch", []byte("x")), context.Canceled)
-	require.ErrorIs(t, b.Subscribe(cancelled, "ch"), context.Canceled)
-	assert.Zero(t, b.Stats().Channels)
-
-	require.NoError(t, b.Close())
-	require.NoError(t, b.Close(), "Close is idempotent")
-	require.ErrorIs(t, b.Publish(ctx, "ch", []byte("x")), shardcast.ErrClosed)
-	require.ErrorIs(t, b.Subscribe(ctx, "ch"), shardcast.ErrClosed)
-	require.ErrorIs(t, b.Unsubscribe(ctx, "ch"), shardcast.ErrClosed)
+	// The unprefixed keys share the partition tag, so the slot and the
+	// master: published first, they would arrive before the prefixed ones.
+	publishAll(t, unprefixed, channels, "1")
+	publishAll(t, pub, channels, "2")
+	require.True(t, waitFor(20*time.Second, func() bool { return rec.seen.Load() >= int64(len(channels)) }),
+		"delivered %d of %d", rec.seen.Load(), len(channels))
+	for _, ch := range channels {
+		require.Equal(t, []uint64{2}, rec.seqs(ch), "channel %s", ch)
+	}
 }
 
+// testPublishOnly: a broker without a Handler opens no subscribe
+// connection, even when asked to subscribe. (Its ErrNoHandler and its
+// publishing are checked by the conformance suite.)
 func testPublishOnly(t *testing.T, c *redistest.Cluster) {
 	ctx := testCtx(t, time.Minute)
 	masters, err := c.Masters(ctx)
 	require.NoError(t, err)
 	waitNoSubscribers(t, masters)
 	pub := newBroker(t, Config{Addrs: c.Seeds()})
-	err = pub.Subscribe(ctx, "ch")
-	require.ErrorIs(t, err, shardcast.ErrNoHandler)
-	require.NoError(t, pub.Unsubscribe(ctx, "ch"))
+	require.ErrorIs(t, pub.Subscribe(ctx, "ch"), shardcast.ErrNoHandler)
 	require.NoError(t, pub.Publish(ctx, "ch", []byte("x")))
 	assert.Empty(t, pub.Masters(), "a publish-only broker holds no subscribe connection")
 	for _, m := range masters {
@@ -240,20 +186,6 @@ func testPublishOnly(t *testing.T, c *redistest.Cluster) {
 		require.NoError(t, err)
 		assert.Empty(t, n, "master %s", m.Addr())
 	}
-	assert.Equal(t, uint64(1), pub.Stats().Published)
-}
-
-func testRaw(t *testing.T, c *redistest.Cluster) {
-	ctx := testCtx(t, time.Minute)
-	rec := newRecorder()
-	sub := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle, Raw: true}})
-	pub := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Raw: true}})
-	require.NoError(t, sub.Subscribe(ctx, "raw"))
-	require.NoError(t, pub.Publish(ctx, "raw", []byte("42")))
-	require.True(t, waitFor(10*time.Second, func() bool { return rec.count("raw") == 1 }))
-	got := rec.first("raw")
-	assert.Equal(t, uint64(42), got.seq)
-	assert.True(t, got.published.IsZero(), "raw messages carry no publish time")
 }
 
 // TestInvalidConfig checks that New rejects settings that cannot work

@@ -14,63 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestConcurrentSubscribeUnsubscribe has many goroutines subscribe and
-// unsubscribe a small set of channels at once, over two instances and two
-// connections per instance, so every connection's calls contend. Calls
-// for one channel are ordered by a test-side lock that records the last
-// one; afterwards each channel is subscribed on its instance (exactly
-// once) if and only if its last call was Subscribe, and a publish reaches
-// it if and only if that is so.
-func TestConcurrentSubscribeUnsubscribe(t *testing.T) {
-	const (
-		goroutines = 16
-		rounds     = 40
-		channels   = 24
-	)
-	servers := startServers(t, 2)
-	rec := newRecorder()
-	sub := newBroker(t, Config{Addrs: addrs(servers...), Conn: shardcast.ConnOptions{SubscribeConns: 2}, Options: shardcast.Options{Handler: rec.handle}})
-	chans := channelNames("flip:", channels)
-
-	var (
-		locks      [channels]sync.Mutex
-		subscribed [channels]bool
-	)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(g), 7))
-			for range rounds {
-				i := rng.IntN(channels)
-				on := rng.IntN(2) == 0
-				locks[i].Lock()
-				var err error
-				if on {
-					err = sub.Subscribe(ctx, chans[i])
-				} else {
-					err = sub.Unsubscribe(ctx, chans[i])
-				}
-				if err == nil {
-					subscribed[i] = on
-				}
-				locks[i].Unlock()
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	checkSubscriptions(t, sub, servers, chans, subscribed[:], rec)
-}
-
 // TestConcurrentCallsStayConsistent lets calls for the same channels
 // overlap freely (several channels per call, spread over instances and
 // connections): whatever order they land in, the broker's view and
