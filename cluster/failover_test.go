@@ -28,7 +28,7 @@ type failoverRig struct {
 func newFailoverRig(t *testing.T) *failoverRig {
 	r := &failoverRig{c: redistest.StartCluster(t, 3, 1), rec: newRecorder(), events: &eventLog{}}
 	r.sub = newBroker(t, Config{Addrs: r.c.Seeds(),
-		Options: shardcast.Options{Handler: r.rec.handle, OnEvent: r.events.add}})
+		Options: shardcast.Options{Handler: r.rec.handle, OnEvent: r.events.Add}})
 	r.pub = newBroker(t, Config{Addrs: r.c.Seeds()})
 	r.channels = channelsPerPartition(r.sub.Layout(), 2, "fo.")
 	require.NoError(t, r.sub.Subscribe(testCtx(t, 30*time.Second), r.channels...))
@@ -73,11 +73,11 @@ func (r *failoverRig) lastFirstDelivery(parts []int, since time.Time) (time.Time
 func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string, origin time.Time) {
 	t.Helper()
 	require.True(t, waitFor(30*time.Second, func() bool {
-		got, _ := r.events.partitions(shardcast.EventRestored)
+		got, _ := eventPartitions(r.events, shardcast.EventRestored)
 		return len(got) >= len(parts)
-	}), "restored partitions never covered %v: %v", parts, r.events.snapshot())
-	interrupted, ishards := r.events.partitions(shardcast.EventInterrupted)
-	restored, rshards := r.events.partitions(shardcast.EventRestored)
+	}), "restored partitions never covered %v: %v", parts, r.events.All())
+	interrupted, ishards := eventPartitions(r.events, shardcast.EventInterrupted)
+	restored, rshards := eventPartitions(r.events, shardcast.EventRestored)
 	assert.Equal(t, setOf(parts), interrupted, "interrupted partitions")
 	assert.Equal(t, setOf(parts), restored, "restored partitions")
 	assert.Equal(t, map[string]bool{from: true}, ishards, "interrupted shard")
@@ -90,7 +90,7 @@ func (r *failoverRig) checkEvents(t *testing.T, parts []int, from, to string, or
 		causes        map[string]bool
 	}
 	sums := map[shardcast.EventKind]*summary{}
-	for _, ev := range r.events.snapshot() {
+	for _, ev := range r.events.All() {
 		if ev.Kind != shardcast.EventInterrupted && ev.Kind != shardcast.EventRestored {
 			continue
 		}
@@ -167,7 +167,7 @@ func TestFailover(t *testing.T) {
 	// already holds must wait for the partition to come back, not report
 	// success: Redis holds no subscription for it now.
 	require.True(t, waitFor(10*time.Second, func() bool {
-		_, shards := r.events.partitions(shardcast.EventInterrupted)
+		_, shards := eventPartitions(r.events, shardcast.EventInterrupted)
 		return shards[victim.Addr()]
 	}), "no Interrupted event for %s", victim.Addr())
 	held := inPartitions(l, r.channels, parts)[0]

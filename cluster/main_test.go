@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -170,31 +171,13 @@ func head[T any](s []T, n int) []T {
 }
 
 // eventLog collects the events a broker reports.
-type eventLog struct {
-	mu     sync.Mutex
-	events []shardcast.Event
-}
+type eventLog = brokertest.EventLog
 
-func (l *eventLog) add(ev shardcast.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, ev)
-	l.mu.Unlock()
-}
-
-func (l *eventLog) snapshot() []shardcast.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]shardcast.Event(nil), l.events...)
-}
-
-// partitions returns the set of partitions named by events of kind, and
-// the shards those events named.
-func (l *eventLog) partitions(kind shardcast.EventKind) (map[int]bool, map[string]bool) {
+// eventPartitions returns the set of partitions named by l's events of
+// kind, and the shards those events named.
+func eventPartitions(l *eventLog, kind shardcast.EventKind) (map[int]bool, map[string]bool) {
 	parts, shards := make(map[int]bool), make(map[string]bool)
-	for _, ev := range l.snapshot() {
-		if ev.Kind != kind {
-			continue
-		}
+	for _, ev := range l.Of(kind) {
 		shards[ev.Shard] = true
 		for _, p := range ev.Partitions {
 			parts[p] = true
@@ -428,7 +411,7 @@ func checkDelivery(t *testing.T, rec *recorder, f *feeder, channels []string) de
 func checkLossReported(t *testing.T, rec *recorder, f *feeder, events *eventLog, l *shardcast.Layout, channels []string) int {
 	t.Helper()
 	windows := make(map[int][]shardcast.Event)
-	for _, ev := range events.snapshot() {
+	for _, ev := range events.All() {
 		if ev.Kind == shardcast.EventRestored {
 			for _, p := range ev.Partitions {
 				windows[p] = append(windows[p], ev)

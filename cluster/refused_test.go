@@ -20,13 +20,13 @@ func TestRefusedUnsubscribeDropsTheWire(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	events := &eventLog{}
 	sub := newBroker(t, Config{Addrs: c.Seeds(), Conn: shardcast.ConnOptions{Username: "app", Password: "pw"},
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.add}})
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.Add}})
 	require.NoError(t, sub.Subscribe(ctx, "gone", "kept"))
 	l := sub.Layout()
 
 	require.NoError(t, sub.Unsubscribe(ctx, "gone"))
 	require.True(t, waitFor(10*time.Second, func() bool {
-		restored, _ := events.partitions(shardcast.EventRestored)
+		restored, _ := eventPartitions(events, shardcast.EventRestored)
 		return restored[l.Partition("kept")]
 	}), "the dropped wire was not resubscribed")
 	node := c.Nodes()[0]

@@ -56,7 +56,7 @@ func testResubscribeCost(t *testing.T, c *redistest.Cluster) {
 	var events eventLog
 	rec := newRecorder()
 	sub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Second,
-		Options: shardcast.Options{Handler: rec.handle, OnEvent: events.add}})
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: events.Add}})
 	pub := newBroker(t, Config{Addrs: c.Seeds()})
 	l := sub.Layout()
 	channels := channelsPerPartition(l, 100, "resub.")
@@ -76,13 +76,13 @@ func testResubscribeCost(t *testing.T, c *redistest.Cluster) {
 
 	// Restored must name exactly the victim's partitions.
 	require.True(t, waitFor(30*time.Second, func() bool {
-		parts, _ := events.partitions(shardcast.EventRestored)
+		parts, _ := eventPartitions(&events, shardcast.EventRestored)
 		return len(parts) == len(owned)
-	}), "partitions restored: %v", events.snapshot())
-	interrupted, shards := events.partitions(shardcast.EventInterrupted)
+	}), "partitions restored: %v", events.All())
+	interrupted, shards := eventPartitions(&events, shardcast.EventInterrupted)
 	assert.Equal(t, setOf(owned), interrupted)
 	assert.Equal(t, map[string]bool{victim.Addr(): true}, shards)
-	restored, shards := events.partitions(shardcast.EventRestored)
+	restored, shards := eventPartitions(&events, shardcast.EventRestored)
 	assert.Equal(t, setOf(owned), restored)
 	assert.Equal(t, map[string]bool{victim.Addr(): true}, shards)
 

@@ -21,7 +21,7 @@ func TestSlotMove(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	rec, events := newRecorder(), &eventLog{}
 	sub := newBroker(t, Config{Addrs: c.Seeds(),
-		Options: shardcast.Options{Handler: rec.handle, OnEvent: events.add}})
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: events.Add}})
 	pub := newBroker(t, Config{Addrs: c.Seeds()})
 	l := sub.Layout()
 	channels := channelsPerPartition(l, 2, "mv.")
@@ -58,13 +58,13 @@ func TestSlotMove(t *testing.T) {
 	assert.Zero(t, repStill.missing, "channels whose slot did not move lose nothing")
 	checkLossReported(t, rec, feed, events, l, channels)
 
-	interrupted, ishards := events.partitions(shardcast.EventInterrupted)
-	restored, rshards := events.partitions(shardcast.EventRestored)
+	interrupted, ishards := eventPartitions(events, shardcast.EventInterrupted)
+	restored, rshards := eventPartitions(events, shardcast.EventRestored)
 	assert.Equal(t, setOf(moved), interrupted)
 	assert.Equal(t, setOf(moved), restored)
 	assert.Equal(t, map[string]bool{from.Addr(): true}, ishards)
 	assert.Equal(t, map[string]bool{to.Addr(): true}, rshards)
-	for _, ev := range events.snapshot() {
+	for _, ev := range events.All() {
 		if ev.Kind == shardcast.EventRestored {
 			t.Logf("FIGURE slot move: %v", ev)
 		}

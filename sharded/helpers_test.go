@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -89,29 +90,7 @@ func (r *recorder) reset() {
 }
 
 // events collects the events a broker raises.
-type events struct {
-	mu  sync.Mutex
-	all []shardcast.Event
-}
-
-func (e *events) add(ev shardcast.Event) {
-	e.mu.Lock()
-	e.all = append(e.all, ev)
-	e.mu.Unlock()
-}
-
-// of returns the events of one kind, in the order raised.
-func (e *events) of(kind shardcast.EventKind) []shardcast.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []shardcast.Event
-	for _, ev := range e.all {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
+type events = brokertest.EventLog
 
 // addrs returns the servers' addresses in order.
 func addrs(servers ...*redistest.Server) []string {

@@ -168,19 +168,19 @@ func TestRefusedUnsubscribeDropsTheConnection(t *testing.T) {
 	var evs events
 	b := newBroker(t, Config{
 		Addrs:   []string{"redis://app:pw@" + s.Addr()},
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add},
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add},
 	})
 	require.NoError(t, b.Subscribe(ctx, "gone", "kept"))
 
 	require.NoError(t, b.Unsubscribe(ctx, "gone"))
 	waitFor(t, "the dropped connection to be resubscribed", func() bool {
-		return len(evs.of(shardcast.EventRestored)) > 0
+		return len(evs.Of(shardcast.EventRestored)) > 0
 	})
 	assert.Zero(t, numsub(t, s, "gone"), "the refused channel is not subscribed after the reconnect")
 	assert.EqualValues(t, 1, numsub(t, s, "kept"))
 	assert.Equal(t, 1, b.Stats().Channels)
 	assert.EqualValues(t, 1, b.Stats().Reconnects)
-	assert.Equal(t, []string{"kept"}, evs.of(shardcast.EventRestored)[0].Channels)
+	assert.Equal(t, []string{"kept"}, evs.Of(shardcast.EventRestored)[0].Channels)
 }
 
 // TestCloseEndsAWaitingPublish: a Publish waiting for a frozen instance's

@@ -34,7 +34,7 @@ func TestSlowHandlerDropsAndKeepsDraining(t *testing.T) {
 	var evs events
 	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{
 		Handler:   func(shardcast.Message) { <-gate },
-		OnEvent:   evs.add,
+		OnEvent:   evs.Add,
 		Workers:   2,
 		QueueSize: 16,
 	}})
@@ -82,19 +82,19 @@ func TestSlowHandlerDropsAndKeepsDraining(t *testing.T) {
 	assert.LessOrEqual(t, st.Dropped, uint64(messages))
 	waitFor(t, "EventDropped to account for every drop", func() bool {
 		var n uint64
-		for _, ev := range evs.of(shardcast.EventDropped) {
+		for _, ev := range evs.Of(shardcast.EventDropped) {
 			n += ev.Count
 		}
 		return n == sub.Stats().Dropped
 	})
-	for _, ev := range evs.of(shardcast.EventDropped) {
+	for _, ev := range evs.Of(shardcast.EventDropped) {
 		assert.Subset(t, chans, ev.Channels)
 	}
 
 	// The subscriber was never disconnected: same connection, no reconnect,
 	// no interruption. The raw subscriber that stopped reading was.
 	assert.Zero(t, sub.Stats().Reconnects)
-	assert.Empty(t, evs.of(shardcast.EventInterrupted))
+	assert.Empty(t, evs.Of(shardcast.EventInterrupted))
 	assert.Equal(t, subID, pubsubClientID(t, s, ""), "the broker's subscribe connection survived")
 	waitFor(t, "Redis to disconnect the raw subscriber that stopped reading", func() bool {
 		return !hasClient(t, s, "lagger")

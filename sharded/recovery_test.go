@@ -37,7 +37,7 @@ func TestKillAndRestartInstance(t *testing.T) {
 	servers := startServers(t, 2)
 	rec := newRecorder()
 	var evs events
-	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add}})
 	pub := newBroker(t, Config{Addrs: addrs(servers...)})
 	chans := channelNames("restart:", 2000)
 	require.NoError(t, sub.Subscribe(context.Background(), chans...))
@@ -47,17 +47,17 @@ func TestKillAndRestartInstance(t *testing.T) {
 
 	killedAt := time.Now()
 	require.NoError(t, victim.Kill())
-	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.Of(shardcast.EventInterrupted)) > 0 })
 	require.NoError(t, victim.Restart(context.Background()))
-	waitFor(t, "EventRestored", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+	waitFor(t, "EventRestored", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
 
-	interrupted := evs.of(shardcast.EventInterrupted)
+	interrupted := evs.Of(shardcast.EventInterrupted)
 	require.Len(t, interrupted, 1, "one connection lost, one event")
 	assert.Equal(t, victim.Addr(), interrupted[0].Shard)
 	assert.Equal(t, victimChans, sorted(interrupted[0].Channels))
 	assert.False(t, interrupted[0].Since.Before(killedAt), "interruption starts after the kill")
 
-	restored := evs.of(shardcast.EventRestored)
+	restored := evs.Of(shardcast.EventRestored)
 	require.Len(t, restored, 1)
 	assert.Equal(t, victim.Addr(), restored[0].Shard)
 	assert.Equal(t, victimChans, sorted(restored[0].Channels))
@@ -87,7 +87,7 @@ func TestResubscribeIsBatched(t *testing.T) {
 			var evs events
 			sub := newBroker(t, Config{
 				Addrs: addrs(s), Conn: shardcast.ConnOptions{SubscribeConns: conns},
-				Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+				Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 			})
 			pub := newBroker(t, Config{Addrs: addrs(s)})
 			chans := channelNames("batch:", total)
@@ -99,7 +99,7 @@ func TestResubscribeIsBatched(t *testing.T) {
 			killed, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
 			require.NoError(t, err)
 			require.EqualValues(t, conns, killed, "one pubsub connection per ConnsPerShard")
-			waitFor(t, "every connection restored", func() bool { return len(evs.of(shardcast.EventRestored)) == conns })
+			waitFor(t, "every connection restored", func() bool { return len(evs.Of(shardcast.EventRestored)) == conns })
 			after, err := s.CommandStats(ctx)
 			require.NoError(t, err)
 
@@ -111,7 +111,7 @@ func TestResubscribeIsBatched(t *testing.T) {
 			assert.Positive(t, sent)
 			assert.LessOrEqual(t, sent, maxCmds, "SUBSCRIBE commands sent by the resubscribe")
 			resubscribed := 0
-			for _, ev := range evs.of(shardcast.EventRestored) {
+			for _, ev := range evs.Of(shardcast.EventRestored) {
 				resubscribed += len(ev.Channels)
 			}
 			assert.Equal(t, total, resubscribed)
@@ -132,7 +132,7 @@ func TestSubscribeWhileShardDown(t *testing.T) {
 	servers := startServers(t, 2)
 	rec := newRecorder()
 	var evs events
-	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add}})
+	sub := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add}})
 	pub := newBroker(t, Config{Addrs: addrs(servers...)})
 	chans := channelNames("down:", 40)
 	down, up := onShard(sub, chans, 0), onShard(sub, chans, 1)
@@ -143,7 +143,7 @@ func TestSubscribeWhileShardDown(t *testing.T) {
 	require.NoError(t, sub.Subscribe(context.Background(), kept, dropped))
 
 	require.NoError(t, s.Kill())
-	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.Of(shardcast.EventInterrupted)) > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	err := sub.Subscribe(ctx, up[0], during)
@@ -163,7 +163,7 @@ func TestSubscribeWhileShardDown(t *testing.T) {
 	assert.Zero(t, numsub(t, s, dropped), "unsubscribed while down, so not resubscribed")
 	assert.EqualValues(t, 1, numsub(t, servers[1], up[0]))
 	assert.Equal(t, 3, sub.Stats().Channels)
-	restored := evs.of(shardcast.EventRestored)
+	restored := evs.Of(shardcast.EventRestored)
 	require.Len(t, restored, 1)
 	assert.Equal(t, []string{kept}, restored[0].Channels)
 
@@ -181,7 +181,7 @@ func TestSubscribeRacingAKill(t *testing.T) {
 	servers := startServers(t, 1)
 	s := servers[0]
 	var evs events
-	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add}})
+	sub := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add}})
 
 	var (
 		confirmed []string
@@ -210,7 +210,7 @@ func TestSubscribeRacingAKill(t *testing.T) {
 	waitFor(t, "some subscribes", func() bool { return sub.Stats().Channels >= 20 })
 	require.NoError(t, s.Kill())
 	require.NoError(t, s.Restart(context.Background()))
-	waitFor(t, "EventRestored", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+	waitFor(t, "EventRestored", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
 	waitFor(t, "subscribes after the restart", func() bool { return sub.Stats().Channels >= 40 })
 	close(stop)
 	<-done
@@ -235,11 +235,11 @@ func TestSubscribeRacingAKill(t *testing.T) {
 func TestCloseWhileShardDown(t *testing.T) {
 	servers := startServers(t, 1)
 	var evs events
-	sub, err := New(Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add}})
+	sub, err := New(Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add}})
 	require.NoError(t, err)
 	require.NoError(t, sub.Subscribe(context.Background(), "a"))
 	require.NoError(t, servers[0].Kill())
-	waitFor(t, "EventInterrupted", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+	waitFor(t, "EventInterrupted", func() bool { return len(evs.Of(shardcast.EventInterrupted)) > 0 })
 
 	result := make(chan error, 1)
 	go func() { result <- sub.Subscribe(context.Background(), "b") }()
@@ -258,7 +258,7 @@ func TestFrozenInstance(t *testing.T) {
 	var evs events
 	sub := newBroker(t, Config{
 		Addrs: addrs(s), Conn: shardcast.ConnOptions{CommandTimeout: time.Hour},
-		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 	})
 	pub := newBroker(t, Config{Addrs: addrs(s)})
 	require.NoError(t, sub.Subscribe(context.Background(), "kept", "dropped"))
@@ -316,7 +316,7 @@ func TestFrozenInstance(t *testing.T) {
 	// freezes. A call that held on past its ctx would have kept the
 	// instance frozen until the ping cut the wire.
 	assert.Zero(t, sub.Stats().Reconnects)
-	assert.Empty(t, evs.of(shardcast.EventInterrupted))
+	assert.Empty(t, evs.Of(shardcast.EventInterrupted))
 }
 
 // TestFrozenInstanceDetectedByPing freezes an instance for longer than the
@@ -329,7 +329,7 @@ func TestFrozenInstanceDetectedByPing(t *testing.T) {
 	var evs events
 	sub := newBroker(t, Config{
 		Addrs: addrs(s), Conn: shardcast.ConnOptions{HealthInterval: 100 * time.Millisecond, HealthTimeout: 300 * time.Millisecond},
-		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 	})
 	pub := newBroker(t, Config{Addrs: addrs(s)})
 	chans := channelNames("frost:", 20)
@@ -338,16 +338,16 @@ func TestFrozenInstanceDetectedByPing(t *testing.T) {
 	pausedAt := time.Now()
 	require.NoError(t, s.Pause())
 	waitFor(t, "an Interrupted event from the health ping", func() bool {
-		return len(evs.of(shardcast.EventInterrupted)) > 0
+		return len(evs.Of(shardcast.EventInterrupted)) > 0
 	})
 	detected := time.Since(pausedAt)
-	ev := evs.of(shardcast.EventInterrupted)[0]
+	ev := evs.Of(shardcast.EventInterrupted)[0]
 	assert.ElementsMatch(t, chans, ev.Channels)
 	assert.False(t, ev.Since.After(pausedAt), "the loss window starts at the last answered ping, before the freeze (since %v, paused %v)", ev.Since, pausedAt)
 	t.Logf("frozen instance detected after %v", detected.Round(time.Millisecond))
 
 	require.NoError(t, s.Resume())
-	waitFor(t, "a Restored event", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
+	waitFor(t, "a Restored event", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
 	publishAll(t, pub, chans, payloadOf)
 	waitFor(t, "every channel to deliver after the thaw", func() bool { return len(rec.missing(chans, 1)) == 0 })
 }

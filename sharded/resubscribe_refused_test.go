@@ -27,7 +27,7 @@ func TestRefusedResubscribeIsRetried(t *testing.T) {
 	url := "redis://app:pw@" + s.Addr()
 	sub := newBroker(t, Config{
 		Addrs:   []string{url},
-		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.add},
+		Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 		Conn:    shardcast.ConnOptions{RecoveryInterval: 20 * time.Millisecond},
 	})
 	pub := newBroker(t, Config{Addrs: []string{url}})
@@ -35,15 +35,15 @@ func TestRefusedResubscribeIsRetried(t *testing.T) {
 
 	_, err := s.Do(ctx, "ACL", "SETUSER", "app", "resetchannels", "&other")
 	require.NoError(t, err)
-	waitFor(t, "the interruption", func() bool { return len(evs.of(shardcast.EventInterrupted)) > 0 })
+	waitFor(t, "the interruption", func() bool { return len(evs.Of(shardcast.EventInterrupted)) > 0 })
 	waitFor(t, "three refused resubscribes", func() bool { return rejectedSubscribes(t, s) >= 3 })
-	assert.Empty(t, evs.of(shardcast.EventRestored), "nothing is restored while Redis refuses")
+	assert.Empty(t, evs.Of(shardcast.EventRestored), "nothing is restored while Redis refuses")
 	assert.Equal(t, 1, sub.Stats().Channels, "the channel stays wanted")
 
 	_, err = s.Do(ctx, "ACL", "SETUSER", "app", "allchannels")
 	require.NoError(t, err)
-	waitFor(t, "the restore", func() bool { return len(evs.of(shardcast.EventRestored)) > 0 })
-	assert.Equal(t, []string{"revoked"}, evs.of(shardcast.EventRestored)[0].Channels)
+	waitFor(t, "the restore", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
+	assert.Equal(t, []string{"revoked"}, evs.Of(shardcast.EventRestored)[0].Channels)
 	require.NoError(t, pub.Publish(ctx, "revoked", []byte("back")))
 	waitFor(t, "delivery after the restore", func() bool { return rec.count("revoked") == 1 })
 }

@@ -19,11 +19,11 @@ func checkInterruptedThenRestored(t T, h Harness) {
 	chans := names("kill:", 200)
 	r.subscribe(chans...)
 	r.stillSubscribed(chans, "before the kill")
-	mark := r.events.len()
+	mark := r.events.Len()
 
 	h.KillSubscribers(t)
 	waitFor(t, h, "EventRestored naming every subscribed channel", func() (bool, string) {
-		restored := named(r.events.since(mark), shardcast.EventRestored)
+		restored := named(r.events.Since(mark), shardcast.EventRestored)
 		var missing []string
 		for _, ch := range chans {
 			if _, ok := restored[ch]; !ok {
@@ -31,9 +31,9 @@ func checkInterruptedThenRestored(t T, h Harness) {
 			}
 		}
 		return len(missing) == 0, fmt.Sprintf("%d of %d channels not yet named by EventRestored, e.g. %s; events so far: %v",
-			len(missing), len(chans), list(missing), r.events.since(mark))
+			len(missing), len(chans), list(missing), r.events.Since(mark))
 	})
-	evs := r.events.since(mark)
+	evs := r.events.Since(mark)
 	interrupted := named(evs, shardcast.EventInterrupted)
 	restored := named(evs, shardcast.EventRestored)
 	var notFirst []string

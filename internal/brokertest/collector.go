@@ -78,33 +78,3 @@ func (c *collector) short(channels []string, n int) []string {
 	}
 	return out
 }
-
-// eventLog keeps every event a broker raised, in order.
-type eventLog struct {
-	mu  sync.Mutex
-	all []shardcast.Event
-}
-
-func (l *eventLog) add(ev shardcast.Event) {
-	ev.Channels = append([]string(nil), ev.Channels...)
-	l.mu.Lock()
-	l.all = append(l.all, ev)
-	l.mu.Unlock()
-}
-
-// since returns the events raised after the first n.
-func (l *eventLog) since(n int) []shardcast.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n > len(l.all) {
-		n = len(l.all)
-	}
-	return append([]shardcast.Event(nil), l.all[n:]...)
-}
-
-// len returns how many events were raised so far.
-func (l *eventLog) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.all)
-}

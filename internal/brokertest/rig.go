@@ -19,7 +19,7 @@ type rig struct {
 	sub    shardcast.Broker
 	pub    shardcast.Broker
 	got    *collector
-	events *eventLog
+	events *EventLog
 }
 
 // newRig builds the subscriber with opts (Handler and OnEvent replaced by
@@ -27,9 +27,9 @@ type rig struct {
 // MaxPayload.
 func newRig(t T, h Harness, opts shardcast.Options) *rig {
 	t.Helper()
-	r := &rig{t: t, h: h, got: newCollector(), events: &eventLog{}}
+	r := &rig{t: t, h: h, got: newCollector(), events: &EventLog{}}
 	subOpts := opts
-	subOpts.Handler, subOpts.OnEvent = r.got.handle, r.events.add
+	subOpts.Handler, subOpts.OnEvent = r.got.handle, r.events.Add
 	r.sub = h.New(t, subOpts)
 	r.pub = h.New(t, shardcast.Options{Raw: opts.Raw, MaxPayload: opts.MaxPayload})
 	return r

@@ -1,0 +1,52 @@
+package brokertest
+
+import (
+	"sync"
+
+	"github.com/shardcast/shardcast"
+)
+
+// EventLog keeps every event a broker raised, in order. Its Add is an
+// OnEvent hook; the zero value is ready to use, and it is safe for
+// concurrent use.
+type EventLog struct {
+	mu  sync.Mutex
+	all []shardcast.Event
+}
+
+// Add records ev (with a copy of its Channels).
+func (l *EventLog) Add(ev shardcast.Event) {
+	ev.Channels = append([]string(nil), ev.Channels...)
+	l.mu.Lock()
+	l.all = append(l.all, ev)
+	l.mu.Unlock()
+}
+
+// All returns every event recorded so far.
+func (l *EventLog) All() []shardcast.Event { return l.Since(0) }
+
+// Since returns the events raised after the first n.
+func (l *EventLog) Since(n int) []shardcast.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n = min(n, len(l.all))
+	return append([]shardcast.Event(nil), l.all[n:]...)
+}
+
+// Of returns the events of one kind, in the order raised.
+func (l *EventLog) Of(kind shardcast.EventKind) []shardcast.Event {
+	var out []shardcast.Event
+	for _, ev := range l.All() {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Len returns how many events were raised so far.
+func (l *EventLog) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.all)
+}
