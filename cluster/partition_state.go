@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -304,7 +305,7 @@ func (b *Broker) unsubscribePartition(ctx context.Context, p *partState, channel
 // failure (a refusal, a confirmation that never came) drops the wire.
 func (b *Broker) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
 	err := engine.FirstError(wire.Unsubscribe(ctx, b.keys(part, channels)...))
-	if err != nil && wire.Alive() && !isMoved(err) && (!engine.IsIOError(err) || errors.Is(err, subconn.ErrProtocol)) {
+	if err != nil && wire.Alive() && !isMoved(err) && (!engine.IsIOError(err) || errors.Is(err, resp.ErrProtocol)) {
 		b.dropWire(wire, part, err)
 	}
 }
@@ -354,6 +355,6 @@ func (b *Broker) waitError(p *partState, err, last error) error {
 }
 
 func isMoved(err error) bool {
-	se, ok := subconn.IsServerError(err)
+	se, ok := resp.IsServerError(err)
 	return ok && se.IsMoved()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -73,7 +74,7 @@ func IsIOError(err error) bool {
 	if err == nil {
 		return false
 	}
-	if _, ok := subconn.IsServerError(err); ok {
+	if _, ok := resp.IsServerError(err); ok {
 		return false
 	}
 	if _, ok := rueidis.IsRedisErr(err); ok {
