@@ -49,7 +49,6 @@ func BenchmarkReaderBulk(b *testing.B) {
 				if err != nil || len(p) != size {
 					b.Fatal(err)
 				}
-				rd.Discard()
 			}
 		})
 	}

@@ -9,12 +9,12 @@ import (
 
 // Reader parses RESP2 values straight from the buffer of a bufio.Reader.
 // Its primitives allocate nothing: lines and bulk strings are views of the
-// buffer, valid until the next read. Only a bulk string larger than the
+// buffer, valid until the next read (of the Reader or of the bufio.Reader),
+// as with bufio.Reader.ReadSlice. Only a bulk string larger than the
 // buffer is copied, into a scratch buffer the Reader reuses. A Reader is
 // not safe for concurrent use.
 type Reader struct {
 	r       *bufio.Reader
-	pending int    // bytes of the last bulk still to discard
 	scratch []byte // holds a bulk too large for the buffer
 }
 
@@ -26,7 +26,6 @@ func NewReader(r *bufio.Reader) *Reader { return &Reader{r: r} }
 // type byte and what follows it. The slice is a view of the buffer, valid
 // until the next read. A line longer than the buffer is ErrProtocol.
 func (rd *Reader) Line() ([]byte, error) {
-	rd.Discard()
 	b, err := rd.r.ReadSlice('\n')
 	if err != nil {
 		if err == bufio.ErrBufferFull {
@@ -55,8 +54,7 @@ func (rd *Reader) ArrayHeader() (int, error) {
 
 // Bulk reads a bulk string; null reports the null bulk string. The bytes
 // are a view of the read buffer (or of the scratch buffer for one larger
-// than it), valid until Discard or the next read; reading on discards them.
-// Any other value is ErrProtocol.
+// than it), valid until the next read. Any other value is ErrProtocol.
 func (rd *Reader) Bulk() (b []byte, null bool, err error) {
 	line, err := rd.Line()
 	if err != nil {
@@ -65,30 +63,37 @@ func (rd *Reader) Bulk() (b []byte, null bool, err error) {
 	if line[0] != '$' {
 		return nil, false, fmt.Errorf("%w: want a bulk string, got %q", ErrProtocol, line)
 	}
-	n, err := parseLen(line)
+	// Parsed here rather than by parseLen, and the buffered case read here
+	// too: this is the subscribe wire's hot path, where calls show.
+	n, err := ParseInt(line[1:])
 	if err != nil {
 		return nil, false, err
 	}
 	if n < 0 {
+		if n != -1 {
+			return nil, false, fmt.Errorf("%w: bad length %q", ErrProtocol, line)
+		}
 		return nil, true, nil
 	}
-	b, err = rd.bulkBody(n)
-	return b, false, err
+	if n+2 > rd.r.Size() {
+		b, err = rd.largeBulk(n)
+		return b, false, err
+	}
+	b, err = rd.r.Peek(n + 2)
+	if err != nil {
+		return nil, false, err
+	}
+	if b[n] != '\r' || b[n+1] != '\n' {
+		return nil, false, fmt.Errorf("%w: bulk string of %d bytes not terminated", ErrProtocol, n)
+	}
+	// Consumed but not overwritten: the buffer moves only on the next read.
+	_, _ = rd.r.Discard(n + 2)
+	return b[:n], false, nil
 }
 
-// bulkBody reads the n bytes and CRLF that follow a bulk header.
-func (rd *Reader) bulkBody(n int) ([]byte, error) {
-	if n+2 <= rd.r.Size() {
-		b, err := rd.r.Peek(n + 2)
-		if err != nil {
-			return nil, err
-		}
-		if b[n] != '\r' || b[n+1] != '\n' {
-			return nil, fmt.Errorf("%w: bulk string of %d bytes not terminated", ErrProtocol, n)
-		}
-		rd.pending = n + 2
-		return b[:n], nil
-	}
+// largeBulk reads the n bytes and CRLF that follow the header of a bulk
+// string larger than the buffer into the scratch buffer.
+func (rd *Reader) largeBulk(n int) ([]byte, error) {
 	// Grow the scratch only as the bytes arrive: a corrupt length must not
 	// allocate memory the peer never sends (make would panic or abort).
 	size := rd.r.Size()
@@ -111,16 +116,6 @@ func (rd *Reader) bulkBody(n int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: bulk string of %d bytes not terminated", ErrProtocol, n)
 	}
 	return b[:n], nil
-}
-
-// Discard consumes the bulk string last returned by Bulk, if it is still
-// in the buffer. Every read does it first; calling it early lets the
-// buffer refill sooner.
-func (rd *Reader) Discard() {
-	if rd.pending > 0 {
-		_, _ = rd.r.Discard(rd.pending) // peeked, so it is buffered
-		rd.pending = 0
-	}
 }
 
 // Skip reads and ignores n values of any type, nested arrays included,

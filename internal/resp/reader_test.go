@@ -71,7 +71,7 @@ func TestBulk(t *testing.T) {
 				require.NoError(t, err, what)
 				assert.False(t, null, what)
 				assert.Equal(t, s, string(b), what)
-				_, null, err = rd.Bulk() // discards the first without a call to Discard
+				_, null, err = rd.Bulk()
 				require.NoError(t, err, what)
 				assert.True(t, null, what)
 			}

@@ -16,12 +16,17 @@ const maxDepth = 64
 // what it returns, and only as the bytes arrive, whatever length a header
 // claims.
 func (rd *Reader) Reply() (any, error) {
-	v, err := rd.reply(0)
-	rd.Discard()
-	return v, err
+	return rd.reply(0)
 }
 
 func (rd *Reader) reply(depth int) (any, error) {
+	if kind, err := rd.r.Peek(1); err == nil && kind[0] == '$' {
+		b, null, err := rd.Bulk()
+		if err != nil || null {
+			return nil, err
+		}
+		return string(b), nil
+	}
 	line, err := rd.Line()
 	if err != nil {
 		return nil, err
@@ -38,16 +43,6 @@ func (rd *Reader) reply(depth int) (any, error) {
 			return nil, fmt.Errorf("%w: bad integer %q", ErrProtocol, body)
 		}
 		return n, nil
-	case '$':
-		n, err := parseLen(line)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		b, err := rd.bulkBody(n)
-		if err != nil {
-			return nil, err
-		}
-		return string(b), nil
 	case '*':
 		n, err := parseLen(line)
 		if err != nil || n < 0 {

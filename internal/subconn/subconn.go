@@ -433,7 +433,6 @@ func (c *Conn) readPush(rd *resp.Reader, n int) error {
 	case "pong":
 		what = pong
 	}
-	rd.Discard()
 	switch {
 	case n == 3 && what == message:
 		return c.readMessage(rd)
@@ -463,7 +462,6 @@ func (c *Conn) readMessage(rd *resp.Reader) error {
 	if c.hooks.OnMessage != nil && !c.closing.Load() {
 		c.hooks.OnMessage(name, payload)
 	}
-	rd.Discard()
 	return nil
 }
 
@@ -475,7 +473,6 @@ func (c *Conn) readChannel(rd *resp.Reader) (string, error) {
 		return "", err
 	}
 	c.chanBuf = append(c.chanBuf[:0], b...)
-	rd.Discard()
 	return unsafe.String(unsafe.SliceData(c.chanBuf), len(c.chanBuf)), nil
 }
 
@@ -519,7 +516,6 @@ func (c *Conn) readConfirmation(rd *resp.Reader, subscribe bool) error {
 	if subscribe && !matched {
 		err = fmt.Errorf("%w: subscribe confirmation for %q matches no command", resp.ErrProtocol, ch)
 	}
-	rd.Discard()
 	if err != nil {
 		return err
 	}

@@ -510,7 +510,6 @@ func (f *fakeRedis) next(t *testing.T) *fakePeer {
 // readCommand reads one RESP array of bulk strings, as clients send.
 func readCommand(r *bufio.Reader) ([]string, error) {
 	rd := resp.NewReader(r)
-	defer rd.Discard()
 	n, err := rd.ArrayHeader()
 	if err != nil {
 		return nil, err
