@@ -20,6 +20,8 @@ func (rd *Reader) Reply() (any, error) {
 }
 
 func (rd *Reader) reply(depth int) (any, error) {
+	// A bulk string goes through Bulk, which reads its own header, so the
+	// two share one bulk decoder.
 	if kind, err := rd.r.Peek(1); err == nil && kind[0] == '$' {
 		b, null, err := rd.Bulk()
 		if err != nil || null {
