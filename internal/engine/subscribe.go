@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -214,7 +215,7 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 // link reports the interruption and reconnects.
 func (c *Core) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
 	err := FirstError(wire.Unsubscribe(ctx, c.commands(part, channels)...))
-	if err != nil && wire.Alive() && !IsMoved(err) && (!IsIOError(err) || errors.Is(err, subconn.ErrProtocol)) {
+	if err != nil && wire.Alive() && !IsMoved(err) && (!IsIOError(err) || errors.Is(err, resp.ErrProtocol)) {
 		c.Log.Warn("shardcast: unsubscribe failed; reconnecting", "path", c.router.Describe(part), "err", err)
 		wire.Close()
 	}
@@ -283,6 +284,6 @@ func (c *Core) NoteLost(l *Link, p int, cause error) {
 
 // IsMoved reports whether err is Redis's MOVED redirection.
 func IsMoved(err error) bool {
-	se, ok := subconn.IsServerError(err)
+	se, ok := resp.IsServerError(err)
 	return ok && se.IsMoved()
 }

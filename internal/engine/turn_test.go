@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +65,7 @@ func TestIsIOError(t *testing.T) {
 	assert.False(t, IsIOError(nil))
 	assert.False(t, IsIOError(context.Canceled))
 	assert.False(t, IsIOError(context.DeadlineExceeded))
-	assert.False(t, IsIOError(&subconn.ServerError{Msg: "ERR refused"}))
+	assert.False(t, IsIOError(&resp.ServerError{Msg: "ERR refused"}))
 	assert.True(t, IsIOError(io.EOF))
 	assert.True(t, IsIOError(errors.New("read: connection reset by peer")))
 }

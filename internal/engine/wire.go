@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -19,7 +20,7 @@ func IsIOError(err error) bool {
 	if err == nil {
 		return false
 	}
-	if _, ok := subconn.IsServerError(err); ok {
+	if _, ok := resp.IsServerError(err); ok {
 		return false
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -286,7 +287,7 @@ func TestQueuedFailuresAreSent(t *testing.T) {
 		s := redistest.StartStandalone(t, aclUser("&ok"))
 		p := newPub(t, withAddr(appUser, s), 5*time.Second)
 		err := p.Publish(testCtx(t), "no", []byte("x"), true, time.Time{})
-		se, ok := subconn.IsServerError(err)
+		se, ok := resp.IsServerError(err)
 		require.True(t, ok, "want a server error, got %v", err)
 		assert.Contains(t, se.Msg, "NOPERM")
 		assert.NotErrorIs(t, err, ErrNotSent)
@@ -328,7 +329,7 @@ func TestSPublish(t *testing.T) {
 	require.NoError(t, p.SPublish(ctx, mine, "ch", []byte("raw"), true, now))
 
 	err = p.SPublish(ctx, theirs, "ch", []byte("elsewhere"), true, now)
-	se, ok := subconn.IsServerError(err)
+	se, ok := resp.IsServerError(err)
 	require.True(t, ok, "want MOVED, got %v", err)
 	assert.True(t, se.IsMoved(), "want MOVED, got %q", se.Msg)
 	assert.Contains(t, se.Msg, other.Addr(), "MOVED names the owner")

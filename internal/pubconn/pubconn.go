@@ -23,6 +23,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -53,9 +54,6 @@ func (e *notSent) Unwrap() []error { return []error{ErrNotSent, e.err} }
 // MaxBacklog bounds the bytes of commands waiting behind a write in
 // progress. A healthy server drains a write in microseconds.
 const MaxBacklog = 8 << 20
-
-// errProtocol reports a reply a PUBLISH cannot have; the wire is dropped.
-var errProtocol = errors.New("pubconn: protocol error")
 
 // Pub publishes to one instance over one connection, redialled on demand
 // after a failure. Its methods are safe for concurrent use.
@@ -374,11 +372,9 @@ func (p *Pub) open(ctx context.Context) (*wire, error) {
 		return nil, fmt.Errorf("pubconn: dial %s: %w", p.dial.Addr, err)
 	}
 	if p.dial.Password != "" {
-		if err := auth(ctx, nc, p.dial); err != nil {
+		// Auth reports ctx's end as such itself.
+		if err := resp.Auth(ctx, nc, p.dial.Username, p.dial.Password); err != nil {
 			_ = nc.Close()
-			if cerr := ctxErr(ctx); cerr != nil { // as for the dial
-				err = cerr
-			}
 			return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
 		}
 	}
@@ -397,63 +393,25 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-// auth runs AUTH before the reader starts, bounded by ctx.
-func auth(ctx context.Context, nc net.Conn, d subconn.Dialer) error {
-	args := []string{"AUTH", d.Password}
-	if d.Username != "" {
-		args = []string{"AUTH", d.Username, d.Password}
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	expired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = nc.SetDeadline(time.Now())
-		close(expired)
-	})
-	defer func() {
-		// A ctx ending as the reply arrives must not leave its expired
-		// deadline on the wire: wait for the func, then clear.
-		if !stop() {
-			<-expired
-		}
-		_ = nc.SetDeadline(time.Time{})
-	}()
-	if _, err := nc.Write(subconn.AppendCommand(nil, args[0], args[1:])); err != nil {
-		return err
-	}
-	line, err := bufio.NewReaderSize(nc, 512).ReadSlice('\n')
-	if err != nil {
-		return err
-	}
-	if len(line) > 0 && line[0] == '-' {
-		return &subconn.ServerError{Msg: string(trimCRLF(line[1:]))}
-	}
-	if string(trimCRLF(line)) != "+OK" {
-		return fmt.Errorf("%w: AUTH answered %q", errProtocol, line)
-	}
-	return nil
-}
-
 // read matches replies to queued calls until the wire fails, then fails
 // every call still queued and forgets the wire so the next Publish dials.
 func (p *Pub) read(w *wire) {
 	defer p.wires.Done()
-	r := bufio.NewReaderSize(w.nc, 16<<10)
+	rd := resp.NewReader(bufio.NewReaderSize(w.nc, 16<<10))
 	var err error
 	for {
 		var line []byte
-		line, err = r.ReadSlice('\n')
+		line, err = rd.Line()
 		if err != nil {
 			break
 		}
 		var res error
-		switch {
-		case len(line) > 2 && (line[0] == ':' || line[0] == '+'):
-		case len(line) > 2 && line[0] == '-':
-			res = &subconn.ServerError{Msg: string(trimCRLF(line[1:]))}
+		switch line[0] {
+		case ':', '+':
+		case '-':
+			res = &resp.ServerError{Msg: string(line[1:])}
 		default:
-			err = fmt.Errorf("%w: unexpected reply %q", errProtocol, line)
+			err = fmt.Errorf("%w: unexpected reply %q", resp.ErrProtocol, line)
 		}
 		if err != nil {
 			break
@@ -461,7 +419,7 @@ func (p *Pub) read(w *wire) {
 		w.mu.Lock()
 		if w.head == len(w.queue) {
 			w.mu.Unlock()
-			err = fmt.Errorf("%w: reply with no command waiting", errProtocol)
+			err = fmt.Errorf("%w: reply with no command waiting", resp.ErrProtocol)
 			break
 		}
 		c := w.queue[w.head]
@@ -526,13 +484,6 @@ func (p *Pub) Close() {
 	p.wires.Wait()
 }
 
-func trimCRLF(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
 // appendPublish encodes PUBLISH channel <envelope(payload)>, or SPUBLISH
 // keyPrefix+channel when sharded.
 func appendPublish(b []byte, sharded bool, keyPrefix, channel string, payload []byte, raw bool, now time.Time) []byte {
@@ -541,14 +492,12 @@ func appendPublish(b []byte, sharded bool, keyPrefix, channel string, payload []
 	} else {
 		b = append(b, "*3\r\n$7\r\nPUBLISH\r\n"...)
 	}
-	b = subconn.AppendHeader(b, '$', len(keyPrefix)+len(channel))
+	b = resp.AppendHeader(b, '$', len(keyPrefix)+len(channel))
 	b = append(append(append(b, keyPrefix...), channel...), '\r', '\n')
 	if raw {
-		b = subconn.AppendHeader(b, '$', len(payload))
-		b = append(b, payload...)
-	} else {
-		b = subconn.AppendHeader(b, '$', envelope.Size(len(payload)))
-		b = envelope.Append(b, now, payload)
+		return resp.AppendBulkBytes(b, payload)
 	}
+	b = resp.AppendHeader(b, '$', envelope.Size(len(payload)))
+	b = envelope.Append(b, now, payload)
 	return append(b, '\r', '\n')
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -324,12 +325,12 @@ func TestAuth(t *testing.T) {
 		d.Password = "nope"
 		p := newPub(t, d, 5*time.Second)
 		err := p.Ping(testCtx(t))
-		se, ok := subconn.IsServerError(err)
+		se, ok := resp.IsServerError(err)
 		require.True(t, ok, "want a server error, got %v", err)
 		assert.Contains(t, se.Msg, "WRONGPASS")
 		// A refused login must not leave a wire behind.
 		err = p.Publish(testCtx(t), "any", nil, true, time.Time{})
-		_, ok = subconn.IsServerError(err)
+		_, ok = resp.IsServerError(err)
 		assert.True(t, ok, "publish after a refused login: %v", err)
 	})
 	t.Run("requirepass", func(t *testing.T) {
@@ -340,7 +341,7 @@ func TestAuth(t *testing.T) {
 
 		p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
 		err = p.Ping(testCtx(t))
-		se, ok := subconn.IsServerError(err)
+		se, ok := resp.IsServerError(err)
 		require.True(t, ok, "want a server error, got %v", err)
 		assert.Contains(t, se.Msg, "NOAUTH")
 
@@ -378,7 +379,7 @@ func TestErrorReplyInPipeline(t *testing.T) {
 					accepted.Add(1)
 					continue
 				}
-				se, ok := subconn.IsServerError(err)
+				se, ok := resp.IsServerError(err)
 				if !assert.True(t, ok, "publish to %s: want a server error, got %v", channel, err) {
 					return
 				}
@@ -409,7 +410,7 @@ func TestErrorReplyInPipeline(t *testing.T) {
 					}
 					accepted.Add(1)
 				default:
-					se, ok := subconn.IsServerError(err)
+					se, ok := resp.IsServerError(err)
 					if !assert.True(t, ok, "publish to %s: want a server error, got %v", channel, err) {
 						return
 					}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 const (
@@ -270,7 +272,7 @@ func (s *Server) doAll(ctx context.Context, cmds ...[]string) error {
 		return err
 	}
 	for i, r := range replies {
-		if rerr, ok := r.(RedisError); ok {
+		if rerr, ok := r.(*resp.ServerError); ok {
 			return fmt.Errorf("redistest: %s %s: %w", s.Addr(), strings.Join(cmds[i], " "), rerr)
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 // The harness speaks RESP2 over plain TCP itself instead of using rueidis:
@@ -17,32 +17,19 @@ import (
 // goleak), works against a node that is paused or half-configured, and keeps
 // the harness independent of the client library it is used to test.
 
-// RedisError is an error reply sent by Redis, such as "MOVED 3999 127.0.0.1:6381"
-// or "CLUSTERDOWN The cluster is down". Do returns it as the error for a
-// top-level error reply; inside an array it appears as an element value.
-type RedisError string
-
-// Error returns the reply text without the leading '-'.
-func (e RedisError) Error() string { return string(e) }
-
-// ErrProtocol reports a reply that is not valid RESP2.
-var ErrProtocol = errors.New("redistest: RESP protocol error")
+// ErrProtocol is resp.ErrProtocol: the harness's replies that are not
+// RESP2, or not the shape a command answers with, wrap it.
+var ErrProtocol = resp.ErrProtocol
 
 // defaultCallTimeout bounds a call whose context has no deadline, so that a
 // paused (SIGSTOPped) server cannot hang a test forever.
 const defaultCallTimeout = 10 * time.Second
 
-// Limits that keep a corrupt reply from making the reader allocate without bound.
-const (
-	maxBulkLen  = 512 << 20
-	maxArrayLen = 1 << 24
-)
-
 // respConn is one RESP2 connection. It is not safe for concurrent use.
 type respConn struct {
-	nc net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	nc   net.Conn
+	rd   *resp.Reader
+	wbuf []byte
 }
 
 // dialRESP connects to addr, bounded by ctx (or defaultCallTimeout).
@@ -54,7 +41,7 @@ func dialRESP(ctx context.Context, addr string) (*respConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: dial %s: %w", addr, ctxErr(ctx, err))
 	}
-	return &respConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}, nil
+	return &respConn{nc: nc, rd: resp.NewReader(bufio.NewReader(nc))}, nil
 }
 
 func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -81,21 +68,25 @@ func (c *respConn) guard(ctx context.Context) (release func()) {
 }
 
 // do sends every command in one write (pipelined) and reads one reply per
-// command. Error replies are returned as RedisError values in the slice, not
-// as the error: the error reports only I/O and protocol failures, after which
-// the connection must be closed.
+// command. Error replies are returned as *resp.ServerError values in the
+// slice, not as the error: the error reports only I/O and protocol
+// failures, after which the connection must be closed.
 func (c *respConn) do(ctx context.Context, cmds ...[]string) ([]any, error) {
 	release := c.guard(ctx)
 	defer release()
+	c.wbuf = c.wbuf[:0]
 	for _, cmd := range cmds {
-		writeCommand(c.bw, cmd)
+		if len(cmd) == 0 {
+			return nil, errors.New("redistest: empty command")
+		}
+		c.wbuf = resp.AppendCommand(c.wbuf, cmd[0], cmd[1:])
 	}
-	if err := c.bw.Flush(); err != nil {
+	if _, err := c.nc.Write(c.wbuf); err != nil {
 		return nil, fmt.Errorf("redistest: write to %s: %w", c.nc.RemoteAddr(), ctxErr(ctx, err))
 	}
 	replies := make([]any, len(cmds))
 	for i := range cmds {
-		v, err := readReply(c.br)
+		v, err := c.rd.Reply()
 		if err != nil {
 			return nil, fmt.Errorf("redistest: read from %s: %w", c.nc.RemoteAddr(), ctxErr(ctx, err))
 		}
@@ -109,7 +100,7 @@ func (c *respConn) do(ctx context.Context, cmds ...[]string) ([]any, error) {
 func (c *respConn) receive(ctx context.Context) (any, error) {
 	release := c.guard(ctx)
 	defer release()
-	v, err := readReply(c.br)
+	v, err := c.rd.Reply()
 	if err != nil {
 		return nil, fmt.Errorf("redistest: read from %s: %w", c.nc.RemoteAddr(), ctxErr(ctx, err))
 	}
@@ -128,95 +119,4 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
 	return err
-}
-
-// writeCommand encodes cmd as a RESP array of bulk strings.
-func writeCommand(w *bufio.Writer, cmd []string) {
-	w.WriteByte('*')
-	w.WriteString(strconv.Itoa(len(cmd)))
-	w.WriteString("\r\n")
-	for _, arg := range cmd {
-		w.WriteByte('$')
-		w.WriteString(strconv.Itoa(len(arg)))
-		w.WriteString("\r\n")
-		w.WriteString(arg)
-		w.WriteString("\r\n")
-	}
-}
-
-// readReply decodes one RESP2 value: simple and bulk strings become string,
-// integers int64, null bulk strings and arrays nil, arrays []any and error
-// replies RedisError.
-func readReply(r *bufio.Reader) (any, error) {
-	line, err := readLine(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(line) == 0 {
-		return nil, fmt.Errorf("%w: empty line", ErrProtocol)
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+':
-		return string(body), nil
-	case '-':
-		return RedisError(body), nil
-	case ':':
-		n, err := strconv.ParseInt(string(body), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: bad integer %q", ErrProtocol, body)
-		}
-		return n, nil
-	case '$':
-		n, err := parseLen(body, maxBulkLen)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		if buf[n] != '\r' || buf[n+1] != '\n' {
-			return nil, fmt.Errorf("%w: bulk string not terminated by CRLF", ErrProtocol)
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := parseLen(body, maxArrayLen)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		arr := make([]any, n)
-		for i := range arr {
-			if arr[i], err = readReply(r); err != nil {
-				return nil, err
-			}
-		}
-		return arr, nil
-	default:
-		return nil, fmt.Errorf("%w: unexpected type byte %q", ErrProtocol, line[0])
-	}
-}
-
-// parseLen parses a length header; -1 means null and yields (-1, nil).
-func parseLen(b []byte, limit int) (int, error) {
-	n, err := strconv.Atoi(string(b))
-	if err != nil || n < -1 || n > limit {
-		return 0, fmt.Errorf("%w: bad length %q", ErrProtocol, b)
-	}
-	return n, nil
-}
-
-// readLine reads one CRLF-terminated line and returns it without the CRLF.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: line too long", ErrProtocol)
-		}
-		return nil, err
-	}
-	if len(line) < 2 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("%w: line not terminated by CRLF", ErrProtocol)
-	}
-	return line[:len(line)-2], nil
 }

@@ -2,65 +2,55 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
-	"strings"
+	"context"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
-func TestReadReply(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		want any
-	}{
-		{"simple string", "+PONG\r\n", "PONG"},
-		{"error", "-MOVED 3999 127.0.0.1:6381\r\n", RedisError("MOVED 3999 127.0.0.1:6381")},
-		{"integer", ":-42\r\n", int64(-42)},
-		{"bulk", "$5\r\nhe\r\nl\r\n", "he\r\nl"},
-		{"empty bulk", "$0\r\n\r\n", ""},
-		{"null bulk", "$-1\r\n", nil},
-		{"null array", "*-1\r\n", nil},
-		{"nested array", "*3\r\n:1\r\n*2\r\n+a\r\n$1\r\nb\r\n-ERR x\r\n", []any{int64(1), []any{"a", "b"}, RedisError("ERR x")}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := readReply(bufio.NewReader(strings.NewReader(tc.in)))
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
+// TestDoPipelines: do writes every command before reading, and returns one
+// reply per command, an error reply as a *resp.ServerError value among
+// them rather than as the call's error.
+func TestDoPipelines(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	served := make(chan [][]any, 1)
+	go func() {
+		defer server.Close()
+		rd := resp.NewReader(bufio.NewReader(server))
+		var cmds [][]any
+		for range 2 {
+			cmd, err := rd.Reply()
+			if err != nil {
+				break
+			}
+			cmds = append(cmds, cmd.([]any))
+		}
+		served <- cmds
+		_, _ = server.Write([]byte("+OK\r\n-ERR unknown command\r\n"))
+	}()
+	c := &respConn{nc: client, rd: resp.NewReader(bufio.NewReader(client))}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	replies, err := c.do(ctx, []string{"SET", "k", "a\r\nb"}, []string{"NOPE"})
+	require.NoError(t, err)
+	assert.Equal(t, [][]any{{"SET", "k", "a\r\nb"}, {"NOPE"}}, <-served)
+	require.Len(t, replies, 2)
+	assert.Equal(t, "OK", replies[0])
+	assert.Equal(t, &resp.ServerError{Msg: "ERR unknown command"}, replies[1])
 }
 
-func TestReadReplyRejectsMalformed(t *testing.T) {
-	for _, in := range []string{
-		"",                  // EOF
-		"\r\n",              // empty line
-		"?what\r\n",         // unknown type
-		"+no crlf\n",        // bare LF
-		":12a\r\n",          // bad integer
-		"$-2\r\n",           // bad length
-		"$999999999999\r\n", // over the limit
-		"$3\r\nabcd\r\n",    // wrong terminator
-		"$3\r\nab",          // truncated
-		"*2\r\n:1\r\n",      // array cut short
-		"*99999999999\r\n",  // array over the limit
-	} {
-		_, err := readReply(bufio.NewReader(strings.NewReader(in)))
-		assert.Error(t, err, "input %q", in)
-	}
-}
-
-func TestWriteCommand(t *testing.T) {
-	var buf bytes.Buffer
-	w := bufio.NewWriter(&buf)
-	writeCommand(w, []string{"SET", "k", "", "a\r\nb"})
-	require.NoError(t, w.Flush())
-	assert.Equal(t, "*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\na\r\nb\r\n", buf.String())
-}
-
-func TestRedisErrorText(t *testing.T) {
-	assert.Equal(t, "CLUSTERDOWN The cluster is down", RedisError("CLUSTERDOWN The cluster is down").Error())
+// TestDoRejectsEmptyCommand: a command needs at least its name.
+func TestDoRejectsEmptyCommand(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	c := &respConn{nc: client, rd: resp.NewReader(bufio.NewReader(client))}
+	_, err := c.do(context.Background(), []string{})
+	assert.Error(t, err)
 }

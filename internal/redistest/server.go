@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 // Errors returned by Server methods.
@@ -367,22 +369,23 @@ func (s *Server) Restart(ctx context.Context) error {
 
 // Do runs one command on this server over a fresh connection and returns
 // the reply: string for simple and bulk strings, int64 for integers, nil
-// for null, []any for arrays (error elements as RedisError values). An
-// error reply is returned as a RedisError error. Without a ctx deadline the
-// call gives up after 10 s, so a paused server cannot hang the test.
+// for null, []any for arrays (error elements as *resp.ServerError values).
+// An error reply is returned as a *resp.ServerError error. Without a ctx
+// deadline the call gives up after 10 s, so a paused server cannot hang the
+// test.
 func (s *Server) Do(ctx context.Context, args ...string) (any, error) {
 	replies, err := s.doMulti(ctx, args)
 	if err != nil {
 		return nil, err
 	}
-	if rerr, ok := replies[0].(RedisError); ok {
+	if rerr, ok := replies[0].(*resp.ServerError); ok {
 		return nil, rerr
 	}
 	return replies[0], nil
 }
 
 // doMulti pipelines cmds over one fresh connection. Error replies stay in
-// the slice as RedisError values.
+// the slice as *resp.ServerError values.
 func (s *Server) doMulti(ctx context.Context, cmds ...[]string) ([]any, error) {
 	if len(cmds) == 0 {
 		return nil, nil

@@ -1,9 +1,7 @@
 package subconn
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -122,35 +120,5 @@ func benchReadMessage(b *testing.B, mode Mode, kind, confirm string) {
 	}
 	if err := c.Err(); err != io.EOF {
 		b.Fatalf("the stream should end with io.EOF, got %v", err)
-	}
-}
-
-// BenchmarkParseInt is the length parser every value goes through.
-func BenchmarkParseInt(b *testing.B) {
-	in := []byte("65536")
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := parseInt(in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkReaderBulk reads one bulk string per op, a view of the buffer
-// when it fits and a scratch copy when it does not.
-func BenchmarkReaderBulk(b *testing.B) {
-	for _, size := range []int{16, 256, readBufferSize - 2, 200 << 10} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			rd := &reader{r: bufio.NewReaderSize(&repeatReader{block: []byte(bulkOf(strings.Repeat("b", size)))}, readBufferSize)}
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				p, _, err := rd.bulk()
-				if err != nil || len(p) != size {
-					b.Fatal(err)
-				}
-				rd.discard()
-			}
-		})
 	}
 }

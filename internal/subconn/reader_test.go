@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 // RESP2 encoders for the bytes a server sends.
@@ -60,7 +62,7 @@ var feeds = map[string]func(io.Reader) io.Reader{
 }
 
 func runLoop(c *Conn, stream string, size int, feed func(io.Reader) io.Reader) error {
-	return c.readLoop(&reader{r: bufio.NewReaderSize(feed(strings.NewReader(stream)), size)})
+	return c.readLoop(resp.NewReader(bufio.NewReaderSize(feed(strings.NewReader(stream)), size)))
 }
 
 // log records hook calls in order.
@@ -140,7 +142,7 @@ func TestReadLoopAcrossBufferSizes(t *testing.T) {
 					assert.NoError(t, cl.err, "call %d", i)
 				}
 				require.True(t, completed(errCall))
-				se, ok := IsServerError(errCall.err)
+				se, ok := resp.IsServerError(errCall.err)
 				require.True(t, ok, "%v", errCall.err)
 				assert.Equal(t, "ERR no", se.Msg)
 				assert.Empty(t, c.queue)
@@ -154,37 +156,25 @@ func TestReadLoopAcrossBufferSizes(t *testing.T) {
 func TestReadMessageAllocatesNothing(t *testing.T) {
 	msg := pushMessage("message", "room", strings.Repeat("p", 256))
 	c := offlineConn(Hooks{OnMessage: func(string, []byte) {}})
-	rd := &reader{r: bufio.NewReaderSize(&repeatReader{block: []byte(msg)}, readBufferSize)}
+	src := strings.NewReader(msg)
+	br := bufio.NewReaderSize(src, readBufferSize)
+	rd := resp.NewReader(br)
 	var err error
 	allocs := testing.AllocsPerRun(1000, func() {
+		src.Reset(msg)
+		br.Reset(src) // keeps its buffer
 		var line []byte
 		var n int
-		if line, err = rd.line(); err != nil {
+		if line, err = rd.Line(); err != nil {
 			return
 		}
-		if n, err = parseInt(line[1:]); err != nil {
+		if n, err = resp.ParseInt(line[1:]); err != nil {
 			return
 		}
 		err = c.readPush(rd, n)
 	})
 	require.NoError(t, err)
 	assert.Zero(t, allocs)
-}
-
-// repeatReader serves block over and over.
-type repeatReader struct {
-	block []byte
-	off   int
-}
-
-func (r *repeatReader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		k := copy(p[n:], r.block[r.off:])
-		n += k
-		r.off = (r.off + k) % len(r.block)
-	}
-	return n, nil
 }
 
 // TestReadLoopProtocolErrors: every reply the connection cannot fit to its
@@ -227,7 +217,7 @@ func TestReadLoopProtocolErrors(t *testing.T) {
 			var l log
 			c := offlineConn(l.hooks(), tc.queue...)
 			err := runLoop(c, tc.stream+subscribedPong, readBufferSize, feeds["whole"])
-			require.ErrorIs(t, err, ErrProtocol)
+			require.ErrorIs(t, err, resp.ErrProtocol)
 			assert.Empty(t, l.all())
 		})
 	}
@@ -271,78 +261,6 @@ func TestSkipDeeplyNestedArrays(t *testing.T) {
 	require.True(t, completed(ping), "the pong after the skipped value answers the ping")
 }
 
-func TestSkipN(t *testing.T) {
-	values := "+OK\r\n-ERR\r\n:12\r\n$3\r\nabc\r\n$-1\r\n*-1\r\n*0\r\n*2\r\n*2\r\n:1\r\n$0\r\n\r\n+x\r\n"
-	for name, feed := range feeds {
-		rd := &reader{r: bufio.NewReaderSize(feed(strings.NewReader(values+"+after\r\n")), 16)}
-		require.NoError(t, rd.skipN(8), name)
-		line, err := rd.line()
-		require.NoError(t, err, name)
-		assert.Equal(t, "+after", string(line), name)
-	}
-}
-
-func TestReaderBulk(t *testing.T) {
-	for _, size := range []int{16, 64} {
-		for name, feed := range feeds {
-			for _, s := range []string{"", "x", strings.Repeat("y", size-2), strings.Repeat("z", size-1), strings.Repeat("w", 3*size+1)} {
-				rd := &reader{r: bufio.NewReaderSize(feed(strings.NewReader(bulkOf(s)+"$-1\r\n")), size)}
-				b, null, err := rd.bulk()
-				require.NoError(t, err)
-				assert.False(t, null)
-				assert.Equal(t, s, string(b), "%d/%s/%d bytes", size, name, len(s))
-				rd.discard()
-				_, null, err = rd.bulk()
-				require.NoError(t, err)
-				assert.True(t, null, "%d/%s/%d bytes", size, name, len(s))
-			}
-		}
-	}
-}
-
-func TestParseInt(t *testing.T) {
-	for in, want := range map[string]int{"0": 0, "7": 7, "-1": -1, "1234": 1234, "999999999999999999": 999999999999999999, "-999999999999999999": -999999999999999999} {
-		got, err := parseInt([]byte(in))
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "-", "+1", "1a", " 1", "1 ", "1234567890123456789", "--1", "1-"} {
-		_, err := parseInt([]byte(in))
-		assert.ErrorIs(t, err, ErrProtocol, "%q", in)
-	}
-}
-
-func TestAppendCommand(t *testing.T) {
-	got := AppendCommand(nil, "SUBSCRIBE", []string{"a", "", strings.Repeat("b", 12)})
-	assert.Equal(t, "*4\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$0\r\n\r\n$12\r\nbbbbbbbbbbbb\r\n", string(got))
-	// Whatever it encodes, the reader reads back.
-	rd := &reader{r: bufio.NewReader(strings.NewReader(string(AppendCommand(nil, "PING", nil))))}
-	line, err := rd.line()
-	require.NoError(t, err)
-	assert.Equal(t, "*1", string(line))
-	b, _, err := rd.bulk()
-	require.NoError(t, err)
-	assert.Equal(t, "PING", string(b))
-}
-
-func TestServerError(t *testing.T) {
-	for msg, moved := range map[string]bool{
-		"MOVED 3999 127.0.0.1:6381":                             true,
-		"ASK 3999 127.0.0.1:6381":                               true,
-		"CROSSSLOT Keys in request don't hash to the same slot": false,
-		"MOVEDX": false,
-		"ERR":    false,
-	} {
-		err := fmt.Errorf("wrapped: %w", &ServerError{Msg: msg})
-		se, ok := IsServerError(err)
-		require.True(t, ok)
-		assert.Equal(t, moved, se.IsMoved(), msg)
-		assert.Equal(t, "redis: "+msg, se.Error())
-	}
-	_, ok := IsServerError(io.EOF)
-	assert.False(t, ok)
-}
-
 // TestUnsubscribeEndingUnconfirmed: an unsubscribe whose PING answers
 // before every channel was confirmed (no conforming server does this)
 // fails with ErrProtocol rather than passing for confirmed, so the
@@ -353,5 +271,5 @@ func TestUnsubscribeEndingUnconfirmed(t *testing.T) {
 	err := runLoop(c, confirmation("unsubscribe", "a", 1)+"+PONG\r\n", 64, feeds["whole"])
 	require.ErrorIs(t, err, io.EOF, "the stream parses to its end")
 	require.True(t, completed(unsub))
-	assert.ErrorIs(t, unsub.err, ErrProtocol)
+	assert.ErrorIs(t, unsub.err, resp.ErrProtocol)
 }

@@ -21,13 +21,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/redis/rueidis"
+
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 // Mode selects the command family a connection uses.
@@ -71,42 +71,8 @@ type Dialer struct {
 	Timeout time.Duration
 }
 
-// FromOption takes the address, credentials, TLS config and dial timeout
-// of rueidis options, so a subscribe wire reaches a node exactly as the
-// engine's publishing client does.
-func FromOption(addr string, opt rueidis.ClientOption) Dialer {
-	return Dialer{Addr: addr, Username: opt.Username, Password: opt.Password, TLS: opt.TLSConfig, Timeout: opt.Dialer.Timeout}
-}
-
 // ErrClosed is returned by commands on a connection after Close.
 var ErrClosed = errors.New("subconn: connection closed")
-
-// ErrProtocol reports a reply the connection cannot match to its commands;
-// the wire is closed when it happens.
-var ErrProtocol = errors.New("subconn: protocol error")
-
-// ServerError is an error reply from Redis: the command was refused, the
-// wire stays usable.
-type ServerError struct {
-	// Msg is the reply without its leading '-', e.g. "MOVED 3999 127.0.0.1:6381".
-	Msg string
-}
-
-// Error returns the reply prefixed with "redis: ".
-func (e *ServerError) Error() string { return "redis: " + e.Msg }
-
-// IsMoved reports whether Redis redirected the command (MOVED or ASK):
-// the node does not serve the command's slot.
-func (e *ServerError) IsMoved() bool {
-	return strings.HasPrefix(e.Msg, "MOVED ") || strings.HasPrefix(e.Msg, "ASK ")
-}
-
-// IsServerError reports whether err is (or wraps) a Redis error reply.
-func IsServerError(err error) (*ServerError, bool) {
-	var se *ServerError
-	ok := errors.As(err, &se)
-	return se, ok
-}
 
 type callKind uint8
 
@@ -114,7 +80,6 @@ const (
 	callSubscribe   callKind = iota // answered by one confirmation per channel
 	callUnsubscribe                 // likewise, then the pong of the PING sent behind it
 	callPing                        // +PONG, or ["pong", ""] once subscribed
-	callSimple                      // +OK (AUTH)
 )
 
 // call is one command waiting for its reply. next and err are written only
@@ -170,17 +135,13 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("subconn: dial %s: %w", d.Addr, err)
 	}
-	c := newConn(nc, mode, hooks)
 	if d.Password != "" {
-		args := []string{"AUTH", d.Password}
-		if d.Username != "" {
-			args = []string{"AUTH", d.Username, d.Password}
-		}
-		if err := c.single(ctx, callSimple, args...); err != nil {
-			c.Close()
+		if err := resp.Auth(ctx, nc, d.Username, d.Password); err != nil {
+			_ = nc.Close()
 			return nil, fmt.Errorf("subconn: auth on %s: %w", d.Addr, err)
 		}
 	}
+	c := newConn(nc, mode, hooks)
 	if err := c.Ping(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("subconn: ping %s: %w", d.Addr, err)
@@ -267,7 +228,15 @@ func (c *Conn) Unsubscribe(ctx context.Context, batches ...[]string) []error {
 // Ping checks the wire with a PING bounded by ctx. A failure does not close
 // the connection; the caller decides.
 func (c *Conn) Ping(ctx context.Context) error {
-	return c.single(ctx, callPing, "PING")
+	cl := &call{kind: callPing, done: make(chan struct{})}
+	c.wmu.Lock()
+	c.wbuf = resp.AppendCommand(c.wbuf[:0], "PING", nil)
+	err := c.send(ctx, cl)
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, cl)
 }
 
 // Close closes the wire and waits for the reader goroutine to exit. Once
@@ -281,18 +250,6 @@ func (c *Conn) Close() {
 	})
 }
 
-func (c *Conn) single(ctx context.Context, kind callKind, args ...string) error {
-	cl := &call{kind: kind, done: make(chan struct{})}
-	c.wmu.Lock()
-	c.wbuf = AppendCommand(c.wbuf[:0], args[0], args[1:])
-	err := c.send(ctx, cl)
-	c.wmu.Unlock()
-	if err != nil {
-		return err
-	}
-	return c.wait(ctx, cl)
-}
-
 func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches [][]string) []error {
 	errs := make([]error, len(batches))
 	calls := make([]*call, 0, len(batches))
@@ -303,9 +260,9 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 			continue // Redis would answer a bare (UN)SUBSCRIBE differently
 		}
 		calls = append(calls, &call{kind: kind, chans: b, done: make(chan struct{})})
-		c.wbuf = AppendCommand(c.wbuf, verb, b)
+		c.wbuf = resp.AppendCommand(c.wbuf, verb, b)
 		if kind == callUnsubscribe {
-			c.wbuf = AppendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
+			c.wbuf = resp.AppendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
 		}
 	}
 	var err error
@@ -381,46 +338,11 @@ func (c *Conn) wait(ctx context.Context, cl *call) error {
 	}
 }
 
-// AppendCommand appends verb and args to b as one RESP array of bulk
-// strings, the form every Redis command takes on the wire.
-func AppendCommand(b []byte, verb string, args []string) []byte {
-	b = AppendHeader(b, '*', len(args)+1)
-	b = appendBulk(b, verb)
-	for _, a := range args {
-		b = appendBulk(b, a)
-	}
-	return b
-}
-
-func appendBulk(b []byte, s string) []byte {
-	b = AppendHeader(b, '$', len(s))
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-// AppendHeader appends a RESP type byte and a length (as in "*3\r\n" or
-// "$5\r\n") to b.
-func AppendHeader(b []byte, kind byte, n int) []byte {
-	b = append(b, kind)
-	var digits [20]byte
-	i := len(digits)
-	if n == 0 {
-		i--
-		digits[i] = '0'
-	}
-	for ; n > 0; n /= 10 {
-		i--
-		digits[i] = byte('0' + n%10)
-	}
-	b = append(b, digits[i:]...)
-	return append(b, '\r', '\n')
-}
-
 // read runs the read loop until the wire fails or is closed, then fails
 // every queued call.
 func (c *Conn) read() {
 	defer close(c.readerDone)
-	rd := &reader{r: bufio.NewReaderSize(c.nc, readBufferSize)}
+	rd := resp.NewReader(bufio.NewReaderSize(c.nc, readBufferSize))
 	err := c.readLoop(rd)
 	if c.closing.Load() {
 		err = ErrClosed
@@ -442,15 +364,15 @@ func (c *Conn) read() {
 	close(c.done)
 }
 
-func (c *Conn) readLoop(rd *reader) error {
+func (c *Conn) readLoop(rd *resp.Reader) error {
 	for {
-		line, err := rd.line()
+		line, err := rd.Line()
 		if err != nil {
 			return err
 		}
 		switch line[0] {
 		case '*':
-			n, err := parseInt(line[1:])
+			n, err := resp.ParseInt(line[1:])
 			if err != nil {
 				return err
 			}
@@ -462,27 +384,27 @@ func (c *Conn) readLoop(rd *reader) error {
 				return err
 			}
 		case '-':
-			if err := c.failed(&ServerError{Msg: string(line[1:])}); err != nil {
+			if err := c.failed(&resp.ServerError{Msg: string(line[1:])}); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("%w: unexpected reply %q", ErrProtocol, line)
+			return fmt.Errorf("%w: unexpected reply %q", resp.ErrProtocol, line)
 		}
 	}
 }
 
 // readPush handles one array of n elements: a message, a (un)subscribe
 // confirmation or notice, or the pong of a subscribed connection.
-func (c *Conn) readPush(rd *reader, n int) error {
+func (c *Conn) readPush(rd *resp.Reader, n int) error {
 	if n < 1 {
-		return fmt.Errorf("%w: empty array", ErrProtocol)
+		return fmt.Errorf("%w: empty array", resp.ErrProtocol)
 	}
-	kind, null, err := rd.bulk()
+	kind, null, err := rd.Bulk()
 	if err != nil {
 		return err
 	}
 	if null {
-		return rd.skipN(n - 1)
+		return rd.Skip(n - 1)
 	}
 	// Classify while kind still points into the read buffer.
 	const (
@@ -503,7 +425,6 @@ func (c *Conn) readPush(rd *reader, n int) error {
 	case "pong":
 		what = pong
 	}
-	rd.discard()
 	switch {
 	case n == 3 && what == message:
 		return c.readMessage(rd)
@@ -512,40 +433,38 @@ func (c *Conn) readPush(rd *reader, n int) error {
 	case n == 3 && what == unsubscribed:
 		return c.readConfirmation(rd, false)
 	case n == 2 && what == pong:
-		if err := rd.skipN(1); err != nil {
+		if err := rd.Skip(1); err != nil {
 			return err
 		}
 		return c.pong()
 	default: // pmessage and anything else this connection never asked for
-		return rd.skipN(n - 1)
+		return rd.Skip(n - 1)
 	}
 }
 
-func (c *Conn) readMessage(rd *reader) error {
+func (c *Conn) readMessage(rd *resp.Reader) error {
 	name, err := c.readChannel(rd)
 	if err != nil {
 		return err
 	}
-	payload, _, err := rd.bulk()
+	payload, _, err := rd.Bulk()
 	if err != nil {
 		return err
 	}
 	if c.hooks.OnMessage != nil && !c.closing.Load() {
 		c.hooks.OnMessage(name, payload)
 	}
-	rd.discard()
 	return nil
 }
 
 // readChannel reads a channel name into c.chanBuf and returns a string
 // view of it, valid until the next message.
-func (c *Conn) readChannel(rd *reader) (string, error) {
-	b, null, err := rd.bulk()
+func (c *Conn) readChannel(rd *resp.Reader) (string, error) {
+	b, null, err := rd.Bulk()
 	if err != nil || null {
 		return "", err
 	}
 	c.chanBuf = append(c.chanBuf[:0], b...)
-	rd.discard()
 	return unsafe.String(unsafe.SliceData(c.chanBuf), len(c.chanBuf)), nil
 }
 
@@ -558,8 +477,8 @@ func (c *Conn) readChannel(rd *reader) (string, error) {
 // notice is indistinguishable from our confirmation and our command is
 // answered with an error instead (MOVED), which belongs to the same call.
 // An unsubscribe notice no call is waiting for goes to OnLost.
-func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
-	ch, null, err := rd.bulk()
+func (c *Conn) readConfirmation(rd *resp.Reader, subscribe bool) error {
+	ch, null, err := rd.Bulk()
 	if err != nil {
 		return err
 	}
@@ -587,13 +506,12 @@ func (c *Conn) readConfirmation(rd *reader, subscribe bool) error {
 		lost = string(ch)
 	}
 	if subscribe && !matched {
-		err = fmt.Errorf("%w: subscribe confirmation for %q matches no command", ErrProtocol, ch)
+		err = fmt.Errorf("%w: subscribe confirmation for %q matches no command", resp.ErrProtocol, ch)
 	}
-	rd.discard()
 	if err != nil {
 		return err
 	}
-	if err := rd.skipN(1); err != nil { // the subscription count
+	if err := rd.Skip(1); err != nil { // the subscription count
 		return err
 	}
 	if lost != "" && c.hooks.OnLost != nil && !c.closing.Load() {
@@ -611,13 +529,13 @@ func (c *Conn) pong() error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 || (c.queue[0].kind != callPing && c.queue[0].kind != callUnsubscribe) {
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: PONG with no PING waiting", ErrProtocol)
+		return fmt.Errorf("%w: PONG with no PING waiting", resp.ErrProtocol)
 	}
 	head := c.queue[0]
 	c.pop()
 	c.qmu.Unlock()
 	if head.kind == callUnsubscribe && head.err == nil && head.next < len(head.chans) {
-		head.err = fmt.Errorf("%w: unsubscribe of %d channels confirmed %d", ErrProtocol, len(head.chans), head.next)
+		head.err = fmt.Errorf("%w: unsubscribe of %d channels confirmed %d", resp.ErrProtocol, len(head.chans), head.next)
 	}
 	close(head.done)
 	return nil
@@ -625,11 +543,11 @@ func (c *Conn) pong() error {
 
 // failed hands an error reply to the call at the head of the queue. An
 // unsubscribe keeps it until its pong (see readConfirmation).
-func (c *Conn) failed(err *ServerError) error {
+func (c *Conn) failed(err *resp.ServerError) error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 {
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: error reply %q with no command waiting", ErrProtocol, err.Msg)
+		return fmt.Errorf("%w: error reply %q with no command waiting", resp.ErrProtocol, err.Msg)
 	}
 	head := c.queue[0]
 	if head.kind == callUnsubscribe {
@@ -646,22 +564,14 @@ func (c *Conn) failed(err *ServerError) error {
 	return nil
 }
 
-// simple handles a simple-string reply: +OK answers AUTH, +PONG a PING
-// sent while the connection holds no subscription.
+// simple handles a simple-string reply: +PONG answers a PING sent while
+// the connection holds no subscription; no other command of this
+// connection is answered with one.
 func (c *Conn) simple(s []byte) error {
 	if string(s) == "PONG" {
 		return c.pong()
 	}
-	c.qmu.Lock()
-	if len(c.queue) == 0 || c.queue[0].kind != callSimple {
-		c.qmu.Unlock()
-		return fmt.Errorf("%w: reply %q does not fit the command waiting", ErrProtocol, s)
-	}
-	head := c.queue[0]
-	c.pop()
-	c.qmu.Unlock()
-	close(head.done)
-	return nil
+	return fmt.Errorf("%w: reply %q does not fit the command waiting", resp.ErrProtocol, s)
 }
 
 // pop removes the head of the queue; the caller holds qmu.

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -180,7 +181,7 @@ func TestShardedSlotMoveIsReportedAsLost(t *testing.T) {
 	// it is neither a second loss nor a broken wire.
 	errs := conn.Unsubscribe(ctx, []string{moved})
 	require.Len(t, errs, 1)
-	se, ok := IsServerError(errs[0])
+	se, ok := resp.IsServerError(errs[0])
 	require.True(t, ok, "want a MOVED reply, got %v", errs[0])
 	assert.True(t, se.IsMoved(), se.Msg)
 	require.NoError(t, conn.Ping(ctx))
@@ -189,7 +190,7 @@ func TestShardedSlotMoveIsReportedAsLost(t *testing.T) {
 	// SSUBSCRIBE for a slot this node no longer owns is refused with MOVED.
 	errs = conn.Subscribe(ctx, []string{moved})
 	require.Len(t, errs, 1)
-	se, ok = IsServerError(errs[0])
+	se, ok = resp.IsServerError(errs[0])
 	require.True(t, ok, "want a MOVED reply, got %v", errs[0])
 	assert.True(t, se.IsMoved(), se.Msg)
 	assert.True(t, conn.Alive())
@@ -285,7 +286,7 @@ func TestAuth(t *testing.T) {
 			conn, err := Open(ctx, d, Classic, Hooks{})
 			require.Error(t, err)
 			assert.Nil(t, conn)
-			se, ok := IsServerError(err)
+			se, ok := resp.IsServerError(err)
 			require.True(t, ok, "want Redis's refusal, got %v", err)
 			assert.True(t, strings.HasPrefix(se.Msg, "WRONGPASS"), se.Msg)
 			assert.NotContains(t, err.Error(), d.Password)
@@ -301,7 +302,7 @@ func TestAuth(t *testing.T) {
 		conn.Close()
 		before := goleak.IgnoreCurrent()
 		_, err = Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{})
-		se, ok := IsServerError(err)
+		se, ok := resp.IsServerError(err)
 		require.True(t, ok, "want Redis's refusal of the PING, got %v", err)
 		assert.True(t, strings.HasPrefix(se.Msg, "NOAUTH"), se.Msg)
 		goleak.VerifyNone(t, before)
@@ -324,7 +325,7 @@ func TestRefusedBatchAmongPipelined(t *testing.T) {
 		errs := conn.Subscribe(ctx, []string{"ok:1"}, []string{"ok:2", "forbidden"}, []string{"ok:3", "ok:4"})
 		require.Len(t, errs, 3)
 		assert.NoError(t, errs[0])
-		se, ok := IsServerError(errs[1])
+		se, ok := resp.IsServerError(errs[1])
 		require.True(t, ok, "want NOPERM, got %v", errs[1])
 		assert.True(t, strings.HasPrefix(se.Msg, "NOPERM"), se.Msg)
 		assert.NoError(t, errs[2])
@@ -352,7 +353,7 @@ func TestRefusedBatchAmongPipelined(t *testing.T) {
 		errs := conn.Subscribe(ctx, []string{"{t}.1", "{t}.2"}, []string{"{a}.x", "{b}.x"}, []string{"{u}.1"})
 		require.Len(t, errs, 3)
 		assert.NoError(t, errs[0])
-		se, ok := IsServerError(errs[1])
+		se, ok := resp.IsServerError(errs[1])
 		require.True(t, ok, "want CROSSSLOT, got %v", errs[1])
 		assert.True(t, strings.HasPrefix(se.Msg, "CROSSSLOT"), se.Msg)
 		assert.False(t, se.IsMoved())
@@ -508,26 +509,18 @@ func (f *fakeRedis) next(t *testing.T) *fakePeer {
 
 // readCommand reads one RESP array of bulk strings, as clients send.
 func readCommand(r *bufio.Reader) ([]string, error) {
-	rd := &reader{r: r}
-	line, err := rd.line()
+	rd := resp.NewReader(r)
+	n, err := rd.ArrayHeader()
 	if err != nil {
 		return nil, err
 	}
-	if line[0] != '*' {
-		return nil, fmt.Errorf("want an array, got %q", line)
-	}
-	n, err := parseInt(line[1:])
-	if err != nil {
-		return nil, err
-	}
-	cmd := make([]string, n)
-	for i := range cmd {
-		b, _, err := rd.bulk()
+	cmd := make([]string, 0, max(n, 0))
+	for range n {
+		b, _, err := rd.Bulk()
 		if err != nil {
 			return nil, err
 		}
-		cmd[i] = string(b)
-		rd.discard()
+		cmd = append(cmd, string(b))
 	}
 	return cmd, nil
 }
@@ -597,7 +590,7 @@ func waitDone(t *testing.T, c *Conn) {
 
 // TestUnmatchedReplyClosesTheWire: a reply the connection cannot fit to
 // its commands leaves the stream's meaning unknown, so the wire closes:
-// Done closes, Err wraps ErrProtocol, and the calls waiting for replies
+// Done closes, Err wraps resp.ErrProtocol, and the calls waiting for replies
 // fail with it instead of hanging.
 func TestUnmatchedReplyClosesTheWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -606,9 +599,9 @@ func TestUnmatchedReplyClosesTheWire(t *testing.T) {
 		conn, p := openFake(t, startFake(t), Classic, Hooks{})
 		p.send(confirmation("subscribe", "x", 1))
 		waitDone(t, conn)
-		assert.ErrorIs(t, conn.Err(), ErrProtocol)
-		assert.ErrorIs(t, conn.Subscribe(ctx, []string{"y"})[0], ErrProtocol, "a dead wire reports why")
-		assert.ErrorIs(t, conn.Ping(ctx), ErrProtocol)
+		assert.ErrorIs(t, conn.Err(), resp.ErrProtocol)
+		assert.ErrorIs(t, conn.Subscribe(ctx, []string{"y"})[0], resp.ErrProtocol, "a dead wire reports why")
+		assert.ErrorIs(t, conn.Ping(ctx), resp.ErrProtocol)
 	})
 	for name, reply := range map[string]string{
 		"garbage":                     "?x\r\n",
@@ -630,10 +623,10 @@ func TestUnmatchedReplyClosesTheWire(t *testing.T) {
 			}
 			require.Len(t, errs, 2)
 			for _, err := range errs {
-				assert.ErrorIs(t, err, ErrProtocol)
+				assert.ErrorIs(t, err, resp.ErrProtocol)
 			}
 			waitDone(t, conn)
-			assert.ErrorIs(t, conn.Err(), ErrProtocol)
+			assert.ErrorIs(t, conn.Err(), resp.ErrProtocol)
 		})
 	}
 }
@@ -727,7 +720,7 @@ func TestSlotMovedUnderOwnUnsubscribe(t *testing.T) {
 		t.Fatal("the unsubscribe hangs")
 	}
 	require.Len(t, errs, 1)
-	se, ok := IsServerError(errs[0])
+	se, ok := resp.IsServerError(errs[0])
 	require.True(t, ok, "want the MOVED reply, got %v", errs[0])
 	assert.True(t, se.IsMoved())
 

@@ -1,0 +1,62 @@
+package resp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Auth logs a new connection in: it sends AUTH password (AUTH username
+// password when username is set) and reads the reply, before anything else
+// reads from nc. ctx bounds the exchange: its end (cancel or deadline)
+// interrupts the I/O, which then fails with ctx's error. nc is left
+// without a deadline. A refusal is a *ServerError; a reply other than +OK
+// is ErrProtocol.
+func Auth(ctx context.Context, nc net.Conn, username, password string) error {
+	args := []string{password}
+	if username != "" {
+		args = []string{username, password}
+	}
+	// ctx's own timer ends it at its deadline, so the func covers the
+	// deadline too; no socket deadline fires before ctx reports its end.
+	expired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = nc.SetDeadline(time.Now())
+		close(expired)
+	})
+	defer func() {
+		// A ctx ending as the reply arrives must not leave its expired
+		// deadline on the wire: wait for the func, then clear.
+		if !stop() {
+			<-expired
+			_ = nc.SetDeadline(time.Time{})
+		}
+	}()
+	err := exchangeAuth(nc, args)
+	if _, refused := IsServerError(err); err != nil && !refused && !errors.Is(err, ErrProtocol) && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// exchangeAuth writes AUTH args and reads its one-line reply. Nothing else
+// is in flight, so the small reader cannot take bytes meant for another.
+func exchangeAuth(nc net.Conn, args []string) error {
+	if _, err := nc.Write(AppendCommand(nil, "AUTH", args)); err != nil {
+		return err
+	}
+	line, err := NewReader(bufio.NewReaderSize(nc, 512)).Line()
+	if err != nil {
+		return err
+	}
+	switch {
+	case line[0] == '-':
+		return &ServerError{Msg: string(line[1:])}
+	case string(line) != "+OK":
+		return fmt.Errorf("%w: AUTH answered %q", ErrProtocol, line)
+	}
+	return nil
+}
