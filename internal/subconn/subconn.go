@@ -26,7 +26,6 @@ import (
 	"time"
 	"unsafe"
 
-
 	"github.com/shardcast/shardcast/internal/resp"
 )
 
