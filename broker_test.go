@@ -18,7 +18,7 @@ import (
 // a Publish error that wraps the connection's error answers errors.Is for
 // the application.
 func TestPublishConnNotSentIsRootSentinel(t *testing.T) {
-	p := pubconn.New(subconn.Dialer{Addr: "127.0.0.1:1"}, time.Second, time.Second)
+	p := pubconn.New(subconn.Dialer{Addr: "127.0.0.1:1"}, pubconn.Timeouts{Write: time.Second, Reply: time.Second, Redial: time.Second})
 	p.Close()
 	err := p.Publish(context.Background(), "c", []byte("x"), true, time.Time{})
 	require.Error(t, err)

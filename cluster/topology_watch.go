@@ -195,7 +195,7 @@ func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub)
 		}
 		pub := b.pubs[addr]
 		if pub == nil {
-			pub = pubconn.New(b.cfg.dialer(addr), b.cfg.Conn.WriteTimeout, b.cfg.Conn.ReconnectMin)
+			pub = pubconn.New(b.cfg.dialer(addr), engine.PubTimeouts(b.cfg.Conn))
 			b.pubs[addr] = pub
 		}
 		route[p] = pub

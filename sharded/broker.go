@@ -61,7 +61,7 @@ func New(cfg Config) (*Broker, error) {
 	})
 	b.core.SetRouter(router{b})
 	for i, d := range dials {
-		sh := shard{addr: d.Addr, pub: pubconn.New(d, conn.WriteTimeout, conn.ReconnectMin)}
+		sh := shard{addr: d.Addr, pub: pubconn.New(d, engine.PubTimeouts(conn))}
 		b.shards = append(b.shards, sh)
 		// Connect now, so that a wrong address or password fails New
 		// rather than every later call.

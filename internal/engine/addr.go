@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -53,6 +54,11 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 		d.Password, _ = u.User.Password()
 	}
 	return d, nil
+}
+
+// PubTimeouts are the bounds of a publishing connection under o.
+func PubTimeouts(o shardcast.ConnOptions) pubconn.Timeouts {
+	return pubconn.Timeouts{Write: o.WriteTimeout, Reply: o.ReplyTimeout, Redial: o.ReconnectMin}
 }
 
 // Redact hides the password of a URL address in messages.

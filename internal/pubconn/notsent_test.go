@@ -156,7 +156,7 @@ func TestRedialDelay(t *testing.T) {
 	px := startProxy(t, s.Addr())
 	d := appUser
 	d.Addr = px.addr()
-	p := New(d, 5*time.Second, time.Hour)
+	p := New(d, Timeouts{Write: 5 * time.Second, Reply: 5 * time.Second, Redial: time.Hour})
 	t.Cleanup(p.Close)
 	ctx := testCtx(t)
 
@@ -200,7 +200,7 @@ func TestRedialAfterDelay(t *testing.T) {
 	px := startProxy(t, s.Addr())
 	d := appUser
 	d.Addr = px.addr()
-	p := New(d, 5*time.Second, 20*time.Millisecond)
+	p := New(d, Timeouts{Write: 5 * time.Second, Reply: 5 * time.Second, Redial: 20 * time.Millisecond})
 	t.Cleanup(p.Close)
 	ctx := testCtx(t)
 
@@ -410,7 +410,7 @@ func (c *failingConn) SetWriteDeadline(time.Time) error { return nil }
 // fails before a byte went out never reached Redis, so they fail with
 // ErrNotSent (the cluster engine may resend them), not as "maybe sent".
 func TestUnwrittenCommandsAreNotSent(t *testing.T) {
-	p := New(subconn.Dialer{Addr: "127.0.0.1:1"}, time.Second, 0)
+	p := New(subconn.Dialer{Addr: "127.0.0.1:1"}, Timeouts{Write: time.Second, Reply: time.Second})
 	defer p.Close()
 	w := &wire{nc: &failingConn{closed: make(chan struct{})}}
 	p.mu.Lock()

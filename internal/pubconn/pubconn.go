@@ -7,7 +7,7 @@
 // Under load one write syscall carries many commands; with a single
 // publisher each command goes out at once. A reader goroutine matches the
 // integer replies, in order, to the waiting calls, and a watchdog drops a
-// wire whose oldest command has gone unanswered for the write timeout.
+// wire whose oldest command has gone unanswered for the reply timeout.
 package pubconn
 
 import (
@@ -58,9 +58,8 @@ const MaxBacklog = 8 << 20
 // Pub publishes to one instance over one connection, redialled on demand
 // after a failure. Its methods are safe for concurrent use.
 type Pub struct {
-	dial         subconn.Dialer
-	writeTimeout time.Duration
-	redialDelay  time.Duration
+	dial subconn.Dialer
+	t    Timeouts
 
 	mu      sync.Mutex
 	w       *wire         // nil until dialled, or after it failed
@@ -77,19 +76,28 @@ type Pub struct {
 	lastDialErr error
 }
 
-// New returns a Pub that dials d on first use (or on Ping). writeTimeout
-// bounds one write syscall (zero means no bound); a write that takes longer
-// (a server that stopped reading) drops the wire and fails every call
-// waiting on it, with an error wrapping os.ErrDeadlineExceeded. The
-// caller doing a write cannot leave before it ends, so its Publish may
-// outlast its ctx by up to writeTimeout when the server stops reading and
-// the socket's send buffer is full.
-//
-// After a dial fails, calls fail at once (with ErrNotSent and the dial's
-// error) for redialDelay before the next dial is tried; zero means every
-// call may dial.
-func New(d subconn.Dialer, writeTimeout, redialDelay time.Duration) *Pub {
-	return &Pub{dial: d, writeTimeout: writeTimeout, redialDelay: redialDelay}
+// Timeouts bound a Pub's waits. A zero field means no bound.
+type Timeouts struct {
+	// Write bounds one write syscall; a write that takes longer (a server
+	// that stopped reading) drops the wire and fails every call waiting on
+	// it, with an error wrapping os.ErrDeadlineExceeded. The caller doing a
+	// write cannot leave before it ends, so its Publish may outlast its ctx
+	// by up to Write when the server stops reading and the socket's send
+	// buffer is full.
+	Write time.Duration
+	// Reply bounds how long the oldest command may wait for its reply
+	// before the wire is dropped as silent (a frozen server, a dead path
+	// that keeps the socket open); the waiting calls fail with an error
+	// wrapping os.ErrDeadlineExceeded.
+	Reply time.Duration
+	// Redial is how long, after a dial failed, calls fail at once (with
+	// ErrNotSent and the dial's error) before the next dial is tried.
+	Redial time.Duration
+}
+
+// New returns a Pub that dials d on first use (or on Ping), bounded by t.
+func New(d subconn.Dialer, t Timeouts) *Pub {
+	return &Pub{dial: d, t: t}
 }
 
 // call is one PUBLISH waiting for its reply.
@@ -190,17 +198,17 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 	}
 	w.queue = append(w.queue, c)
 	w.queued++
-	if p.writeTimeout > 0 && !w.armed {
+	if p.t.Reply > 0 && !w.armed {
 		w.armed = true
 		if w.watch == nil {
-			timeout := p.writeTimeout
+			timeout := p.t.Reply
 			w.watch = time.AfterFunc(timeout, func() { w.watchdog(timeout) })
 		} else {
-			w.watch.Reset(p.writeTimeout)
+			w.watch.Reset(p.t.Reply)
 		}
 	}
 	if !w.writing {
-		w.flush(p.writeTimeout) // unlocks w.mu
+		w.flush(p.t.Write) // unlocks w.mu
 	} else {
 		w.mu.Unlock()
 	}
@@ -349,7 +357,7 @@ func (p *Pub) wire(ctx context.Context) (_ *wire, waited bool, _ error) {
 			// have ctxs of their own and dial again.
 			p.dialErr = nil
 		default:
-			p.lastDialErr, p.redialAt = err, time.Now().Add(p.redialDelay)
+			p.lastDialErr, p.redialAt = err, time.Now().Add(p.t.Redial)
 		}
 		p.mu.Unlock()
 		close(ch)

@@ -52,9 +52,15 @@ func withAddr(d subconn.Dialer, s *redistest.Server) subconn.Dialer {
 	return d
 }
 
-// newPub returns a Pub closed when the test ends.
-func newPub(t testing.TB, d subconn.Dialer, writeTimeout time.Duration) *Pub {
-	p := New(d, writeTimeout, 0)
+// newPub returns a Pub closed when the test ends, whose write and reply
+// timeouts are both timeout.
+func newPub(t testing.TB, d subconn.Dialer, timeout time.Duration) *Pub {
+	return newPubWith(t, d, Timeouts{Write: timeout, Reply: timeout})
+}
+
+// newPubWith returns a Pub closed when the test ends.
+func newPubWith(t testing.TB, d subconn.Dialer, timeouts Timeouts) *Pub {
+	p := New(d, timeouts)
 	t.Cleanup(p.Close)
 	return p
 }
@@ -594,7 +600,8 @@ func TestWriteDeadline(t *testing.T) {
 	// 48 MiB offered: more than the socket buffers and MaxBacklog hold.
 	const publishers = 48
 	s := redistest.StartStandalone(t)
-	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 500*time.Millisecond)
+	// No reply timeout: only the write deadline can end these calls.
+	p := newPubWith(t, subconn.Dialer{Addr: s.Addr()}, Timeouts{Write: 500 * time.Millisecond})
 	require.NoError(t, p.Ping(testCtx(t)))
 	thaw := freeze(t, s)
 
@@ -631,7 +638,7 @@ func TestWriteDeadline(t *testing.T) {
 func TestCloseWhileCallsWait(t *testing.T) {
 	const waiting = 8
 	s := redistest.StartStandalone(t)
-	p := New(subconn.Dialer{Addr: s.Addr()}, 5*time.Second, 0)
+	p := New(subconn.Dialer{Addr: s.Addr()}, Timeouts{Write: 5 * time.Second, Reply: 5 * time.Second})
 	require.NoError(t, p.Ping(testCtx(t)))
 	freeze(t, s)
 
@@ -663,7 +670,7 @@ func TestCloseWhileCallsWait(t *testing.T) {
 // one waiting for that dial, return ErrClosed once Close is called.
 func TestCloseDuringDial(t *testing.T) {
 	s := redistest.StartStandalone(t, aclUser("&*"))
-	p := New(withAddr(appUser, s), 5*time.Second, 0)
+	p := New(withAddr(appUser, s), Timeouts{Write: 5 * time.Second, Reply: 5 * time.Second})
 	thaw := freeze(t, s)
 
 	dialer := publishAsync(context.Background(), p, "d", []byte("x"))
@@ -781,8 +788,8 @@ func TestLoginCtxEndsAfterReply(t *testing.T) {
 // the server answers.
 func TestSilentWireIsDropped(t *testing.T) {
 	s := redistest.StartStandalone(t)
-	const timeout = 300 * time.Millisecond
-	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, timeout)
+	// The write timeout is far away: only the reply timeout can drop it.
+	p := newPubWith(t, subconn.Dialer{Addr: s.Addr()}, Timeouts{Write: time.Hour, Reply: 300 * time.Millisecond})
 	require.NoError(t, p.Ping(testCtx(t)))
 	p.mu.Lock()
 	first := p.w
