@@ -20,17 +20,9 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind: Close
 // must stop everything a broker started.
-//
-// Two rueidis goroutines are exempt. Both are owned by rueidis, have no
-// stop path and end on their own: after a slot-map refresh rueidis closes
-// the connections to nodes that left its map 5 s later (replicas given as
-// seeds are such nodes), and a MOVED reply schedules a refresh after a
-// short delay.
+// Two rueidis goroutines are exempt (see redistest.RueidisLeaks).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.StoppingOnDemand(m),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
-	)
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m), redistest.RueidisLeaks()...)
 }
 
 // waitTick is how often the tests re-check a condition they wait for.

@@ -444,8 +444,5 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 	wg.Wait()
 	assert.ErrorIs(t, retired.Ping(ctx), pubconn.ErrClosed, "Close closed the retired connection")
 	assert.ErrorIs(t, pub.Publish(ctx, channels[0], []byte("x")), shardcast.ErrClosed)
-	goleak.VerifyNone(t, leaks,
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
-	)
+	goleak.VerifyNone(t, append(redistest.RueidisLeaks(), leaks)...)
 }

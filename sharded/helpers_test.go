@@ -180,3 +180,17 @@ func numsub(t testing.TB, s *redistest.Server, channel string) int64 {
 }
 
 func payloadOf(ch string) []byte { return []byte("p:" + ch) }
+
+// roundTrip builds a broker from cfg (with a Handler of its own),
+// subscribes one channel, publishes to it and waits for the message.
+func roundTrip(t *testing.T, cfg Config) {
+	t.Helper()
+	rec := newRecorder()
+	cfg.Options.Handler = rec.handle
+	b := newBroker(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, b.Subscribe(ctx, "round-trip"))
+	require.NoError(t, b.Publish(ctx, "round-trip", []byte("ok")))
+	waitFor(t, "the message", func() bool { return rec.count("round-trip") == 1 })
+}

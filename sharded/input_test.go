@@ -96,15 +96,6 @@ func TestPasswords(t *testing.T) {
 	// An ACL user keeps the harness's own password-less connections working.
 	s := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">s3cret", "~*", "&*", "+@all"))
 	ctx := context.Background()
-
-	roundTrip := func(t *testing.T, cfg Config) {
-		rec := newRecorder()
-		cfg.Options.Handler = rec.handle
-		b := newBroker(t, cfg)
-		require.NoError(t, b.Subscribe(ctx, "auth"))
-		require.NoError(t, b.Publish(ctx, "auth", []byte("ok")))
-		waitFor(t, "the message", func() bool { return rec.count("auth") == 1 })
-	}
 	t.Run("url", func(t *testing.T) {
 		roundTrip(t, Config{Addrs: []string{"redis://app:s3cret@" + s.Addr()}})
 	})

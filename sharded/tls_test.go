@@ -1,7 +1,6 @@
 package sharded
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -38,21 +37,11 @@ func TestTLS(t *testing.T) {
 	))
 	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 	conn := shardcast.ConnOptions{TLS: &tls.Config{RootCAs: pool}}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-
 	for name, cfg := range map[string]Config{
 		"url":       {Addrs: []string{"rediss://" + tlsAddr}, Conn: conn},
 		"host:port": {Addrs: []string{tlsAddr}, Conn: conn},
 	} {
-		t.Run(name, func(t *testing.T) {
-			rec := newRecorder()
-			cfg.Options.Handler = rec.handle
-			b := newBroker(t, cfg)
-			require.NoError(t, b.Subscribe(ctx, "tls"))
-			require.NoError(t, b.Publish(ctx, "tls", []byte("sealed")))
-			waitFor(t, "the message over TLS", func() bool { return rec.count("tls") == 1 })
-		})
+		t.Run(name, func(t *testing.T) { roundTrip(t, cfg) })
 	}
 	t.Run("plain to the TLS port", func(t *testing.T) {
 		b, err := New(Config{Addrs: []string{tlsAddr}, Conn: shardcast.ConnOptions{DialTimeout: 2 * time.Second}})
