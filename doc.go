@@ -57,7 +57,9 @@
 //   - [Emitter]: delivers Events to Options.OnEvent in order, without ever
 //     blocking the engine.
 //
-// An engine validates input with [ValidateChannel] and [Options.Validate]
-// and fills defaults with [Options.WithDefaults]. Both engines are checked
-// by one Broker conformance suite; a third engine should pass it too.
+// An engine validates input with [ValidateChannel], [Options.Validate] and
+// [ConnOptions.Validate], and fills defaults with [Options.WithDefaults] and
+// [ConnOptions.WithDefaults]. Both engines are checked by one Broker
+// conformance suite (internal/brokertest in this repository); a third
+// engine should pass it too.
 package shardcast
