@@ -2,6 +2,7 @@ package centrifugebroker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,6 +39,18 @@ type testNode struct {
 	node   *centrifuge.Node
 	broker *Broker
 	url    string
+
+	mu         sync.Mutex
+	serverSubs map[string][]string // user → channels subscribed on connect
+}
+
+// subscribeOnConnect makes the node subscribe user's connections to
+// channels server-side, in the connect reply: far cheaper than one
+// client-side subscribe command per channel.
+func (nd *testNode) subscribeOnConnect(user string, channels []string) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	nd.serverSubs[user] = channels
 }
 
 // startNode starts a node whose Broker is built from cfg, and shuts it
@@ -48,11 +61,25 @@ func startNode(t *testing.T, cfg Config) *testNode {
 	t.Helper()
 	node, err := centrifuge.New(centrifuge.Config{
 		LogLevel: centrifuge.LogLevelNone,
+		// Above Centrifuge's default of 128: the scale test subscribes
+		// each client to 1,000 channels.
+		ClientChannelLimit: 2 * scaleChannels,
 		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
 	})
 	require.NoError(t, err)
+	nd := &testNode{node: node, serverSubs: make(map[string][]string)}
 	node.OnConnecting(func(_ context.Context, e centrifuge.ConnectEvent) (centrifuge.ConnectReply, error) {
-		return centrifuge.ConnectReply{Credentials: &centrifuge.Credentials{UserID: string(e.Data)}}, nil
+		user := string(e.Data)
+		reply := centrifuge.ConnectReply{Credentials: &centrifuge.Credentials{UserID: user}}
+		nd.mu.Lock()
+		defer nd.mu.Unlock()
+		if chs := nd.serverSubs[user]; len(chs) > 0 {
+			reply.Subscriptions = make(map[string]centrifuge.SubscribeOptions, len(chs))
+			for _, ch := range chs {
+				reply.Subscriptions[ch] = centrifuge.SubscribeOptions{}
+			}
+		}
+		return reply, nil
 	})
 	node.OnConnect(func(c *centrifuge.Client) {
 		c.OnSubscribe(func(_ centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
@@ -77,7 +104,8 @@ func startNode(t *testing.T, cfg Config) *testNode {
 		// Shutdown closes the broker; a second Close must be harmless.
 		require.NoError(t, b.Close(ctx))
 	})
-	return &testNode{node: node, broker: b, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/connection/websocket"}
+	nd.broker, nd.url = b, "ws"+strings.TrimPrefix(srv.URL, "http")+"/connection/websocket"
+	return nd
 }
 
 // startNodes starts n nodes on cfg and waits until each knows all of them:
@@ -104,6 +132,9 @@ type testClient struct {
 	subs map[string]*testSub
 	// disconnects records the codes of server-side disconnects.
 	disconnects []uint32
+	// server holds the data of publications on server-side
+	// subscriptions, by channel, in arrival order.
+	server map[string][]string
 }
 
 // testSub records what one subscription received.
@@ -121,8 +152,13 @@ type testSub struct {
 // ends.
 func connect(t *testing.T, nd *testNode, user string) *testClient {
 	t.Helper()
-	tc := &testClient{subs: make(map[string]*testSub)}
+	tc := &testClient{subs: make(map[string]*testSub), server: make(map[string][]string)}
 	tc.c = gocent.NewProtobufClient(nd.url, gocent.Config{Data: []byte(user)})
+	tc.c.OnPublication(func(e gocent.ServerPublicationEvent) {
+		tc.mu.Lock()
+		tc.server[e.Channel] = append(tc.server[e.Channel], string(e.Data))
+		tc.mu.Unlock()
+	})
 	tc.c.OnDisconnected(func(e gocent.DisconnectedEvent) {
 		tc.mu.Lock()
 		tc.disconnects = append(tc.disconnects, e.Code)
@@ -138,6 +174,14 @@ func connect(t *testing.T, nd *testNode, user string) *testClient {
 // subscribe subscribes the client to channels and waits until every
 // subscription is confirmed.
 func (tc *testClient) subscribe(t *testing.T, channels ...string) []*testSub {
+	t.Helper()
+	subs := tc.startSubscribe(t, channels...)
+	waitSubscribed(t, subs)
+	return subs
+}
+
+// startSubscribe asks for subscriptions to channels and returns at once.
+func (tc *testClient) startSubscribe(t *testing.T, channels ...string) []*testSub {
 	t.Helper()
 	out := make([]*testSub, len(channels))
 	for i, ch := range channels {
@@ -175,11 +219,22 @@ func (tc *testClient) subscribe(t *testing.T, channels ...string) []*testSub {
 		tc.mu.Unlock()
 		out[i] = ts
 	}
-	for i, ts := range out {
-		waitFor(t, func() bool { return ts.sub.State() == gocent.SubStateSubscribed },
-			func() string { return "subscription to " + channels[i] })
-	}
 	return out
+}
+
+// waitSubscribed waits until every one of subs is subscribed.
+func waitSubscribed(t *testing.T, subs []*testSub) {
+	t.Helper()
+	var pending int
+	waitFor(t, func() bool {
+		pending = 0
+		for _, ts := range subs {
+			if ts.sub.State() != gocent.SubStateSubscribed {
+				pending++
+			}
+		}
+		return pending == 0
+	}, func() string { return fmt.Sprintf("%d of %d subscriptions still pending", pending, len(subs)) })
 }
 
 // received returns a copy of the publications' data, in arrival order.
@@ -212,4 +267,26 @@ func (tc *testClient) disconnectCodes() []uint32 {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	return append([]uint32(nil), tc.disconnects...)
+}
+
+// serverReceived returns a copy of what the server-side subscription to
+// channel received.
+func (tc *testClient) serverReceived(channel string) []string {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return append([]string(nil), tc.server[channel]...)
+}
+
+// serverCount returns how many server-side subscriptions got fewer than n
+// publications, of channels.
+func (tc *testClient) serverShort(channels []string, n int) int {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	short := 0
+	for _, ch := range channels {
+		if len(tc.server[ch]) < n {
+			short++
+		}
+	}
+	return short
 }
