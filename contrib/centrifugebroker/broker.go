@@ -162,9 +162,22 @@ func (b *Broker) PublishLeave(ch string, info *centrifuge.ClientInfo) error {
 	return b.publishInfo(kindLeave, ch, info)
 }
 
+// errInterrupted is returned by PublishJoin and PublishLeave for a
+// channel whose subscription on this node is interrupted.
+var errInterrupted = errors.New("centrifugebroker: not sent: the channel's Redis server is unreachable from this node")
+
 func (b *Broker) publishInfo(k kind, ch string, info *centrifuge.ClientInfo) error {
 	if err := b.checkChannels(ch); err != nil {
 		return err
+	}
+	// While the channel is interrupted, a publish would wait for Redis to
+	// come back: each client the resync unsubscribes, and each one that
+	// resubscribes meanwhile, would hold its leave or join that long, and
+	// the resync would crawl. Centrifuge ignores the error; join and leave
+	// messages are best-effort, and the channel's subscribers elsewhere
+	// are being told to resubscribe too when the server is down for them.
+	if b.resync.isInterrupted(ch) {
+		return fmt.Errorf("%w: %s on %q", errInterrupted, k, ch)
 	}
 	frame, err := encodeInfo(k, info)
 	if err != nil {

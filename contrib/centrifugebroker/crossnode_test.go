@@ -68,7 +68,10 @@ func TestAcrossNodes(t *testing.T) {
 			t.Run("LeaveCrossesNodes", func(t *testing.T) {
 				require.NoError(t, subB.sub.Unsubscribe())
 				waitFor(t, func() bool { _, leaves, _, _ := subA.events(); return slices.Contains(leaves, "bob") },
-					func() string { _, leaves, _, _ := subA.events(); return fmt.Sprintf("alice on A saw leaves %q", leaves) })
+					func() string {
+						_, leaves, _, _ := subA.events()
+						return fmt.Sprintf("alice on A saw leaves %q", leaves)
+					})
 			})
 
 			t.Run("DisconnectOnAnotherNode", func(t *testing.T) {

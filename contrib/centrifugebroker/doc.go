@@ -35,7 +35,10 @@
 // a resubscribing channel waits until Redis holds the channel again. Clients
 // that subscribed while the channel was interrupted, without such a wait,
 // are unsubscribed once more at the EventRestored. Stats.Resubscribes counts
-// these unsubscribes.
+// these unsubscribes. Until a channel is restored, its join and leave
+// messages from this node are not sent (PublishJoin and PublishLeave fail
+// at once, and Centrifuge ignores that): they would wait for Redis and
+// hold up every client being resubscribed.
 //
 // # Not supported yet
 //

@@ -64,7 +64,7 @@ func startNode(t *testing.T, cfg Config) *testNode {
 		// Above Centrifuge's default of 128: the scale test subscribes
 		// each client to 1,000 channels.
 		ClientChannelLimit: 2 * scaleChannels,
-		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+		Metrics:            centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
 	})
 	require.NoError(t, err)
 	nd := &testNode{node: node, serverSubs: make(map[string][]string)}

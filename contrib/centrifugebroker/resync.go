@@ -20,23 +20,26 @@ func (b *Broker) onEvent(ev shardcast.Event) {
 	switch ev.Kind {
 	case shardcast.EventInterrupted:
 		b.log.Warn("centrifugebroker: subscriptions interrupted, telling their clients to resubscribe", "event", ev.String())
-		b.resync.interrupted(b.clientChannels(ev.Channels))
+		b.resync.interrupted(b.clientChannels(ev.Channels, true))
 	case shardcast.EventRestored:
 		b.log.Info("centrifugebroker: subscriptions restored", "event", ev.String())
-		b.resync.restored(b.clientChannels(ev.Channels))
+		b.resync.restored(b.clientChannels(ev.Channels, false))
 	case shardcast.EventDropped:
 		b.log.Warn("centrifugebroker: messages dropped (handler slower than publishers), telling their clients to resubscribe",
 			"event", ev.String(), "channels_truncated", ev.Truncated)
-		b.resync.lost(b.clientChannels(ev.Channels))
+		b.resync.lost(b.clientChannels(ev.Channels, true))
 	}
 }
 
-// clientChannels returns channels without the control channel.
-func (b *Broker) clientChannels(channels []string) []string {
+// clientChannels returns channels without the control channel, and says
+// when control messages may have been lost.
+func (b *Broker) clientChannels(channels []string, lost bool) []string {
 	out := make([]string, 0, len(channels))
 	for _, ch := range channels {
 		if ch == b.control {
-			b.log.Warn("centrifugebroker: control messages may have been lost", "channel", ch)
+			if lost {
+				b.log.Warn("centrifugebroker: control messages may have been lost", "channel", ch)
+			}
 			continue
 		}
 		out = append(out, ch)
@@ -101,6 +104,15 @@ func (r *resync) confirmed(channels []string, since uint64) {
 			delete(r.marked, ch)
 		}
 	}
+}
+
+// isInterrupted reports whether ch is marked: interrupted and not yet
+// known to be restored.
+func (r *resync) isInterrupted(ch string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.marked[ch]
+	return ok
 }
 
 // forget drops the marks of channels the node unsubscribed.
@@ -199,6 +211,9 @@ func (r *resync) sweep(channels []string) {
 	}
 	var n uint64
 	defer func() {
+		if n == 0 {
+			return
+		}
 		r.unsubscribed.Add(n)
 		r.log.Info("centrifugebroker: told clients to resubscribe", "channels", len(set), "subscriptions", n)
 	}()
