@@ -1,0 +1,103 @@
+package centrifugebroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/sharded"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHistoryNotSupported: History and RemoveHistory answer "not
+// available", and a publish asking for history or idempotency fails
+// without publishing, also when a client publishes.
+func TestHistoryNotSupported(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}})
+
+	_, _, err := nd.broker.History("ch", centrifuge.HistoryOptions{})
+	assert.Equal(t, centrifuge.ErrorNotAvailable, err)
+	assert.Equal(t, centrifuge.ErrorNotAvailable, nd.broker.RemoveHistory("ch"))
+
+	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{HistorySize: 10, HistoryTTL: time.Minute})
+	assert.True(t, errors.Is(err, ErrNotSupported), "got %v", err)
+	assert.True(t, errors.Is(err, centrifuge.ErrorNotAvailable), "got %v", err)
+	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{IdempotencyKey: "k"})
+	assert.True(t, errors.Is(err, ErrNotSupported), "got %v", err)
+	_, err = nd.node.Publish("ch", []byte("x"), centrifuge.WithHistory(10, time.Minute))
+	assert.True(t, errors.Is(err, ErrNotSupported), "node.Publish: got %v", err)
+	// A size without a TTL (or the reverse) asks for no history in
+	// Centrifuge either.
+	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{HistorySize: 10})
+	assert.NoError(t, err)
+}
+
+// TestControlChannelReserved: no client can subscribe or publish to the
+// control channel, so none can unsubscribe the node from it.
+func TestControlChannelReserved(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}, ControlChannel: "ctl"})
+	for _, err := range []error{
+		nd.broker.Subscribe("ctl"),
+		nd.broker.Unsubscribe("ctl"),
+		nd.broker.PublishJoin("ctl", &centrifuge.ClientInfo{}),
+		func() error { _, err := nd.broker.Publish("ctl", nil, centrifuge.PublishOptions{}); return err }(),
+	} {
+		assert.True(t, errors.Is(err, ErrReservedChannel), "got %v", err)
+	}
+}
+
+// TestBadFramesDropped: messages that are not this adapter's frames, from
+// a foreign publisher on the same Redis, are counted and dropped; the
+// node keeps delivering, and the clients see none of them.
+func TestBadFramesDropped(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	cfg := Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}}
+	nd := startNode(t, cfg)
+	sub := connect(t, nd, "u").subscribe(t, "news")[0]
+
+	foreign, err := sharded.New(sharded.Config{Addrs: []string{s.Addr()}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, foreign.Close()) }()
+	ctx := context.Background()
+	bad := [][]byte{
+		nil,
+		[]byte(`{"text":"not a frame"}`),
+		{byte(kindPublication), 0x0a, 0xff}, // truncated protobuf
+		encodeControl("", []byte("a control frame on a client channel")),
+	}
+	for _, p := range bad {
+		require.NoError(t, foreign.Publish(ctx, "news", p))
+	}
+	// A client frame on the control channel is dropped too.
+	join, err := encodeInfo(kindJoin, &centrifuge.ClientInfo{ClientID: "c"})
+	require.NoError(t, err)
+	require.NoError(t, foreign.Publish(ctx, DefaultControlChannel, join))
+
+	_, err = nd.node.Publish("news", []byte("after the junk"))
+	require.NoError(t, err)
+	waitFor(t, func() bool { return sub.has("after the junk") },
+		func() string { return fmt.Sprintf("got %q", sub.received()) })
+	waitFor(t, func() bool { return nd.broker.Stats().BadFrames == uint64(len(bad)+1) },
+		func() string { return fmt.Sprintf("BadFrames = %d, want %d", nd.broker.Stats().BadFrames, len(bad)+1) })
+	assert.Equal(t, []string{"after the junk"}, sub.received())
+}
+
+// TestCallsAfterClose: once closed, the Broker refuses calls with
+// shardcast.ErrClosed instead of hanging.
+func TestCallsAfterClose(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}})
+	require.NoError(t, nd.broker.Close(context.Background()))
+	assert.ErrorIs(t, nd.broker.Subscribe("a"), shardcast.ErrClosed)
+	_, err := nd.broker.Publish("a", nil, centrifuge.PublishOptions{})
+	assert.ErrorIs(t, err, shardcast.ErrClosed)
+	assert.ErrorIs(t, nd.broker.PublishControl([]byte("x"), "", ""), shardcast.ErrClosed)
+}
