@@ -103,6 +103,7 @@ func newChatNode(cfg nodeConfig) (_ *chatNode, err error) {
 		w.Header().Set("Content-Type", "text/javascript")
 		http.ServeFile(w, r, cfg.Client)
 	})
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	// The default origin check accepts only pages from this host: the page
 	// connects to the node that served it.
 	mux.Handle("/connection/websocket", centrifuge.NewWebsocketHandler(node, centrifuge.WebsocketConfig{}))
