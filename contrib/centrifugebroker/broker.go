@@ -1,0 +1,226 @@
+package centrifugebroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	"github.com/shardcast/shardcast"
+)
+
+// ErrNotSupported is wrapped by the error of a Publish that asks for what
+// this broker does not provide yet: history (PublishOptions.HistorySize
+// and HistoryTTL both set) or idempotent publishing
+// (PublishOptions.IdempotencyKey). It wraps centrifuge.ErrorNotAvailable,
+// so a client whose publish hits it is told "not available" (code 108).
+var ErrNotSupported = fmt.Errorf("centrifugebroker: not supported: %w", centrifuge.ErrorNotAvailable)
+
+// ErrReservedChannel is returned by calls on the control channel
+// (Config.ControlChannel) made through the centrifuge.Broker methods.
+var ErrReservedChannel = errors.New("centrifugebroker: channel reserved for control messages")
+
+// Broker is a centrifuge.Broker, centrifuge.Controller and
+// centrifuge.Closer that carries a Centrifuge node's Pub/Sub through a
+// shardcast broker. It is safe for concurrent use.
+type Broker struct {
+	node        *centrifuge.Node
+	engine      shardcast.Broker
+	callTimeout time.Duration
+	control     string
+	log         *slog.Logger
+
+	events   atomic.Pointer[centrifuge.BrokerEventHandler]
+	controls atomic.Pointer[centrifuge.ControlEventHandler]
+
+	resync    *resync
+	badFrames badFrames
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ centrifuge.Broker     = (*Broker)(nil)
+	_ centrifuge.Controller = (*Broker)(nil)
+	_ centrifuge.Closer     = (*Broker)(nil)
+)
+
+// New builds the shardcast broker cfg describes and returns a Broker for
+// node; pass it to node.SetBroker before node.Run (SetBroker also makes
+// it the node's Controller unless one was set). It fails, with an error
+// wrapping shardcast.ErrInvalidConfig, unless exactly one of cfg.Cluster
+// and cfg.Sharded is set, or if their Options.Handler or OnEvent is set;
+// and it fails if the engine cannot reach Redis.
+func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
+	if node == nil {
+		return nil, fmt.Errorf("%w: centrifugebroker: nil node", shardcast.ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		node:        node,
+		callTimeout: cfg.CallTimeout,
+		control:     cfg.ControlChannel,
+		log:         cfg.Logger,
+	}
+	b.badFrames.log = cfg.Logger
+	b.resync = startResync(node.Hub(), cfg.Logger)
+	b.engine, err = cfg.newEngine(b.deliver, b.onEvent)
+	if err != nil {
+		b.resync.stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+// callCtx bounds one call Centrifuge makes.
+func (b *Broker) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), b.callTimeout)
+}
+
+// checkChannels refuses the control channel: a client subscribing to it
+// would otherwise unsubscribe the node's control messages on leaving.
+func (b *Broker) checkChannels(channels ...string) error {
+	for _, ch := range channels {
+		if ch == b.control {
+			return fmt.Errorf("%w: %q", ErrReservedChannel, ch)
+		}
+	}
+	return nil
+}
+
+// RegisterBrokerEventHandler is called by node.Run; publications, joins
+// and leaves received from then on go to h.
+func (b *Broker) RegisterBrokerEventHandler(h centrifuge.BrokerEventHandler) error {
+	b.events.Store(&h)
+	return nil
+}
+
+// Subscribe subscribes the node to channels and returns once Redis
+// confirmed every one, waiting up to Config.CallTimeout while a Redis node
+// is unreachable.
+func (b *Broker) Subscribe(channels ...string) error {
+	if err := b.checkChannels(channels...); err != nil {
+		return err
+	}
+	ctx, cancel := b.callCtx()
+	defer cancel()
+	since := b.resync.begin()
+	if err := b.engine.Subscribe(ctx, channels...); err != nil {
+		return err
+	}
+	b.resync.confirmed(channels, since)
+	return nil
+}
+
+// Unsubscribe unsubscribes the node from channels.
+func (b *Broker) Unsubscribe(channels ...string) error {
+	if err := b.checkChannels(channels...); err != nil {
+		return err
+	}
+	b.resync.forget(channels)
+	ctx, cancel := b.callCtx()
+	defer cancel()
+	return b.engine.Unsubscribe(ctx, channels...)
+}
+
+// Publish sends data to the subscribers of ch on every node, at most
+// once. It keeps no history: a publish that asks for history or for
+// idempotency fails with an error wrapping ErrNotSupported, and the
+// result's StreamPosition is always zero.
+func (b *Broker) Publish(ch string, data []byte, opts centrifuge.PublishOptions) (centrifuge.PublishResult, error) {
+	if opts.HistorySize > 0 && opts.HistoryTTL > 0 {
+		return centrifuge.PublishResult{}, fmt.Errorf("%w: publish with history (HistorySize %d, HistoryTTL %v): the broker keeps no history yet", ErrNotSupported, opts.HistorySize, opts.HistoryTTL)
+	}
+	if opts.IdempotencyKey != "" {
+		return centrifuge.PublishResult{}, fmt.Errorf("%w: publish with an IdempotencyKey: the broker keeps no publish results yet", ErrNotSupported)
+	}
+	if err := b.checkChannels(ch); err != nil {
+		return centrifuge.PublishResult{}, err
+	}
+	frame, err := encodePublication(data, opts)
+	if err != nil {
+		return centrifuge.PublishResult{}, err
+	}
+	return centrifuge.PublishResult{}, b.publish(ch, frame)
+}
+
+// PublishJoin tells the subscribers of ch on every node that info joined.
+func (b *Broker) PublishJoin(ch string, info *centrifuge.ClientInfo) error {
+	return b.publishInfo(kindJoin, ch, info)
+}
+
+// PublishLeave tells the subscribers of ch on every node that info left.
+func (b *Broker) PublishLeave(ch string, info *centrifuge.ClientInfo) error {
+	return b.publishInfo(kindLeave, ch, info)
+}
+
+func (b *Broker) publishInfo(k kind, ch string, info *centrifuge.ClientInfo) error {
+	if err := b.checkChannels(ch); err != nil {
+		return err
+	}
+	frame, err := encodeInfo(k, info)
+	if err != nil {
+		return err
+	}
+	return b.publish(ch, frame)
+}
+
+func (b *Broker) publish(ch string, frame []byte) error {
+	ctx, cancel := b.callCtx()
+	defer cancel()
+	return b.engine.Publish(ctx, ch, frame)
+}
+
+// History returns centrifuge.ErrorNotAvailable: the broker keeps no
+// history yet.
+func (b *Broker) History(string, centrifuge.HistoryOptions) ([]*centrifuge.Publication, centrifuge.StreamPosition, error) {
+	return nil, centrifuge.StreamPosition{}, centrifuge.ErrorNotAvailable
+}
+
+// RemoveHistory returns centrifuge.ErrorNotAvailable: the broker keeps no
+// history yet.
+func (b *Broker) RemoveHistory(string) error {
+	return centrifuge.ErrorNotAvailable
+}
+
+// Close closes the shardcast broker and stops every goroutine the Broker
+// started. Node.Shutdown calls it. It is idempotent; calls made after it
+// fail with an error wrapping shardcast.ErrClosed.
+func (b *Broker) Close(context.Context) error {
+	b.closeOnce.Do(func() {
+		b.closeErr = b.engine.Close()
+		b.resync.stop()
+	})
+	return b.closeErr
+}
+
+// Stats are the Broker's counters.
+type Stats struct {
+	// Engine holds the shardcast broker's counters.
+	Engine shardcast.Stats
+	// BadFrames counts messages dropped because they were not frames of
+	// this adapter: corrupt, from a foreign publisher, or of a kind that
+	// does not belong on their channel.
+	BadFrames uint64
+	// Resubscribes counts client subscriptions the Broker unsubscribed
+	// with the insufficient-state code after messages of their channel
+	// may have been lost, so that the client resubscribes.
+	Resubscribes uint64
+}
+
+// Stats returns the Broker's counters.
+func (b *Broker) Stats() Stats {
+	s := Stats{BadFrames: b.badFrames.count.Load(), Resubscribes: b.resync.unsubscribed.Load()}
+	if r, ok := b.engine.(interface{ Stats() shardcast.Stats }); ok {
+		s.Engine = r.Stats()
+	}
+	return s
+}

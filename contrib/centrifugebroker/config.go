@@ -1,0 +1,97 @@
+package centrifugebroker
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/sharded"
+)
+
+// Default values applied to a zero Config field.
+const (
+	DefaultCallTimeout    = 10 * time.Second
+	DefaultControlChannel = "centrifuge.control"
+)
+
+// Config configures a Broker. Exactly one of Cluster and Sharded is set;
+// every other zero field means its default.
+//
+// The adapter builds the shardcast broker itself and owns its
+// Options.Handler and Options.OnEvent: they must be left nil. Every other
+// engine setting (addresses, partitions, prefix, workers, queues,
+// connection options, Options.Logger) is the user's.
+type Config struct {
+	// Cluster runs Pub/Sub on a Redis Cluster with the cluster engine
+	// (sharded Pub/Sub, channels grouped by node).
+	Cluster *cluster.Config
+	// Sharded runs Pub/Sub on isolated Redis instances with the sharded
+	// engine (jump hash over Sharded.Addrs).
+	Sharded *sharded.Config
+
+	// CallTimeout bounds each call Centrifuge makes (Subscribe,
+	// Unsubscribe, Publish, PublishJoin, PublishLeave, PublishControl):
+	// Centrifuge passes no context (default 10s). A Subscribe waits while
+	// its Redis node is unreachable, up to this long.
+	CallTimeout time.Duration
+	// ControlChannel is the channel that carries Centrifuge's node-to-node
+	// control messages (default "centrifuge.control"). It is reserved:
+	// clients cannot subscribe or publish to it. Every node of one
+	// application must use the same value, and applications sharing Redis
+	// different ones (or different engine prefixes).
+	ControlChannel string
+	// Logger receives the adapter's warnings: dropped frames (rate
+	// limited), losses and the resubscribes they cause (default
+	// slog.Default()). The engine logs to its own Options.Logger.
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with every zero field set to its
+// default, or an error wrapping shardcast.ErrInvalidConfig.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Cluster == nil && c.Sharded == nil:
+		return c, fmt.Errorf("%w: centrifugebroker: set one of Config.Cluster and Config.Sharded", shardcast.ErrInvalidConfig)
+	case c.Cluster != nil && c.Sharded != nil:
+		return c, fmt.Errorf("%w: centrifugebroker: set only one of Config.Cluster and Config.Sharded", shardcast.ErrInvalidConfig)
+	case c.CallTimeout < 0:
+		return c, fmt.Errorf("%w: centrifugebroker: CallTimeout = %v, want >= 0", shardcast.ErrInvalidConfig, c.CallTimeout)
+	}
+	opts := c.engineOptions()
+	if opts.Handler != nil || opts.OnEvent != nil {
+		return c, fmt.Errorf("%w: centrifugebroker: the adapter sets the engine's Options.Handler and Options.OnEvent; leave them nil", shardcast.ErrInvalidConfig)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.ControlChannel == "" {
+		c.ControlChannel = DefaultControlChannel
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// engineOptions returns the engine Options the user configured.
+func (c Config) engineOptions() shardcast.Options {
+	if c.Cluster != nil {
+		return c.Cluster.Options
+	}
+	return c.Sharded.Options
+}
+
+// newEngine builds the shardcast broker of c with handler and onEvent in
+// place of the user's (nil) ones. c must have passed withDefaults.
+func (c Config) newEngine(handler shardcast.Handler, onEvent func(shardcast.Event)) (shardcast.Broker, error) {
+	if c.Cluster != nil {
+		cfg := *c.Cluster
+		cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
+		return cluster.New(cfg)
+	}
+	cfg := *c.Sharded
+	cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
+	return sharded.New(cfg)
+}

@@ -1,0 +1,72 @@
+package centrifugebroker
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast"
+)
+
+// errWrongChannel reports a control frame on a client channel or a client
+// frame on the control channel.
+var errWrongChannel = errors.New("frame kind does not belong on this channel")
+
+// deliver is the shardcast Handler: it decodes each message and hands it
+// to Centrifuge. shardcast calls it in order for each channel, so
+// Centrifuge sees the publications of a channel in publish order.
+func (b *Broker) deliver(m shardcast.Message) {
+	f, err := decode(m.Payload, m.PublishedAt)
+	if err == nil && (m.Channel == b.control) != (f.kind == kindControl) {
+		err = errWrongChannel
+	}
+	if err != nil {
+		b.badFrames.add(m.Channel, len(m.Payload), err)
+		return
+	}
+	if f.kind == kindControl {
+		if f.target != "" && f.target != b.node.ID() {
+			return // for another node
+		}
+		if h := b.controls.Load(); h != nil {
+			_ = (*h).HandleControl(f.control) // Centrifuge logs its own errors
+		}
+		return
+	}
+	h := b.events.Load()
+	if h == nil {
+		return // before node.Run: nobody can be subscribed yet
+	}
+	switch f.kind {
+	case kindPublication:
+		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
+	case kindJoin:
+		_ = (*h).HandleJoin(m.Channel, f.info)
+	case kindLeave:
+		_ = (*h).HandleLeave(m.Channel, f.info)
+	}
+}
+
+// badFrameLogEvery is the least time between two log lines about dropped
+// frames: a foreign publisher flooding a channel must not flood the log.
+const badFrameLogEvery = time.Second
+
+// badFrames counts dropped frames and logs them, at most once per
+// badFrameLogEvery.
+type badFrames struct {
+	count   atomic.Uint64
+	lastLog atomic.Int64 // UnixNano of the last log line
+	log     *slog.Logger
+}
+
+func (c *badFrames) add(channel string, size int, err error) {
+	n := c.count.Add(1)
+	now := time.Now().UnixNano()
+	last := c.lastLog.Load()
+	if now-last < int64(badFrameLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("centrifugebroker: dropped a message that is not a frame of this adapter",
+		"channel", channel, "bytes", size, "err", err, "dropped_total", n)
+}

@@ -1,0 +1,77 @@
+// Package centrifugebroker runs the Pub/Sub of a Centrifuge server
+// (github.com/centrifugal/centrifuge v0.40.1) on shardcast: one Broker is
+// the node's centrifuge.Broker, its centrifuge.Controller and a
+// centrifuge.Closer.
+//
+//	node, _ := centrifuge.New(centrifuge.Config{})
+//	b, err := centrifugebroker.New(node, centrifugebroker.Config{
+//		Cluster: &cluster.Config{Addrs: []string{"10.0.0.1:7000"}}, // or Sharded: &sharded.Config{Addrs: ...}
+//	})
+//	if err != nil { ... }
+//	node.SetBroker(b) // also the node's Controller
+//	err = node.Run()
+//
+// The adapter builds the shardcast broker itself and owns its
+// Options.Handler and Options.OnEvent; Config rejects them. Everything else
+// of the engine's Config is the user's.
+//
+// # What it carries
+//
+// Publications, join and leave messages go on the channel they belong to;
+// Centrifuge's node-to-node control messages (node discovery, server-side
+// disconnects, unsubscribes, subscribes, surveys) go on one control channel,
+// Config.ControlChannel, that every node subscribes to. A control message
+// for one node carries that node's ID and the others drop it. Centrifuge
+// calls carry no context, so each is bounded by Config.CallTimeout.
+//
+// # Losses reach the clients
+//
+// shardcast reports the channels whose messages may have been lost:
+// EventInterrupted (a connection dropped, a master failed, a slot moved)
+// and EventDropped (a worker queue overflowed). The Broker then
+// unsubscribes the local clients of exactly those channels with
+// Centrifuge's insufficient-state code (centrifuge.UnsubscribeCodeInsufficient),
+// on which client SDKs resubscribe at once; the node's Broker.Subscribe for
+// a resubscribing channel waits until Redis holds the channel again. Clients
+// that subscribed while the channel was interrupted, without such a wait,
+// are unsubscribed once more at the EventRestored. Stats.Resubscribes counts
+// these unsubscribes.
+//
+// # Not supported yet
+//
+// History and recovery: History and RemoveHistory return
+// centrifuge.ErrorNotAvailable, and a Publish asking for history
+// (HistorySize and HistoryTTL both set) or idempotency (IdempotencyKey)
+// fails with an error wrapping ErrNotSupported. Presence needs a
+// centrifuge.PresenceManager of its own (the node's default keeps
+// presence in memory, per node).
+//
+// # FORMAT
+//
+// Every message is one frame, carried as the payload of a shardcast
+// message (so inside shardcast's envelope, unless the engine's
+// Options.Raw is set):
+//
+//	frame       = kind body
+//	kind        = 0x01 publication | 0x02 join | 0x03 leave | 0x04 control   (one byte)
+//	publication = protobuf centrifugal/protocol Publication
+//	join, leave = protobuf centrifugal/protocol ClientInfo
+//	control     = uvarint(len(target)) target command
+//
+// Publication and ClientInfo are Centrifuge's own client-protocol messages,
+// in their Protobuf encoding (MarshalCF), as Centrifuge's Redis broker
+// publishes them. A publication carries Data, Info, Tags, Key, Removed,
+// Version, and for map-broker fan-out Offset, Epoch and PrevData; Delta is
+// set when the publisher asked for delta encoding. Time is not sent: the
+// receiver sets Publication.Time from the envelope's publish time
+// (Message.PublishedAt), which is what Centrifuge's pub/sub lag measures.
+// target is the node ID a control command is for, empty for every node;
+// command is Centrifuge's encoded control command, opaque here. Control
+// frames appear only on the control channel, the other kinds only on other
+// channels.
+//
+// A message that is not such a frame (corrupt, from a foreign publisher, or
+// of a kind that does not belong on its channel) is dropped, counted in
+// Stats.BadFrames and logged at most once a second; it never reaches
+// Centrifuge.
+package centrifugebroker

@@ -1,0 +1,218 @@
+package centrifugebroker
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/centrifugal/centrifuge"
+	"github.com/shardcast/shardcast"
+)
+
+// insufficientState is what a client is told when messages of its channel
+// may have been lost: Centrifuge's own code for it, on which client SDKs
+// resubscribe at once (codes >= 2500 mean "resubscribe").
+var insufficientState = centrifuge.Unsubscribe{Code: centrifuge.UnsubscribeCodeInsufficient, Reason: "insufficient state"}
+
+// onEvent is the shardcast OnEvent callback. It only records and queues:
+// the unsubscribes run on the resync goroutine.
+func (b *Broker) onEvent(ev shardcast.Event) {
+	switch ev.Kind {
+	case shardcast.EventInterrupted:
+		b.log.Warn("centrifugebroker: subscriptions interrupted, telling their clients to resubscribe", "event", ev.String())
+		b.resync.interrupted(b.clientChannels(ev.Channels))
+	case shardcast.EventRestored:
+		b.log.Info("centrifugebroker: subscriptions restored", "event", ev.String())
+		b.resync.restored(b.clientChannels(ev.Channels))
+	case shardcast.EventDropped:
+		b.log.Warn("centrifugebroker: messages dropped (handler slower than publishers), telling their clients to resubscribe",
+			"event", ev.String(), "channels_truncated", ev.Truncated)
+		b.resync.lost(b.clientChannels(ev.Channels))
+	}
+}
+
+// clientChannels returns channels without the control channel.
+func (b *Broker) clientChannels(channels []string) []string {
+	out := make([]string, 0, len(channels))
+	for _, ch := range channels {
+		if ch == b.control {
+			b.log.Warn("centrifugebroker: control messages may have been lost", "channel", ch)
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// resync unsubscribes the local clients of channels that may have lost
+// messages with the insufficient-state code, so that they resubscribe.
+//
+// It does so when an EventInterrupted names the channels, and again when
+// the EventRestored for them arrives, for the clients that subscribed in
+// between without the node's Subscribe having waited for Redis: when a
+// channel keeps a local subscriber throughout, Centrifuge does not call
+// Broker.Subscribe for a newcomer, so the newcomer may have missed
+// messages too. A channel is marked at the interruption; a Broker.Subscribe
+// that started after the mark and succeeded proves Redis holds the channel
+// again, and clears it. Channels still marked at the restore are swept.
+type resync struct {
+	hub *centrifuge.Hub
+	log *slog.Logger
+
+	mu     sync.Mutex
+	gen    uint64            // bumped at every interruption
+	marked map[string]uint64 // channel → gen of its interruption
+	queue  []string          // channels to sweep
+
+	wake chan struct{} // holds at most one pending wake-up
+	quit chan struct{}
+	done chan struct{}
+
+	unsubscribed atomic.Uint64
+}
+
+func startResync(hub *centrifuge.Hub, log *slog.Logger) *resync {
+	r := &resync{
+		hub:    hub,
+		log:    log,
+		marked: make(map[string]uint64),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go r.run()
+	return r
+}
+
+// begin returns the generation a Subscribe starts in, for confirmed.
+func (r *resync) begin() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// confirmed records that Redis confirmed channels for a Subscribe that
+// began in generation since.
+func (r *resync) confirmed(channels []string, since uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range channels {
+		if g, ok := r.marked[ch]; ok && g <= since {
+			delete(r.marked, ch)
+		}
+	}
+}
+
+// forget drops the marks of channels the node unsubscribed.
+func (r *resync) forget(channels []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range channels {
+		delete(r.marked, ch)
+	}
+}
+
+// interrupted marks channels and sweeps their clients.
+func (r *resync) interrupted(channels []string) {
+	if len(channels) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.gen++
+	for _, ch := range channels {
+		r.marked[ch] = r.gen
+	}
+	r.queue = append(r.queue, channels...)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// restored sweeps the clients of channels still marked.
+func (r *resync) restored(channels []string) {
+	r.mu.Lock()
+	n := len(r.queue)
+	for _, ch := range channels {
+		if _, ok := r.marked[ch]; ok {
+			delete(r.marked, ch)
+			r.queue = append(r.queue, ch)
+		}
+	}
+	queued := len(r.queue) > n
+	r.mu.Unlock()
+	if queued {
+		r.signal()
+	}
+}
+
+// lost sweeps the clients of channels, unmarked: no restore follows.
+func (r *resync) lost(channels []string) {
+	if len(channels) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.queue = append(r.queue, channels...)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *resync) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the goroutine and waits for it. Sweeps still queued are
+// dropped: the node is going away.
+func (r *resync) stop() {
+	close(r.quit)
+	<-r.done
+}
+
+func (r *resync) run() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.wake:
+		}
+		r.mu.Lock()
+		queue := r.queue
+		r.queue = nil
+		r.mu.Unlock()
+		r.sweep(queue)
+	}
+}
+
+// sweep unsubscribes every local client of channels with the
+// insufficient-state code.
+func (r *resync) sweep(channels []string) {
+	set := make(map[string]struct{}, len(channels))
+	for _, ch := range channels {
+		if r.hub.NumSubscribers(ch) > 0 {
+			set[ch] = struct{}{}
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	var n uint64
+	defer func() {
+		r.unsubscribed.Add(n)
+		r.log.Info("centrifugebroker: told clients to resubscribe", "channels", len(set), "subscriptions", n)
+	}()
+	for _, c := range r.hub.Connections() {
+		select {
+		case <-r.quit:
+			return
+		default:
+		}
+		for _, ch := range c.Channels() {
+			if _, ok := set[ch]; ok {
+				c.Unsubscribe(ch, insufficientState)
+				n++
+			}
+		}
+	}
+}
