@@ -1,17 +1,25 @@
 package main
 
-import "github.com/centrifugal/centrifuge"
+import (
+	"log/slog"
 
-// setBroker gives the node the broker that carries publications, joins and
-// leaves between nodes.
-//
-// Interim: Centrifuge's own Redis broker over the presence shard, until
-// contrib/centrifugebroker (shardcast as Centrifuge's Broker) is merged.
-func setBroker(node *centrifuge.Node, _ []string, shard *centrifuge.RedisShard) error {
-	b, err := centrifuge.NewRedisBroker(node, centrifuge.RedisBrokerConfig{Shards: []*centrifuge.RedisShard{shard}})
+	"github.com/centrifugal/centrifuge"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/contrib/centrifugebroker"
+)
+
+// setBroker makes shardcast the node's broker and controller:
+// publications, joins, leaves and Centrifuge's node-to-node control
+// messages travel between nodes as sharded Pub/Sub on the Redis Cluster at
+// addrs. Node.Shutdown closes it.
+func setBroker(node *centrifuge.Node, addrs []string, logger *slog.Logger) error {
+	b, err := centrifugebroker.New(node, centrifugebroker.Config{
+		Cluster: &cluster.Config{Addrs: addrs},
+		Logger:  logger,
+	})
 	if err != nil {
 		return err
 	}
-	node.SetBroker(b)
+	node.SetBroker(b) // also sets it as the node's Controller
 	return nil
 }

@@ -74,7 +74,7 @@ func newChatNode(cfg nodeConfig) (_ *chatNode, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("presence shard: %w", err)
 	}
-	if err := setBroker(node, cfg.Cluster, c.shard); err != nil {
+	if err := setBroker(node, cfg.Cluster, logger); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	presence, err := centrifuge.NewRedisPresenceManager(node, centrifuge.RedisPresenceManagerConfig{

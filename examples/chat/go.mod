@@ -2,7 +2,12 @@ module github.com/shardcast/shardcast/examples/chat
 
 go 1.26.0
 
-require github.com/centrifugal/centrifuge v0.40.1
+require (
+	github.com/centrifugal/centrifuge v0.40.1
+	github.com/chromedp/chromedp v0.23.1
+	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-00010101000000-000000000000
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -10,7 +15,6 @@ require (
 	github.com/centrifugal/protocol v0.23.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/maypok86/otter/v2 v2.4.0 // indirect
