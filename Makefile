@@ -6,6 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 FUZZTIME ?= 5s
 
 .PHONY: test demo fmt-check vet unit fuzz bench generate redis
+.PHONY: chat chat-web
 
 ## demo: runs the main job on a local Redis the command starts itself.
 demo: redis
@@ -38,3 +39,16 @@ generate:
 ## on 2 cores) and regenerates docs/BENCHMARKS.md. ARGS passes flags, e.g. ARGS='-rounds 7'.
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)
+
+## chat: a real-time chat on Centrifuge + shardcast: starts a local Redis Cluster (3 masters,
+## 3 replicas) and three chat nodes, prints their URLs; Ctrl-C stops everything.
+## ARGS passes flags, e.g. ARGS='-cluster 10.0.0.1:7000 -nodes 1 -port 8000'.
+chat: redis chat-web
+	cd examples/chat && $(GO) build -o $(CURDIR)/bin/chat . && exec $(CURDIR)/bin/chat $(ARGS)
+
+## chat-web: installs the chat page's browser client (centrifuge-js, pinned) from npm, and npm
+## itself with apt-get when missing and root. The chat's browser test skips without it.
+CHAT_CLIENT := examples/chat/web/node_modules/centrifuge/dist/centrifuge.js
+chat-web: $(CHAT_CLIENT)
+$(CHAT_CLIENT): examples/chat/web/package.json examples/chat/web/package-lock.json
+	@./examples/chat/web/install.sh

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/draw"
+	"image/png"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const clientPath = "web/node_modules/centrifuge/dist/centrifuge.js"
+
+// TestBrowsersChatAcrossNodes loads the page from two nodes in headless
+// Chromium, types a message into the page of node-1 and waits for it on the
+// page of node-2. It also checks that each page lists the other user as
+// present. Set CHAT_SCREENSHOT=file.png to keep a picture of both pages.
+func TestBrowsersChatAcrossNodes(t *testing.T) {
+	browser := findChromium(t)
+	if _, err := os.Stat(clientPath); err != nil {
+		t.Skipf("the npm-installed centrifuge client is missing (%v); run `make chat-web` (npm ci in examples/chat/web)", err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cluster, err := startLocalCluster(ctx, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.stop)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nodes, err := startNodes(cluster.Addrs, 2, "127.0.0.1", 0, clientPath, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nodes.stop)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser),
+		chromedp.NoSandbox, // Chromium refuses to start as root with its sandbox on
+		chromedp.WindowSize(640, 480),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	tabA, cancelA := chromedp.NewContext(allocCtx)
+	defer cancelA()
+	tabB, cancelB := chromedp.NewContext(tabA) // a second tab of the same browser
+	defer cancelB()
+	logConsole(t, tabA, "node-1 page")
+	logConsole(t, tabB, "node-2 page")
+
+	open := func(tab context.Context, url string) {
+		t.Helper()
+		// The send button is enabled once the room subscription is confirmed.
+		if err := chromedp.Do(tab, chromedp.Navigate(url), chromedp.WaitEnabled(chromedp.ID("send"))); err != nil {
+			t.Fatalf("open %s: %v", url, err)
+		}
+	}
+	open(tabA, nodes[0].url+"/?name=alice")
+	open(tabB, nodes[1].url+"/?name=bob")
+
+	// Presence crosses nodes: alice sees bob join, bob finds alice in Redis.
+	waitText(t, tabA, "#who", "bob (node-2)")
+	waitText(t, tabB, "#who", "alice (node-1)")
+
+	const text = "hello from node-1"
+	if err := chromedp.Do(tabA, chromedp.SendKeys(chromedp.ID("text"), text), chromedp.Click(chromedp.ID("send"))); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	waitText(t, tabB, "#messages .message", "alice (node-1): "+text)
+	waitText(t, tabA, "#messages .message", "alice (node-1): "+text)
+
+	if path := os.Getenv("CHAT_SCREENSHOT"); path != "" {
+		saveScreenshots(t, path, tabA, tabB)
+	}
+}
+
+// findChromium returns the path of a Chromium or Chrome binary, or skips.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	t.Skip("no chromium on PATH (Debian/Ubuntu: apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+// waitText waits until an element matching sel has text containing want.
+func waitText(t *testing.T, tab context.Context, sel, want string) {
+	t.Helper()
+	js := `[...document.querySelectorAll(` + jsString(sel) + `)].some(e => e.textContent.includes(` + jsString(want) + `))`
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		got, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("waiting for %q in %s: %v\npage text:\n%s", want, sel, err, got)
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
+
+// logConsole copies the page's console messages and uncaught exceptions to
+// the test log, to explain a failure.
+func logConsole(t *testing.T, tab context.Context, label string) {
+	// Console starts the browser and subscribes before any page loads.
+	messages := chromedp.Console(tab)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			t.Logf("%s console: %s", label, m)
+		}
+	})
+	t.Cleanup(wg.Wait) // the iterator ends when the tab's context is cancelled
+}
+
+// saveScreenshots writes one PNG with the two pages side by side.
+func saveScreenshots(t *testing.T, path string, tabs ...context.Context) {
+	t.Helper()
+	var shots []image.Image
+	width, height := 0, 0
+	for _, tab := range tabs {
+		b, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		shots = append(shots, img)
+		width += img.Bounds().Dx()
+		height = max(height, img.Bounds().Dy())
+	}
+	out := image.NewRGBA(image.Rect(0, 0, width, height))
+	x := 0
+	for _, img := range shots {
+		r := img.Bounds()
+		draw.Draw(out, image.Rect(x, 0, x+r.Dx(), r.Dy()), img, r.Min, draw.Src)
+		x += r.Dx()
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of both pages: %s", path)
+}
