@@ -289,4 +289,8 @@ type Stats struct {
 	Channels int
 	// Reconnects counts subscribe connections re-established after a loss.
 	Reconnects uint64
+	// Stale counts messages dropped because they arrived on a connection
+	// their partition had moved away from: after a failover or a slot move
+	// the old node may deliver for a moment what the new one delivers too.
+	Stale uint64
 }

@@ -156,12 +156,13 @@ func (l *Layout) AppendKey(dst []byte, channel string) []byte {
 // partition (use Partition for that) and does not allocate: the result
 // shares memory with key.
 func (l *Layout) Channel(key string) (string, bool) {
-	_, channel, ok := l.parseKey(key)
+	_, channel, ok := l.SplitKey(key)
 	return channel, ok
 }
 
-// parseKey splits a wire key into its partition and channel.
-func (l *Layout) parseKey(key string) (p int, channel string, ok bool) {
+// SplitKey is Channel that also returns the partition the key's tag
+// names, found from the tag alone (no hashing of the channel).
+func (l *Layout) SplitKey(key string) (partition int, channel string, ok bool) {
 	if len(key) < 3 || key[0] != '{' {
 		return 0, "", false
 	}
@@ -169,7 +170,7 @@ func (l *Layout) parseKey(key string) (p int, channel string, ok bool) {
 	if end < 2 { // no '}' within reach, or an empty tag
 		return 0, "", false
 	}
-	p, ok = l.tagPartition(key[1:end])
+	partition, ok = l.tagPartition(key[1:end])
 	if !ok {
 		return 0, "", false
 	}
@@ -181,7 +182,7 @@ func (l *Layout) parseKey(key string) (p int, channel string, ok bool) {
 	if channel == "" {
 		return 0, "", false
 	}
-	return p, channel, true
+	return partition, channel, true
 }
 
 // tagPartition returns the partition whose tag is tag. The tag's CRC16

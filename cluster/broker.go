@@ -203,14 +203,14 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 	return b.core.Unsubscribe(ctx, channels)
 }
 
-// onMessage runs on a wire's reader goroutine.
-func (b *Broker) onMessage(key string, payload []byte) {
-	channel, ok := b.layout.Channel(key)
+// onMessage runs on the reader goroutine of l's wire.
+func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
+	p, channel, ok := b.layout.SplitKey(key)
 	if !ok {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
-	b.core.Inbox.Deliver(channel, payload)
+	b.core.DeliverFrom(l, p, channel, payload)
 }
 
 // onLost runs on a wire's reader goroutine when the server unsubscribed a

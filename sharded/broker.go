@@ -76,7 +76,8 @@ func New(cfg Config) (*Broker, error) {
 	if b.core.Paths != nil {
 		for _, d := range dials {
 			for j := range b.conns {
-				b.links = append(b.links, b.core.NewLink(d, j, b.core.Inbox.Deliver, nil))
+				// A path never leaves its link here, so no owner check.
+				b.links = append(b.links, b.core.NewLink(d, j, b.deliver, nil))
 			}
 		}
 		for _, l := range b.links {
@@ -154,6 +155,10 @@ func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 func (b *Broker) Close() error {
 	b.core.Close(b.teardown)
 	return nil
+}
+
+func (b *Broker) deliver(_ *engine.Link, channel string, payload []byte) {
+	b.core.Inbox.Deliver(channel, payload)
 }
 
 func (b *Broker) teardown() {

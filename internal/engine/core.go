@@ -51,7 +51,7 @@ type Core struct {
 	partitions bool // paths are cluster partitions: events list them
 	resub      shardcast.Resubscriber
 
-	calls, published, reconnects, resubscribeCommands atomic.Uint64
+	calls, published, reconnects, resubscribeCommands, stale atomic.Uint64
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever state changes
@@ -141,9 +141,21 @@ func (c *Core) CheckPublish(ctx context.Context, channel string, payload []byte)
 	return CheckPublish(ctx, c.closed.Load(), channel, payload, c.Options.MaxPayload)
 }
 
+// DeliverFrom hands a message that arrived on link l for path p to the
+// worker pool, unless p's subscription has moved to another link since:
+// then it is the old node still delivering what the new one delivers too,
+// and it is dropped (counted in Stats.Stale). It runs on l's reader.
+func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
+	if c.Paths[p].owner.Load() != l {
+		c.stale.Add(1)
+		return
+	}
+	c.Inbox.Deliver(channel, payload)
+}
+
 // Stats returns the broker's counters.
 func (c *Core) Stats() shardcast.Stats {
-	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load()}
+	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load(), Stale: c.stale.Load()}
 	if c.Pool != nil {
 		st.Delivered, st.Dropped = c.Pool.Delivered(), c.Pool.Dropped()
 		st.Received, st.BadFrames = c.Inbox.Received(), c.Inbox.BadFrames()

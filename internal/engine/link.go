@@ -52,13 +52,13 @@ type Link struct {
 }
 
 // NewLink returns a link to the node d reaches. Messages read on it go to
-// onMessage with their wire key; onLost, if set, gets the keys the server
-// unsubscribed on its own (sharded Pub/Sub after a slot move). Start runs
-// it.
-func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(key string, payload []byte), onLost func(l *Link, key string)) *Link {
+// onMessage with the link and their wire key; onLost, if set, gets the
+// keys the server unsubscribed on its own (sharded Pub/Sub after a slot
+// move). Start runs it.
+func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link, key string, payload []byte), onLost func(l *Link, key string)) *Link {
 	ctx, cancel := context.WithCancel(c.ctx)
 	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	l.hooks.OnMessage = onMessage
+	l.hooks.OnMessage = func(key string, payload []byte) { onMessage(l, key, payload) }
 	if onLost != nil {
 		l.hooks.OnLost = func(key string) { onLost(l, key) }
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -29,6 +30,12 @@ type Path struct {
 	// unchanged once Redis confirmed: a push that overtook the activation
 	// would otherwise be ignored and leave the path silently dead.
 	lost uint64
+	// owner is the link whose wire the path's channels were last sent to
+	// subscribe. Messages for the path are taken only from it: after a
+	// move (a failover, a slot migration) the old node may keep delivering
+	// on its wire until it learns it lost the slot, and the same message
+	// then arrives twice.
+	owner atomic.Pointer[Link]
 }
 
 func newPath(id int) *Path {

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// movingRouter carries its one path on links[carrier]; a test moves it.
+type movingRouter struct {
+	mu      sync.Mutex
+	links   []*Link
+	carrier int
+}
+
+func (r *movingRouter) PathOf(string) int           { return 0 }
+func (r *movingRouter) Key(_ int, ch string) string { return ch }
+func (r *movingRouter) Describe(int) string         { return "path 0" }
+func (r *movingRouter) Links() []*Link              { return r.links }
+
+func (r *movingRouter) Carrier(int) *Link {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.links[r.carrier]
+}
+
+func (r *movingRouter) Carried(l *Link) []int {
+	if r.Carrier(0) == l {
+		return []int{0}
+	}
+	return nil
+}
+
+func (r *movingRouter) moveTo(i int) {
+	r.mu.Lock()
+	r.carrier = i
+	r.mu.Unlock()
+}
+
+// TestMovedPathIgnoresItsOldWire: a path moved to another link while the
+// old node keeps its subscription (as a demoted master does until it
+// learns of the failover, still receiving its shard's messages) takes
+// each message once, from its new link, and counts the old link's copy as
+// stale. The two links here reach one standalone server, so every
+// publish arrives on both wires, as it would from old and new master.
+func TestMovedPathIgnoresItsOldWire(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	got := make(chan string, 16)
+	restored := make(chan struct{}, 4)
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Raw:     true,
+			Handler: func(m shardcast.Message) { got <- string(m.Payload) },
+			OnEvent: func(ev shardcast.Event) {
+				if ev.Kind == shardcast.EventRestored {
+					restored <- struct{}{}
+				}
+			},
+		}.WithDefaults(),
+		Conn:  shardcast.ConnOptions{RecoveryInterval: 10 * time.Millisecond}.WithDefaults(),
+		Paths: 1,
+		Mode:  subconn.Classic,
+	})
+	r := &movingRouter{}
+	c.SetRouter(r)
+	deliver := func(l *Link, key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) }
+	for i := range 2 {
+		r.links = append(r.links, c.NewLink(subconn.Dialer{Addr: srv.Addr()}, i, deliver, nil))
+	}
+	t.Cleanup(func() {
+		c.Close(func() {
+			for _, l := range r.links {
+				l.Stop()
+			}
+		})
+	})
+	for _, l := range r.links {
+		l.Start()
+	}
+	c.Maintain(0, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.Subscribe(ctx, []string{"ch"}))
+	publish := func(payload string) {
+		t.Helper()
+		_, err := srv.Do(ctx, "PUBLISH", "ch", payload)
+		require.NoError(t, err)
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case p := <-got:
+			return p
+		case <-ctx.Done():
+			t.Fatal("no message")
+			return ""
+		}
+	}
+	publish("before")
+	require.Equal(t, "before", next())
+
+	// The move: the path goes to link 1; link 0's wire keeps "ch".
+	r.moveTo(1)
+	c.InterruptMoved([]Move{{Path: 0, From: srv.Addr(), To: srv.Addr(), Since: time.Now()}},
+		func(string, string) error { return errors.New("moved") })
+	c.RequestRefresh()
+	select {
+	case <-restored:
+	case <-ctx.Done():
+		t.Fatal("the path was not restored on its new link")
+	}
+	require.Equal(t, r.links[1].Current(), c.Paths[0].ActiveWire())
+	n, err := srv.Do(ctx, "PUBSUB", "NUMSUB", "ch")
+	require.NoError(t, err)
+	require.Equal(t, []any{"ch", int64(2)}, n, "both wires hold the channel, as old and new master would")
+
+	publish("after")
+	publish("marker")
+	assert.Equal(t, "after", next())
+	assert.Equal(t, "marker", next(), "the old wire's copy of the message was delivered too")
+	assert.Eventually(t, func() bool { return c.Stats().Stale == 2 }, 10*time.Second, time.Millisecond,
+		"the old wire's copies of both are counted")
+}
