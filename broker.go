@@ -34,7 +34,11 @@ type Handler func(Message)
 // Broker is the contract both engines implement.
 type Broker interface {
 	// Publish sends payload to every subscriber of channel. It returns once
-	// Redis accepted the command.
+	// Redis accepted the command. An error does not mean the message was
+	// not delivered: only one that wraps ErrNotSent says Redis never got
+	// it. After any other error (a timeout, a connection lost while the
+	// reply was due) the message may still be delivered, even after newer
+	// messages of its channel, so resending it can deliver it twice.
 	Publish(ctx context.Context, channel string, payload []byte) error
 	// Subscribe adds channels to the broker's subscriptions and returns
 	// once Redis has confirmed every one of them. It is idempotent. If the
