@@ -23,19 +23,13 @@ import (
 
 // TestTLS: a rediss:// URL, or host:port with Conn.TLS, reaches Redis over
 // TLS for both the publishing and the subscribe connections; plain TCP to
-// the TLS port fails New.
+// the TLS port, or a server certificate from another CA, fails New; a
+// server that wants client certificates takes the broker's and refuses a
+// broker without one.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	pool := writeSelfSignedCert(t, dir)
-	tlsPort := freePort(t)
-	redistest.StartStandalone(t, redistest.WithArgs(
-		"--tls-port", strconv.Itoa(tlsPort),
-		"--tls-cert-file", filepath.Join(dir, "cert.pem"),
-		"--tls-key-file", filepath.Join(dir, "key.pem"),
-		"--tls-ca-cert-file", filepath.Join(dir, "cert.pem"),
-		"--tls-auth-clients", "no",
-	))
-	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	tlsAddr := startTLSServer(t, dir, "no")
 	conn := shardcast.ConnOptions{TLS: &tls.Config{RootCAs: pool}}
 	for name, cfg := range map[string]Config{
 		"url":       {Addrs: []string{"rediss://" + tlsAddr}, Conn: conn},
@@ -43,11 +37,45 @@ func TestTLS(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) { roundTrip(t, cfg) })
 	}
+	t.Run("mutual TLS", func(t *testing.T) {
+		mutual := startTLSServer(t, dir, "yes")
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+		require.NoError(t, err)
+		roundTrip(t, Config{Addrs: []string{"rediss://" + mutual},
+			Conn: shardcast.ConnOptions{TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}})
+		b, err := New(Config{Addrs: []string{mutual}, Conn: conn})
+		require.Error(t, err, "no client certificate")
+		require.Nil(t, b)
+	})
+	t.Run("wrong CA", func(t *testing.T) {
+		other := writeSelfSignedCert(t, t.TempDir())
+		b, err := New(Config{Addrs: []string{tlsAddr}, Conn: shardcast.ConnOptions{TLS: &tls.Config{RootCAs: other}}})
+		require.Error(t, err)
+		require.Nil(t, b)
+		var unknown x509.UnknownAuthorityError
+		require.ErrorAs(t, err, &unknown)
+	})
 	t.Run("plain to the TLS port", func(t *testing.T) {
 		b, err := New(Config{Addrs: []string{tlsAddr}, Conn: shardcast.ConnOptions{DialTimeout: 2 * time.Second}})
 		require.Error(t, err)
 		require.Nil(t, b)
 	})
+}
+
+// startTLSServer starts a standalone Redis with a TLS port serving the
+// certificate in dir (clients must present one when authClients is "yes")
+// and returns the TLS port's address.
+func startTLSServer(t *testing.T, dir, authClients string) string {
+	t.Helper()
+	port := freePort(t)
+	redistest.StartStandalone(t, redistest.WithArgs(
+		"--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", filepath.Join(dir, "cert.pem"),
+		"--tls-key-file", filepath.Join(dir, "key.pem"),
+		"--tls-ca-cert-file", filepath.Join(dir, "cert.pem"),
+		"--tls-auth-clients", authClients,
+	))
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // writeSelfSignedCert writes cert.pem and key.pem for 127.0.0.1 into dir
