@@ -38,3 +38,10 @@ generate:
 ## on 2 cores) and regenerates docs/BENCHMARKS.md. ARGS passes flags, e.g. ARGS='-rounds 7'.
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)
+
+## interop: installs what the Python and Node.js reference implementations need (interop/install.sh),
+## then runs their vector runners and the cross-language publish tests.
+.PHONY: interop
+interop: redis
+	bash interop/install.sh
+	$(GO) test -race -count=1 -run 'TestReferenceVectors|TestCrossLanguage' -v ./interop/
