@@ -41,7 +41,7 @@ const installHint = "run `bash interop/install.sh` from the repository root"
 type language struct {
 	name    string
 	dir     string   // interop/<name>, where its scripts live
-	command []string // interpreter, before the script
+	interp  string // the interpreter's absolute path
 	vectors string   // the vector runner's file name
 	publish string   // the publisher's file name
 }
@@ -69,7 +69,7 @@ func findPython(withClient bool) (language, string) {
 			continue
 		}
 		if exec.Command(path, "-c", imports).Run() == nil {
-			return language{name: "python", dir: "python", command: []string{path}, vectors: "test_vectors.py", publish: "publish.py"}, ""
+			return language{name: "python", dir: "python", interp: path, vectors: "test_vectors.py", publish: "publish.py"}, ""
 		}
 	}
 	return language{name: "python"}, fmt.Sprintf("no python3 that can %q (tried $SHARDCAST_PYTHON, interop/python/.venv, python3, /usr/bin/python3)", imports)
@@ -91,7 +91,7 @@ func findNode(withClient bool) (language, string) {
 			return language{name: "node"}, "interop/node/node_modules/" + m + " is missing"
 		}
 	}
-	return language{name: "node", dir: "node", command: []string{path}, vectors: "test_vectors.js", publish: "publish.js"}, ""
+	return language{name: "node", dir: "node", interp: path, vectors: "test_vectors.js", publish: "publish.js"}, ""
 }
 
 // languages returns the reference implementations that can run here. Each
@@ -115,8 +115,7 @@ func languages(t *testing.T, withClient bool) []language {
 // fails.
 func (lang language) run(t *testing.T, ctx context.Context, script string, args ...string) string {
 	t.Helper()
-	argv := append(append(lang.command[1:len(lang.command):len(lang.command)], script), args...)
-	cmd := exec.CommandContext(ctx, lang.command[0], argv...)
+	cmd := exec.CommandContext(ctx, lang.interp, append([]string{script}, args...)...)
 	cmd.Dir = lang.dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
