@@ -40,10 +40,10 @@ const installHint = "run `bash interop/install.sh` from the repository root"
 // language is one reference implementation and how to run it.
 type language struct {
 	name    string
-	dir     string   // interop/<name>, where its scripts live
+	dir     string // interop/<name>, where its scripts live
 	interp  string // the interpreter's absolute path
-	vectors string   // the vector runner's file name
-	publish string   // the publisher's file name
+	vectors string // the vector runner's file name
+	publish string // the publisher's file name
 }
 
 // findPython finds an interpreter that imports xxhash (and redis, when
