@@ -1,0 +1,201 @@
+'use strict';
+// Reference implementation of shardcast's wire layout (docs/LAYOUT.md).
+//
+// Everything a Node.js publisher or subscriber needs to meet shardcast nodes
+// on the same Redis: the partition and wire key of a channel (cluster
+// engine), the instance of a channel (sharded engine), the hash slot of a
+// key, the envelope frame, and both layout fingerprints. Checked against
+// testdata/layout_vectors.json by test_vectors.js.
+//
+// xxhash-wasm loads asynchronously: `await layout.ready` once before using
+// anything else. Channels, prefixes and keys may be strings (encoded as
+// UTF-8) or Buffers; keys and frames are returned as Buffers. 64-bit values
+// (hashes, jump keys, microsecond times) are BigInts.
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const loadXXHash = require('xxhash-wasm');
+
+const PARTITION_COUNTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+const SLOT_COUNT = 16384;
+const TAGS_DIR = process.env.SHARDCAST_TAGS_DIR || path.join(__dirname, '..', '..', 'docs', 'tags');
+const MASK64 = (1n << 64n) - 1n;
+
+let hasher = null;
+const ready = loadXXHash().then((h) => { hasher = h; });
+
+const bytes = (s) => (typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.from(s));
+
+/** XXH64 of data with seed 0, as a BigInt. */
+function xxh64(data) {
+  if (!hasher) throw new Error('shardcast_layout: await ready before hashing');
+  return hasher.h64Raw(bytes(data), 0n);
+}
+
+/** Jump consistent hash (Lamping and Veach) of a 64-bit BigInt key. */
+function jump(key, buckets) {
+  if (buckets <= 1) return 0;
+  const n = Math.min(buckets, 2147483647);
+  let b = -1;
+  let j = 0;
+  let k = BigInt(key) & MASK64;
+  while (j < n) {
+    b = j;
+    k = (k * 2862933555777941757n + 1n) & MASK64;
+    // Two float64 operations, in this order, then truncation; the operands
+    // are below 2^32, so Number holds them exactly.
+    j = Math.trunc((b + 1) * (2147483648 / (Number(k >> 33n) + 1)));
+  }
+  return b;
+}
+
+/** Index in the ordered address list of the sharded engine's instance. */
+function instance(channel, instances) {
+  return jump(xxh64(channel), instances);
+}
+
+const CRC_TABLE = new Uint16Array(256);
+for (let i = 0; i < 256; i++) {
+  let crc = i << 8;
+  for (let b = 0; b < 8; b++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  CRC_TABLE[i] = crc;
+}
+
+/** CRC-16/XMODEM: polynomial 0x1021, initial 0, no reflection. */
+function crc16(data) {
+  let crc = 0;
+  for (const byte of bytes(data)) crc = ((crc << 8) & 0xffff) ^ CRC_TABLE[(crc >> 8) ^ byte];
+  return crc;
+}
+
+/** Redis Cluster hash slot of a key, as CLUSTER KEYSLOT computes it. */
+function keySlot(key) {
+  let k = bytes(key);
+  const start = k.indexOf(0x7b); // {
+  if (start >= 0) {
+    const end = k.indexOf(0x7d, start + 1); // }
+    if (end > start + 1) k = k.subarray(start + 1, end);
+  }
+  return crc16(k) % SLOT_COUNT;
+}
+
+/** The tag of every partition, read from docs/tags/<partitions>.txt. */
+function loadTags(partitions, tagsDir = TAGS_DIR) {
+  if (!PARTITION_COUNTS.includes(partitions)) throw new Error(`${partitions} partitions has no tag table`);
+  const file = path.join(tagsDir, `${partitions}.txt`);
+  const tags = fs.readFileSync(file, 'ascii').split('\n').slice(0, -1);
+  if (tags.length !== partitions) throw new Error(`${file} has ${tags.length} tags, want ${partitions}`);
+  return tags;
+}
+
+/** The cluster engine's mapping of channels to partitions and keys. */
+class Layout {
+  constructor(partitions, prefix = '', tagsDir = TAGS_DIR) {
+    this.partitions = partitions;
+    this.prefix = bytes(prefix);
+    this.tags = loadTags(partitions, tagsDir);
+    this.tagSet = new Set(this.tags);
+  }
+
+  partition(channel) { return jump(xxh64(channel), this.partitions); }
+
+  tag(partition) { return this.tags[partition]; }
+
+  /** Wire key: "{" + tag + "}." + prefix + channel. */
+  key(channel) {
+    const tag = this.tags[this.partition(channel)];
+    return Buffer.concat([Buffer.from(`{${tag}}.`, 'ascii'), this.prefix, bytes(channel)]);
+  }
+
+  slot(partition) { return keySlot(this.tags[partition]); }
+
+  /** Channel (a Buffer) of a wire key of this layout, or null. */
+  channel(key) {
+    const k = bytes(key);
+    const end = k.indexOf(0x7d);
+    if (k[0] !== 0x7b || end < 2 || !this.tagSet.has(k.subarray(1, end).toString('latin1'))) return null;
+    const head = Buffer.concat([Buffer.from('.'), this.prefix]);
+    const rest = k.subarray(end + 1);
+    if (rest.length <= head.length || !rest.subarray(0, head.length).equals(head)) return null;
+    return rest.subarray(head.length);
+  }
+
+  fingerprint() {
+    const fields = [Buffer.from('shardcast-layout-v1'), Buffer.from(String(this.partitions)), this.prefix,
+      ...this.tags.map((t) => Buffer.from(t, 'ascii'))];
+    const data = Buffer.concat(fields.flatMap((f) => [Buffer.from(`${f.length}:`), f]));
+    return `${this.partitions}-${(xxh64(data) >> 16n).toString(16).padStart(12, '0')}`;
+  }
+}
+
+/** The host:port the sharded engine hashes for a configured address. */
+function normalizeAddr(addr) {
+  if (!addr.includes('://')) return addr;
+  let netloc = addr.split('://', 2)[1].split('/')[0];
+  netloc = netloc.slice(netloc.lastIndexOf('@') + 1);
+  let host;
+  let port = '';
+  if (netloc.startsWith('[')) {
+    const close = netloc.indexOf(']');
+    host = netloc.slice(1, close);
+    if (netloc[close + 1] === ':') port = netloc.slice(close + 2);
+  } else {
+    const colon = netloc.indexOf(':');
+    host = colon < 0 ? netloc : netloc.slice(0, colon);
+    if (colon >= 0) port = netloc.slice(colon + 1);
+  }
+  port = port || '6379';
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function shardedFingerprint(addrs) {
+  const data = `sharded/v1\n${addrs.map(normalizeAddr).join('\n')}`;
+  return `sharded-${crypto.createHash('sha256').update(data, 'utf8').digest('hex').slice(0, 12)}`;
+}
+
+// Envelope frame, version 1.
+const MAGIC = 0xc1;
+const VERSION = 0x01;
+const HEADER_SIZE = 10;
+const MIN_US = 10n ** 15n; // valid non-zero times: [MIN_US, MAX_US)
+const MAX_US = 10n ** 16n;
+
+/** Not an envelope frame; kind is "short", "magic", "version" or "time". */
+class BadFrame extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+/**
+ * Frame payload with a publish time in µs since the Unix epoch (BigInt).
+ * undefined means now; 0n means unknown; other times outside the valid
+ * range are clamped into it, as the Go publisher does.
+ */
+function encodeFrame(payload, timestampUs) {
+  let us = timestampUs === undefined ? BigInt(Date.now()) * 1000n : BigInt(timestampUs);
+  if (us !== 0n) us = us < MIN_US ? MIN_US : us >= MAX_US ? MAX_US - 1n : us;
+  const header = Buffer.alloc(HEADER_SIZE);
+  header[0] = MAGIC;
+  header[1] = VERSION;
+  header.writeBigUInt64BE(us, 2);
+  return Buffer.concat([header, bytes(payload)]);
+}
+
+/** Returns {timestampUs (BigInt, 0n if unknown), payload (Buffer)}. */
+function decodeFrame(frame) {
+  const f = bytes(frame);
+  if (f.length < HEADER_SIZE) throw new BadFrame('short', 'shorter than the 10-byte header');
+  if (f[0] !== MAGIC) throw new BadFrame('magic', 'first byte is not 0xC1');
+  if (f[1] !== VERSION) throw new BadFrame('version', `version ${f[1]}`);
+  const us = f.readBigUInt64BE(2);
+  if (us !== 0n && (us < MIN_US || us >= MAX_US)) throw new BadFrame('time', 'publish time out of range');
+  return { timestampUs: us, payload: f.subarray(HEADER_SIZE) };
+}
+
+module.exports = {
+  PARTITION_COUNTS, SLOT_COUNT, BadFrame, Layout, crc16, decodeFrame, encodeFrame, instance, jump,
+  keySlot, loadTags, normalizeAddr, ready, shardedFingerprint, xxh64,
+};

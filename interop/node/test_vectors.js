@@ -1,0 +1,76 @@
+'use strict';
+// Checks shardcast_layout.js against every vector of
+// testdata/layout_vectors.json. Usage: node test_vectors.js [vectors.json]
+// Prints one line per failure and a closing "N passed, N failed" line;
+// exits non-zero if any vector failed.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const sl = require('./shardcast_layout');
+
+async function main() {
+  await sl.ready;
+  const file = process.argv[2] || path.join(__dirname, '..', '..', 'testdata', 'layout_vectors.json');
+  const v = JSON.parse(fs.readFileSync(file, 'utf8'));
+  let passed = 0;
+  let failed = 0;
+  const check = (name, got, want) => {
+    const g = JSON.stringify(got);
+    const w = JSON.stringify(want);
+    if (g === w) {
+      passed++;
+    } else {
+      failed++;
+      console.log(`FAIL ${name}: got ${g}, want ${w}`);
+    }
+  };
+
+  const layouts = new Map();
+  v.layout.forEach((c, i) => {
+    const id = `${c.partitions}/${c.prefix}`;
+    if (!layouts.has(id)) layouts.set(id, new sl.Layout(c.partitions, c.prefix));
+    const lay = layouts.get(id);
+    const name = `layout[${i}] ${JSON.stringify(c.channel)} N=${c.partitions} prefix ${JSON.stringify(c.prefix)}`;
+    const p = lay.partition(c.channel);
+    const key = lay.key(c.channel);
+    check(`${name} hash`, sl.xxh64(c.channel).toString(16).padStart(16, '0'), c.hash);
+    check(`${name} partition`, p, c.partition);
+    check(`${name} tag`, lay.tag(p), c.tag);
+    check(`${name} key`, key.toString('hex'), Buffer.from(c.key, 'utf8').toString('hex'));
+    check(`${name} slot`, [sl.keySlot(key), lay.slot(p)], [c.slot, c.slot]);
+    const back = lay.channel(key);
+    check(`${name} channel`, back && back.toString('hex'), Buffer.from(c.channel, 'utf8').toString('hex'));
+    check(`${name} instance`, sl.instance(c.channel, c.instances), c.instance);
+  });
+  for (const c of v.jump) {
+    check(`jump(${c.key}, ${c.buckets})`, sl.jump(BigInt(c.key), c.buckets), c.bucket);
+  }
+  for (const c of v.envelope_encode) {
+    const frame = sl.encodeFrame(Buffer.from(c.payload_hex, 'hex'), BigInt(c.timestamp_us));
+    check(`encode ${c.timestamp_us}`, frame.toString('hex'), c.frame_hex);
+  }
+  for (const c of v.envelope_decode) {
+    let got;
+    try {
+      const { timestampUs, payload } = sl.decodeFrame(Buffer.from(c.frame_hex, 'hex'));
+      got = [true, timestampUs.toString(), payload.toString('hex')];
+    } catch (e) {
+      if (!(e instanceof sl.BadFrame)) throw e;
+      got = [false, e.kind];
+    }
+    check(`decode ${c.frame_hex}`, got, c.ok ? [true, c.timestamp_us, c.payload_hex] : [false, c.error]);
+  }
+  for (const c of v.layout_fingerprints) {
+    check(`fingerprint N=${c.partitions} prefix ${JSON.stringify(c.prefix)}`,
+      new sl.Layout(c.partitions, c.prefix).fingerprint(), c.fingerprint);
+  }
+  for (const c of v.sharded_fingerprints) {
+    check(`normalize ${JSON.stringify(c.addrs)}`, c.addrs.map(sl.normalizeAddr), c.normalized);
+    check(`sharded fingerprint ${JSON.stringify(c.addrs)}`, sl.shardedFingerprint(c.addrs), c.fingerprint);
+  }
+
+  console.log(`node: ${passed} passed, ${failed} failed`);
+  return failed ? 1 : 0;
+}
+
+main().then((code) => { process.exitCode = code; }, (err) => { console.error(err); process.exitCode = 2; });
