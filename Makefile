@@ -41,7 +41,6 @@ generate:
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)
 
-<<<<<<< HEAD
 ## chat: a real-time chat on Centrifuge + shardcast: starts a local Redis Cluster (3 masters,
 ## 3 replicas) and three chat nodes, prints their URLs; Ctrl-C stops everything.
 ## ARGS passes flags, e.g. ARGS='-cluster 10.0.0.1:7000 -nodes 1 -port 8000'.
@@ -54,11 +53,10 @@ CHAT_CLIENT := examples/chat/web/node_modules/centrifuge/dist/centrifuge.js
 chat-web: $(CHAT_CLIENT)
 $(CHAT_CLIENT): examples/chat/web/package.json examples/chat/web/package-lock.json
 	@./examples/chat/web/install.sh
-=======
+
 ## interop: installs what the Python and Node.js reference implementations need (interop/install.sh),
 ## then runs their vector runners and the cross-language publish tests.
 .PHONY: interop
 interop: redis
 	bash interop/install.sh
 	$(GO) test -race -count=1 -v ./interop/
->>>>>>> wip-spec
