@@ -90,10 +90,26 @@ func New(cfg Config) (*Broker, error) {
 	return b, nil
 }
 
-// fingerprint identifies the shard list: two brokers place every channel
-// on the same instance exactly when their fingerprints are equal.
-func fingerprint(addrs []string) string {
-	sum := sha256.Sum256([]byte("sharded/v1\n" + strings.Join(addrs, "\n")))
+// Fingerprint returns the fingerprint a broker over addrs reports (see
+// Broker.Fingerprint) without connecting: the hash of the instances'
+// host:port in order, credentials and URL schemes left out
+// (docs/LAYOUT.md gives the formula). Two address lists place every
+// channel on the same instance exactly when their fingerprints are equal.
+// It fails like New on a malformed address.
+func Fingerprint(addrs []string) (string, error) {
+	hosts := make([]string, len(addrs))
+	for i, a := range addrs {
+		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
+		if err != nil {
+			return "", err
+		}
+		hosts[i] = d.Addr
+	}
+	return fingerprint(hosts), nil
+}
+
+func fingerprint(hosts []string) string {
+	sum := sha256.Sum256([]byte("sharded/v1\n" + strings.Join(hosts, "\n")))
 	return "sharded-" + hex.EncodeToString(sum[:6])
 }
 

@@ -17,13 +17,10 @@ package layoutgen
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -32,8 +29,10 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/jump"
+	"github.com/shardcast/shardcast/sharded"
 )
 
 // VectorsPath and TagsDir are where Files puts its output, relative to the
@@ -350,43 +349,19 @@ func decodeErrorKind(err error) (string, error) {
 	return "", fmt.Errorf("layoutgen: unclassified decode error: %w", err)
 }
 
-// ShardedFingerprint returns the sharded engine's fingerprint of addrs as
-// sharded/broker.go computes it from the normalized addresses, and the
-// normalized addresses. The sharded package keeps its function
-// unexported, so this is a second implementation of docs/LAYOUT.md; a
-// test in package interop checks it against a live sharded.Broker.
+// ShardedFingerprint returns the sharded engine's fingerprint of addrs
+// (sharded.Fingerprint) and the host:port list it hashes.
 func ShardedFingerprint(addrs []string) (string, []string, error) {
 	norm := make([]string, len(addrs))
 	for i, a := range addrs {
-		n, err := NormalizeAddr(a)
+		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
 		if err != nil {
-			return "", nil, err
+			return "", nil, fmt.Errorf("layoutgen: %w", err)
 		}
-		norm[i] = n
+		norm[i] = d.Addr
 	}
-	sum := sha256.Sum256([]byte("sharded/v1\n" + strings.Join(norm, "\n")))
-	return "sharded-" + hex.EncodeToString(sum[:6]), norm, nil
-}
-
-// NormalizeAddr returns the host:port the sharded engine hashes for a
-// configured address: a host:port as it is, a redis:// URL as its host and
-// port (6379 when absent), without credentials or database.
-func NormalizeAddr(addr string) (string, error) {
-	if !strings.Contains(addr, "://") {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return "", fmt.Errorf("layoutgen: address %q: %w", addr, err)
-		}
-		return addr, nil
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return "", fmt.Errorf("layoutgen: address %q: %w", addr, err)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "6379"
-	}
-	return net.JoinHostPort(u.Hostname(), port), nil
+	fp, err := sharded.Fingerprint(addrs)
+	return fp, norm, err
 }
 
 func shardedFingerprints() ([]ShardedFingerprintVector, error) {
