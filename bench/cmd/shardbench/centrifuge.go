@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardcast/shardcast/bench/internal/engines"
+	"github.com/shardcast/shardcast/bench/internal/launch"
 	"github.com/shardcast/shardcast/bench/internal/measure"
 	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/contrib/centrifugebroker"
@@ -46,13 +47,14 @@ const centPartitions = 128
 // subscription (pubsub) and the rest.
 type centResult struct {
 	tpResult
-	Broker      string         `json:"broker"`
-	Nodes       int            `json:"nodes"`
-	Clients     int            `json:"clients"`
-	Subs        int            `json:"subscriptions"`
-	PublishVia  string         `json:"publish_via"`
-	PubSubConns map[string]int `json:"pubsub_connections_per_master"`
-	OtherConns  map[string]int `json:"other_connections_per_master"`
+	Broker       string         `json:"broker"`
+	Nodes        int            `json:"nodes"`
+	Clients      int            `json:"clients"`
+	Subs         int            `json:"subscriptions"`
+	PublishVia   string         `json:"publish_via"`
+	PubSubConns  map[string]int `json:"pubsub_connections_per_master"`
+	PublishConns map[string]int `json:"publish_connections_per_master"`
+	OtherConns   map[string]int `json:"other_connections_per_master"`
 }
 
 // centNode is one Centrifuge server of a run.
@@ -64,14 +66,18 @@ type centNode struct {
 }
 
 // runCentrifuge compares Centrifuge's RedisBroker with the shardcast
-// adapter under the same Centrifuge nodes and WebSocket clients.
+// adapter under the same Centrifuge nodes and WebSocket clients, once per
+// publish path (-cent-publish).
 func runCentrifuge(ctx context.Context, e *env) (section, error) {
 	sec := section{Name: "centrifuge", Title: "Centrifuge end to end: nodes and WebSocket clients"}
-	if cfg.centPublish != "client" && cfg.centPublish != "server" {
-		return sec, fmt.Errorf("-cent-publish %q: want client or server", cfg.centPublish)
+	modes := splitList(cfg.centPublish)
+	for _, m := range modes {
+		if m != "client" && m != "server" {
+			return sec, fmt.Errorf("-cent-publish %q: want server, client or both", cfg.centPublish)
+		}
 	}
-	if cfg.centNodes < 1 || cfg.centClients < 1 || cfg.centChannels < 1 || cfg.centFanout < 1 || cfg.centPublishers < 1 {
-		return sec, errors.New("-cent-nodes, -cent-clients, -cent-channels, -cent-fanout and -cent-publishers must be positive")
+	if len(modes) == 0 || cfg.centNodes < 1 || cfg.centClients < 1 || cfg.centChannels < 1 || cfg.centFanout < 1 || cfg.centPublishers < 1 {
+		return sec, errors.New("-cent-publish must name a mode; -cent-nodes, -cent-clients, -cent-channels, -cent-fanout and -cent-publishers must be positive")
 	}
 	seeds, _, servers, err := e.clusterMasters(ctx, 3)
 	if err != nil {
@@ -83,93 +89,101 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 			return sec, fmt.Errorf("centrifuge scenario: unknown broker %q (have %s, %s)", n, centAdapter, centRedis)
 		}
 	}
-	runs := map[string][]centResult{}
-	total, n := cfg.rounds*len(names), 0
-	for round := 1; round <= cfg.rounds; round++ {
-		for _, name := range names {
-			if ctx.Err() != nil {
-				return sec, ctx.Err()
-			}
-			n++
-			progress("[centrifuge %d/%d] %s, %d nodes × %d clients, publish via %s, round %d …", n, total, name, cfg.centNodes, cfg.centClients, cfg.centPublish, round)
-			r := centRun(ctx, name, seeds, servers)
-			r.Scenario, r.Topology, r.Engine, r.Round = "centrifuge", "cluster-3", name, round
-			emit(r)
-			if r.Error != "" {
-				progress("   error: %s", r.Error)
-			} else {
-				progress("   %s delivered/s, p50 %s, p99 %s, pubsub conns/master %s, other %s", fmtRate(r.Rate), fmtDur(time.Duration(r.P50us*1e3)),
-					fmtDur(time.Duration(r.P99us*1e3)), perMaster(r.PubSubConns, servers), perMaster(r.OtherConns, servers))
-			}
-			runs[name] = append(runs[name], r)
-		}
-	}
-	meds := map[string]centResult{}
-	var rows [][]string
-	for _, name := range names {
-		m := centMedian(runs[name], servers)
-		m.Scenario, m.Round = "centrifuge-median", 0
-		emit(m)
-		meds[name] = m
-		rows = append(rows, centRow(m, servers, len(runs[name])))
-	}
-	head := []string{"broker", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "pubsub conns per master", "other conns per master", "loss", "runs"}
-	tbl := table(head, rows)
-	show("centrifuge\n" + tbl)
 	var body strings.Builder
 	fmt.Fprintf(&body, "%d Centrifuge v0.40.1 nodes in the benchmark process, each serving WebSocket on its own loopback port; %d centrifuge-go v0.12.1 "+
 		"clients per node (%d in all, Protobuf protocol), client *i* on node *i mod %d*. %d channels, each subscribed by %d clients, "+
 		"chosen so that a channel's subscribers sit on different nodes when the fan-out is at most the node count: every publication "+
 		"crosses Redis to %d nodes and reaches %d clients. One 3-master Redis Cluster without replicas, shared by both brokers; both use "+
-		"%d partitions (Centrifuge: `NumShardedPubSubPartitions` with `UsePrecomputedPartitionTags`, its evenly spread tag table; the adapter: "+
-		"`cluster.Config{Partitions: %d}`).\n\n",
+		"%d partitions (`%s`: Centrifuge's `RedisBroker` over one `RedisShard` with `ClusterAddresses`, `NumShardedPubSubPartitions` and "+
+		"`UsePrecomputedPartitionTags`, its evenly spread tag table; `%s`: contrib/centrifugebroker with `cluster.Config{Partitions: %d}`). "+
+		"Only `node.SetBroker` differs between the two.\n\n",
 		cfg.centNodes, cfg.centClients, cfg.centNodes*cfg.centClients, cfg.centNodes, cfg.centChannels, cfg.centFanout,
-		cfg.centFanout, cfg.centFanout, centPartitions, centPartitions)
-	fmt.Fprintf(&body, "%s\n\n", centPublishText())
+		cfg.centFanout, cfg.centFanout, centPartitions, centRedis, centAdapter, centPartitions)
+	fmt.Fprintf(&body, "Publishing: %d closed-loop goroutines, round-robin over the channels, one of two ways. *server*: goroutine *g* calls `Node.Publish` "+
+		"on node *g mod nodes*. *client*: goroutine *g* calls centrifuge-go's `Client.Publish` on client *g mod clients* (so publishes enter "+
+		"every node over WebSocket) and waits for the reply; the node's OnPublish accepts and the node publishes through its broker. "+
+		"The client path adds, per publish, a WebSocket frame each way, a server-side command dispatch, and in centrifuge-go a goroutine and "+
+		"a timer per request. That cost is Centrifuge's and centrifuge-go's, the same under both brokers, and on 2 shared cores it takes CPU "+
+		"the brokers would otherwise use, so the *client* rows measure the whole path and the *server* rows the brokers more directly.\n\n", cfg.centPublishers)
 	fmt.Fprintf(&body, "Each run starts the nodes and clients afresh, waits until every subscription is confirmed, publishes for %s unmeasured and %s measured, "+
 		"then drains. *delivered/s* counts messages stamped inside the measured window and received by a client's OnPublication; latency is "+
 		"from the stamp (taken just before the publish call) to that callback. *client CPU/msg* is getrusage of the whole process — nodes, "+
 		"brokers and clients — per delivered message; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user over the masters. Connections "+
-		"are counted with CLIENT LIST on each master at the end of the measured window, minus those present before the nodes started: "+
-		"*pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *other* is the rest (publishing, cluster topology). %d interleaved rounds; "+
-		"each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
-	body.WriteString(tbl)
-	a, c := meds[centAdapter], meds[centRedis]
-	if a.Error == "" && c.Error == "" && a.Rate > 0 && c.Rate > 0 {
-		rt := table([]string{"ratio", "delivered/s", "p50", "p99", "client CPU/msg"}, [][]string{{centAdapter + " / " + centRedis,
-			ratio(a.Rate, c.Rate), ratio(a.P50us, c.P50us), ratio(a.P99us, c.P99us), ratio(a.ClientCPUns, c.ClientCPUns)}})
-		body.WriteString("\n" + rt)
-		show(rt)
-		ok := a.Rate >= 1.5*c.Rate
-		sec.Targets = append(sec.Targets, target{
-			fmt.Sprintf("centrifuge: delivered/s ≥ 1.5× Centrifuge's RedisBroker, %d nodes × %d WebSocket clients, 3 masters", cfg.centNodes, cfg.centClients),
-			fmt.Sprintf("%s (%s vs %s)", ratio(a.Rate, c.Rate), fmtRate(a.Rate), fmtRate(c.Rate)), metStr(ok)})
-	}
-	if a.Error == "" && a.PubSubConns != nil {
-		// One subscribe and one publish connection per master per node.
-		ok := true
-		for _, s := range servers {
-			if a.PubSubConns[s] != cfg.centNodes || a.OtherConns[s] > cfg.centNodes {
-				ok = false
+		"are counted with CLIENT LIST on each master (in slot order) at the end of the measured window, minus those present before the nodes "+
+		"started: *pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *publish* last ran SPUBLISH, PUBLISH, EVAL(SHA) or FCALL, *other* "+
+		"is the rest: for the adapter, the connections of the engine's rueidis cluster client, which polls CLUSTER SLOTS (one per node "+
+		"and master it has asked); a connection idle since its handshake also counts here. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
+	head := []string{"broker", "publish", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "pubsub conns per master",
+		"publish conns per master", "other conns per master", "loss", "runs"}
+	var rows, rrows [][]string
+	var connTarget *target
+	for _, mode := range modes {
+		runs := map[string][]centResult{}
+		total, n := cfg.rounds*len(names), 0
+		for round := 1; round <= cfg.rounds; round++ {
+			for _, name := range names {
+				if ctx.Err() != nil {
+					return sec, ctx.Err()
+				}
+				n++
+				progress("[centrifuge %s %d/%d] %s, %d nodes × %d clients, round %d …", mode, n, total, name, cfg.centNodes, cfg.centClients, round)
+				r := centRun(ctx, name, mode, seeds, servers)
+				r.Scenario, r.Topology, r.Engine, r.Round = "centrifuge", "cluster-3", name, round
+				emit(r)
+				if r.Error != "" {
+					progress("   error: %s", r.Error)
+				} else {
+					progress("   %s delivered/s, p50 %s, p99 %s, conns per master: pubsub %s, publish %s, other %s", fmtRate(r.Rate),
+						fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), perMaster(r.PubSubConns, servers),
+						perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers))
+				}
+				runs[name] = append(runs[name], r)
 			}
 		}
-		sec.Targets = append(sec.Targets, target{
-			fmt.Sprintf("centrifuge: Redis connections per master = %d nodes × (1 subscribe + 1 publish), not × partitions", cfg.centNodes),
-			fmt.Sprintf("pubsub %s, other %s (Centrifuge: pubsub %s, other %s)", perMaster(a.PubSubConns, servers), perMaster(a.OtherConns, servers),
-				perMaster(c.PubSubConns, servers), perMaster(c.OtherConns, servers)), metStr(ok)})
+		meds := map[string]centResult{}
+		for _, name := range names {
+			m := centMedian(runs[name], servers)
+			m.Scenario, m.Round = "centrifuge-median", 0
+			emit(m)
+			meds[name] = m
+			rows = append(rows, centRow(m, servers, len(runs[name])))
+		}
+		a, c := meds[centAdapter], meds[centRedis]
+		if a.Error == "" && c.Error == "" && a.Rate > 0 && c.Rate > 0 {
+			rrows = append(rrows, []string{centAdapter + " / " + centRedis, mode, ratio(a.Rate, c.Rate), ratio(a.P50us, c.P50us), ratio(a.P99us, c.P99us),
+				ratio(a.ClientCPUns, c.ClientCPUns), ratio(a.RedisCPUns, c.RedisCPUns)})
+			sec.Targets = append(sec.Targets, target{
+				fmt.Sprintf("centrifuge, %s publish: delivered/s ≥ 1.5× Centrifuge's RedisBroker, %d nodes × %d WebSocket clients, 3 masters", mode, cfg.centNodes, cfg.centClients),
+				fmt.Sprintf("%s (%s vs %s)", ratio(a.Rate, c.Rate), fmtRate(a.Rate), fmtRate(c.Rate)), metStr(a.Rate >= 1.5*c.Rate)})
+		}
+		if a.Error == "" && a.PubSubConns != nil && connTarget == nil {
+			// One subscribe and one publish connection per master per node.
+			ok := true
+			for _, s := range servers {
+				if a.PubSubConns[s] != cfg.centNodes || a.PublishConns[s] != cfg.centNodes {
+					ok = false
+				}
+			}
+			connTarget = &target{
+				fmt.Sprintf("centrifuge: Redis connections per master = %d nodes × (1 subscribe + 1 publish), not × partitions", cfg.centNodes),
+				fmt.Sprintf("pubsub %s, publish %s, other %s (Centrifuge: pubsub %s, publish %s)", perMaster(a.PubSubConns, servers),
+					perMaster(a.PublishConns, servers), perMaster(a.OtherConns, servers), perMaster(c.PubSubConns, servers), perMaster(c.PublishConns, servers)),
+				metStr(ok)}
+		}
+	}
+	if connTarget != nil {
+		sec.Targets = append(sec.Targets, *connTarget)
+	}
+	tbl := table(head, rows)
+	show("centrifuge\n" + tbl)
+	body.WriteString(tbl)
+	if len(rrows) > 0 {
+		rt := table([]string{"ratio", "publish", "delivered/s", "p50", "p99", "client CPU/msg", "Redis CPU/msg"}, rrows)
+		body.WriteString("\n" + rt)
+		show(rt)
 	}
 	sec.Body = body.String()
 	return sec, nil
-}
-
-func centPublishText() string {
-	if cfg.centPublish == "client" {
-		return fmt.Sprintf("Publishing is client-side: %d closed-loop goroutines, goroutine *g* calling centrifuge-go's `Client.Publish` on client *g mod clients* "+
-			"(so publishes arrive at every node) and waiting for its reply, round-robin over the channels; the node's OnPublish accepts and "+
-			"the node publishes through its broker.", cfg.centPublishers)
-	}
-	return fmt.Sprintf("Publishing is server-side: %d closed-loop goroutines, goroutine *g* calling `Node.Publish` on node *g mod nodes*, "+
-		"round-robin over the channels.", cfg.centPublishers)
 }
 
 // centChannels returns, for each client, the channels it subscribes to:
@@ -264,20 +278,56 @@ func (cn *centNode) stop() {
 	}
 }
 
-// masterConns returns, per master, the connections CLIENT LIST shows and
-// how many of them hold a subscription.
-func masterConns(servers []string) (all, sub map[string]int) {
-	all, sub = map[string]int{}, map[string]int{}
-	for _, s := range servers {
-		all[s], sub[s] = clientCounts(s)
+// connKinds counts one server's connections by kind: those holding a
+// subscription, those whose last command published, and the rest (slot
+// map polling, connections idle since their handshake, and this query's
+// own connection).
+type connKinds struct{ pubsub, publish, other int }
+
+func countConnKinds(addr string) (k connKinds) {
+	list, err := launch.Command(addr, "CLIENT", "LIST")
+	if err != nil {
+		return k
 	}
-	return all, sub
+	for _, line := range strings.Split(list, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		switch {
+		case !strings.Contains(line, " ssub=0 ") || !strings.Contains(line, " sub=0 "):
+			k.pubsub++
+		case publishCmd(line):
+			k.publish++
+		default:
+			k.other++
+		}
+	}
+	return k
 }
 
-func centRun(ctx context.Context, name string, seeds, servers []string) (res centResult) {
-	res.Broker, res.Nodes, res.Clients, res.PublishVia = name, cfg.centNodes, cfg.centNodes*cfg.centClients, cfg.centPublish
+// publishCmd reports whether a CLIENT LIST line's last command published.
+func publishCmd(line string) bool {
+	for _, c := range []string{"spublish", "publish", "evalsha", "eval", "fcall"} {
+		if strings.Contains(line, " cmd="+c+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// masterConns returns connKinds per master.
+func masterConns(servers []string) map[string]connKinds {
+	out := map[string]connKinds{}
+	for _, s := range servers {
+		out[s] = countConnKinds(s)
+	}
+	return out
+}
+
+func centRun(ctx context.Context, name, mode string, seeds, servers []string) (res centResult) {
+	res.Broker, res.Nodes, res.Clients, res.PublishVia = name, cfg.centNodes, cfg.centNodes*cfg.centClients, mode
 	res.Channels, res.PayloadBytes, res.Publishers = cfg.centChannels, cfg.payload, cfg.centPublishers
-	baseAll, baseSub := masterConns(servers)
+	base := masterConns(servers)
 
 	var nodes []*centNode
 	var clients []*gocent.Client
@@ -299,7 +349,8 @@ func centRun(ctx context.Context, name string, seeds, servers []string) (res cen
 		for _, s := range servers {
 			for {
 				n, _ := clientCounts(s)
-				if n <= baseAll[s] || time.Now().After(deadline) {
+				b := base[s]
+				if n <= b.pubsub+b.publish+b.other || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -376,7 +427,7 @@ func centRun(ctx context.Context, name string, seeds, servers []string) (res cen
 
 	channels := channelNames(prefix, cfg.centChannels)
 	publish := func(g int, ch string, buf []byte) error {
-		if cfg.centPublish == "client" {
+		if mode == "client" {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			_, err := clients[g%len(clients)].Publish(pctx, ch, buf)
@@ -430,17 +481,18 @@ func centRun(ctx context.Context, name string, seeds, servers []string) (res cen
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
 	pub1 := sumPub()
-	all, sub := masterConns(servers)
+	conns := masterConns(servers)
 	stop.Store(true)
 	wg.Wait()
 	// Every message a client receives was delivered to cfg.centFanout of them.
 	drain(&total, sumPub()*uint64(cfg.centFanout), 5*time.Second)
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
 
-	res.PubSubConns, res.OtherConns = map[string]int{}, map[string]int{}
+	res.PubSubConns, res.PublishConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}
 	for _, s := range servers {
-		res.PubSubConns[s] = sub[s] - baseSub[s]
-		res.OtherConns[s] = all[s] - baseAll[s] - res.PubSubConns[s]
+		res.PubSubConns[s] = conns[s].pubsub - base[s].pubsub
+		res.PublishConns[s] = conns[s].publish - base[s].publish
+		res.OtherConns[s] = conns[s].other - base[s].other
 	}
 	res.Seconds = t1.Sub(t0).Seconds()
 	res.Published = (pub1 - pub0) * uint64(cfg.centFanout)
@@ -493,9 +545,10 @@ func centMedian(rs []centResult, servers []string) centResult {
 		sort.Ints(v)
 		return v[len(v)/2]
 	}
-	m.PubSubConns, m.OtherConns = map[string]int{}, map[string]int{}
+	m.PubSubConns, m.PublishConns, m.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}
 	for _, s := range servers {
 		m.PubSubConns[s] = med(func(r centResult) int { return r.PubSubConns[s] })
+		m.PublishConns[s] = med(func(r centResult) int { return r.PublishConns[s] })
 		m.OtherConns[s] = med(func(r centResult) int { return r.OtherConns[s] })
 	}
 	return m
@@ -503,15 +556,16 @@ func centMedian(rs []centResult, servers []string) centResult {
 
 func centRow(r centResult, servers []string, runs int) []string {
 	if r.Error != "" && r.Delivered == 0 {
-		return []string{r.Engine, "error: " + r.Error, "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
+		return []string{r.Engine, r.PublishVia, "error: " + r.Error, "", "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
 	}
 	loss := "0"
 	if r.Published > r.Delivered && r.Published > 0 {
 		loss = fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
 	}
 	us := func(v float64) string { return fmtDur(time.Duration(v * 1e3)) }
-	return []string{r.Engine, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
-		fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.PubSubConns, servers), perMaster(r.OtherConns, servers), loss, strconv.Itoa(runs)}
+	return []string{r.Engine, r.PublishVia, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
+		fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.PubSubConns, servers), perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers),
+		loss, strconv.Itoa(runs)}
 }
 
 // perMaster renders one count per master, in slot order: "3 / 3 / 3".

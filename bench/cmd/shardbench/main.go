@@ -116,7 +116,7 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.centChannels, "cent-channels", 120, "channels (centrifuge)")
 	fs.IntVar(&cfg.centFanout, "cent-fanout", 3, "subscribed clients per channel, on different nodes when at most -cent-nodes (centrifuge)")
 	fs.IntVar(&cfg.centPublishers, "cent-publishers", 64, "closed-loop publisher goroutines (centrifuge)")
-	fs.StringVar(&cfg.centPublish, "cent-publish", "client", "client: centrifuge-go Client.Publish over WebSocket; server: Node.Publish (centrifuge)")
+	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
 	return fs
 }
 
