@@ -6,7 +6,7 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, and all (every scenario, then docs/BENCHMARKS.md via
+// balance, memory, centrifuge, and all (every scenario, then docs/BENCHMARKS.md via
 // -out). Without -addrs/-cluster it starts its own redis-server processes
 // on free loopback ports and kills them (by PID) when it ends.
 package main
