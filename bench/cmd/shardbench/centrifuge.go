@@ -227,12 +227,14 @@ func startCentNode(name string, seeds []string) (*centNode, error) {
 	case centAdapter:
 		b, err := centrifugebroker.New(node, centrifugebroker.Config{Cluster: &cluster.Config{Addrs: seeds, Partitions: centPartitions}})
 		if err != nil {
+			cn.stop()
 			return nil, err
 		}
 		node.SetBroker(b)
 	case centRedis:
 		shard, err := centrifuge.NewRedisShard(node, centrifuge.RedisShardConfig{ClusterAddresses: seeds})
 		if err != nil {
+			cn.stop()
 			return nil, fmt.Errorf("centrifuge shard: %w", err)
 		}
 		b, err := centrifuge.NewRedisBroker(node, centrifuge.RedisBrokerConfig{
@@ -240,11 +242,11 @@ func startCentNode(name string, seeds []string) (*centNode, error) {
 			NumShardedPubSubPartitions:  centPartitions,
 			UsePrecomputedPartitionTags: true,
 		})
+		cn.shard = shard
 		if err != nil {
-			shard.Close()
+			cn.stop()
 			return nil, fmt.Errorf("centrifuge broker: %w", err)
 		}
-		cn.shard = shard
 		node.SetBroker(b)
 	}
 	if err := node.Run(); err != nil {
