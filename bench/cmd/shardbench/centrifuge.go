@@ -107,7 +107,8 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"the brokers would otherwise use, so the *client* rows measure the whole path and the *server* rows the brokers more directly.\n\n", cfg.centPublishers)
 	fmt.Fprintf(&body, "Each run starts the nodes and clients afresh, waits until every subscription is confirmed, publishes for %s unmeasured and %s measured, "+
 		"then drains. *delivered/s* counts messages stamped inside the measured window and received by a client's OnPublication; latency is "+
-		"from the stamp (taken just before the publish call) to that callback. *client CPU/msg* is getrusage of the whole process — nodes, "+
+		"from the stamp (taken just before the publish call) to that callback; the publishers are closed-loop and keep the process's core "+
+		"busy, so it is latency at saturation, queueing included, not at a fixed rate. *client CPU/msg* is getrusage of the whole process — nodes, "+
 		"brokers and clients — per delivered message; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user over the masters. Connections "+
 		"are counted with CLIENT LIST on each master (in slot order) at the end of the measured window, minus those present before the nodes "+
 		"started: *pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *publish* last ran SPUBLISH, PUBLISH, EVAL(SHA) or FCALL, *other* "+
