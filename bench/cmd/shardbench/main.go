@@ -6,7 +6,7 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, and all (every scenario, then docs/BENCHMARKS.md via
+// balance, memory, centrifuge, and all (every scenario, then docs/BENCHMARKS.md via
 // -out). Without -addrs/-cluster it starts its own redis-server processes
 // on free loopback ports and kills them (by PID) when it ends.
 package main
@@ -51,6 +51,12 @@ type config struct {
 	quick                     bool
 	procs                     int
 	allCores                  bool
+	centNodes                 int
+	centClients               int
+	centChannels              int
+	centFanout                int
+	centPublishers            int
+	centPublish               string
 }
 
 // clientProcs is the GOMAXPROCS the benchmark process runs with.
@@ -66,10 +72,11 @@ var scenarios = map[string]func(context.Context, *env) (section, error){
 	"broadcast":   runBroadcast,
 	"balance":     runBalance,
 	"memory":      runMemory,
+	"centrifuge":  runCentrifuge,
 }
 
 // order is the order "all" runs scenarios in (most important first).
-var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency"}
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge"}
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
@@ -104,6 +111,12 @@ func flags() *flag.FlagSet {
 	fs.BoolVar(&cfg.quick, "quick", false, "shorter runs everywhere (smoke test)")
 	fs.IntVar(&cfg.procs, "procs", -1, "GOMAXPROCS of the benchmark process (-1: one core fewer than the machine has, leaving one to Redis; 0: Go's default, every core)")
 	fs.BoolVar(&cfg.allCores, "all-cores", true, "throughput: also run shardcast, Centrifuge and go-redis on one standalone Redis with the client on every core (GOMAXPROCS = cores)")
+	fs.IntVar(&cfg.centNodes, "cent-nodes", 3, "Centrifuge nodes (centrifuge)")
+	fs.IntVar(&cfg.centClients, "cent-clients", 20, "WebSocket clients per Centrifuge node (centrifuge)")
+	fs.IntVar(&cfg.centChannels, "cent-channels", 120, "channels (centrifuge)")
+	fs.IntVar(&cfg.centFanout, "cent-fanout", 3, "subscribed clients per channel, on different nodes when at most -cent-nodes (centrifuge)")
+	fs.IntVar(&cfg.centPublishers, "cent-publishers", 64, "closed-loop publisher goroutines (centrifuge)")
+	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
 	return fs
 }
 

@@ -1,0 +1,581 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	gocent "github.com/centrifugal/centrifuge-go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardcast/shardcast/bench/internal/engines"
+	"github.com/shardcast/shardcast/bench/internal/launch"
+	"github.com/shardcast/shardcast/bench/internal/measure"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/contrib/centrifugebroker"
+)
+
+// The centrifuge scenario runs whole Centrifuge servers: N nodes in this
+// process, each serving WebSocket on a loopback port, and centrifuge-go
+// clients connected to them round-robin. A publication goes client (or
+// node) → node → Redis Cluster → every node with subscribers → client, and
+// the receiving client measures latency from the stamp in the payload. The
+// nodes, clients, channels and cluster are the same for both brokers; only
+// node.SetBroker differs.
+
+// Broker names of the centrifuge scenario.
+const (
+	centAdapter = "centrifugebroker"
+	centRedis   = "centrifuge-redis"
+)
+
+// centPartitions is both brokers' partition count: shardcast's default and
+// the partitions the other scenarios give Centrifuge's sharded Pub/Sub.
+const centPartitions = 128
+
+// centResult is one run of the centrifuge scenario: the throughput columns
+// plus Redis connections per master, split into those holding a
+// subscription (pubsub) and the rest.
+type centResult struct {
+	tpResult
+	Broker       string         `json:"broker"`
+	Nodes        int            `json:"nodes"`
+	Clients      int            `json:"clients"`
+	Subs         int            `json:"subscriptions"`
+	PublishVia   string         `json:"publish_via"`
+	PubSubConns  map[string]int `json:"pubsub_connections_per_master"`
+	PublishConns map[string]int `json:"publish_connections_per_master"`
+	OtherConns   map[string]int `json:"other_connections_per_master"`
+}
+
+// centNode is one Centrifuge server of a run.
+type centNode struct {
+	node  *centrifuge.Node
+	shard *centrifuge.RedisShard // centRedis only
+	srv   *http.Server
+	url   string
+}
+
+// runCentrifuge compares Centrifuge's RedisBroker with the shardcast
+// adapter under the same Centrifuge nodes and WebSocket clients, once per
+// publish path (-cent-publish).
+func runCentrifuge(ctx context.Context, e *env) (section, error) {
+	sec := section{Name: "centrifuge", Title: "Centrifuge end to end: nodes and WebSocket clients"}
+	modes := splitList(cfg.centPublish)
+	for _, m := range modes {
+		if m != "client" && m != "server" {
+			return sec, fmt.Errorf("-cent-publish %q: want server, client or both", cfg.centPublish)
+		}
+	}
+	if len(modes) == 0 || cfg.centNodes < 1 || cfg.centClients < 1 || cfg.centChannels < 1 || cfg.centFanout < 1 || cfg.centPublishers < 1 {
+		return sec, errors.New("-cent-publish must name a mode; -cent-nodes, -cent-clients, -cent-channels, -cent-fanout and -cent-publishers must be positive")
+	}
+	seeds, _, servers, err := e.clusterMasters(ctx, 3)
+	if err != nil {
+		return sec, err
+	}
+	names := engineList([]string{centAdapter, centRedis})
+	for _, n := range names {
+		if n != centAdapter && n != centRedis {
+			return sec, fmt.Errorf("centrifuge scenario: unknown broker %q (have %s, %s)", n, centAdapter, centRedis)
+		}
+	}
+	var body strings.Builder
+	fmt.Fprintf(&body, "%d Centrifuge v0.40.1 nodes in the benchmark process, each serving WebSocket on its own loopback port; %d centrifuge-go v0.12.1 "+
+		"clients per node (%d in all, Protobuf protocol), client *i* on node *i mod %d*. %d channels, each subscribed by %d clients, "+
+		"chosen so that a channel's subscribers sit on different nodes when the fan-out is at most the node count: every publication "+
+		"crosses Redis to %d nodes and reaches %d clients. One 3-master Redis Cluster without replicas, shared by both brokers; both use "+
+		"%d partitions (`%s`: Centrifuge's `RedisBroker` over one `RedisShard` with `ClusterAddresses`, `NumShardedPubSubPartitions` and "+
+		"`UsePrecomputedPartitionTags`, its evenly spread tag table; `%s`: contrib/centrifugebroker with `cluster.Config{Partitions: %d}`). "+
+		"Only `node.SetBroker` differs between the two.\n\n",
+		cfg.centNodes, cfg.centClients, cfg.centNodes*cfg.centClients, cfg.centNodes, cfg.centChannels, cfg.centFanout,
+		cfg.centFanout, cfg.centFanout, centPartitions, centRedis, centAdapter, centPartitions)
+	fmt.Fprintf(&body, "Publishing: %d closed-loop goroutines, round-robin over the channels, one of two ways. *server*: goroutine *g* calls `Node.Publish` "+
+		"on node *g mod nodes*. *client*: goroutine *g* calls centrifuge-go's `Client.Publish` on client *g mod clients* (so publishes enter "+
+		"every node over WebSocket) and waits for the reply; the node's OnPublish accepts and the node publishes through its broker. "+
+		"The client path adds, per publish, a WebSocket frame each way, a server-side command dispatch, and in centrifuge-go a goroutine and "+
+		"a timer per request. That cost is Centrifuge's and centrifuge-go's, the same under both brokers, and on 2 shared cores it takes CPU "+
+		"the brokers would otherwise use, so the *client* rows measure the whole path and the *server* rows the brokers more directly.\n\n", cfg.centPublishers)
+	fmt.Fprintf(&body, "Each run starts the nodes and clients afresh, waits until every subscription is confirmed, publishes for %s unmeasured and %s measured, "+
+		"then drains. *delivered/s* counts messages stamped inside the measured window and received by a client's OnPublication; latency is "+
+		"from the stamp (taken just before the publish call) to that callback; the publishers are closed-loop and keep the process's core "+
+		"busy, so it is latency at saturation, queueing included, not at a fixed rate. *client CPU/msg* is getrusage of the whole process — nodes, "+
+		"brokers and clients — per delivered message; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user over the masters. Connections "+
+		"are counted with CLIENT LIST on each master (in slot order) at the end of the measured window, minus those present before the nodes "+
+		"started: *pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *publish* last ran SPUBLISH, PUBLISH, EVAL(SHA) or FCALL, *other* "+
+		"is the rest: for the adapter, the connections of the engine's rueidis cluster client, which polls CLUSTER SLOTS (one per node "+
+		"and master it has asked); a connection idle since its handshake also counts here. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
+	head := []string{"broker", "publish", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "pubsub conns per master",
+		"publish conns per master", "other conns per master", "loss", "runs"}
+	var rows, rrows [][]string
+	var connTarget *target
+	for _, mode := range modes {
+		runs := map[string][]centResult{}
+		total, n := cfg.rounds*len(names), 0
+		for round := 1; round <= cfg.rounds; round++ {
+			for _, name := range names {
+				if ctx.Err() != nil {
+					return sec, ctx.Err()
+				}
+				n++
+				progress("[centrifuge %s %d/%d] %s, %d nodes × %d clients, round %d …", mode, n, total, name, cfg.centNodes, cfg.centClients, round)
+				r := centRun(ctx, name, mode, seeds, servers)
+				r.Scenario, r.Topology, r.Engine, r.Round = "centrifuge", "cluster-3", name, round
+				emit(r)
+				if r.Error != "" {
+					progress("   error: %s", r.Error)
+				} else {
+					progress("   %s delivered/s, p50 %s, p99 %s, conns per master: pubsub %s, publish %s, other %s", fmtRate(r.Rate),
+						fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), perMaster(r.PubSubConns, servers),
+						perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers))
+				}
+				runs[name] = append(runs[name], r)
+			}
+		}
+		meds := map[string]centResult{}
+		for _, name := range names {
+			m := centMedian(runs[name], servers)
+			m.Scenario, m.Round = "centrifuge-median", 0
+			emit(m)
+			meds[name] = m
+			rows = append(rows, centRow(m, servers, len(runs[name])))
+		}
+		a, c := meds[centAdapter], meds[centRedis]
+		if a.Error == "" && c.Error == "" && a.Rate > 0 && c.Rate > 0 {
+			rrows = append(rrows, []string{centAdapter + " / " + centRedis, mode, ratio(a.Rate, c.Rate), ratio(a.P50us, c.P50us), ratio(a.P99us, c.P99us),
+				ratio(a.ClientCPUns, c.ClientCPUns), ratio(a.RedisCPUns, c.RedisCPUns)})
+			sec.Targets = append(sec.Targets, target{
+				fmt.Sprintf("centrifuge (issue 10), %s publish: delivered/s ≥ 1.5× Centrifuge's RedisBroker, %d nodes × %d WebSocket clients, 3 masters", mode, cfg.centNodes, cfg.centClients),
+				fmt.Sprintf("%s (%s vs %s)", ratio(a.Rate, c.Rate), fmtRate(a.Rate), fmtRate(c.Rate)), metStr(a.Rate >= 1.5*c.Rate)})
+		}
+		if a.Error == "" && a.PubSubConns != nil && connTarget == nil {
+			// One subscribe and one publish connection per master per node.
+			ok := true
+			for _, s := range servers {
+				if a.PubSubConns[s] != cfg.centNodes || a.PublishConns[s] != cfg.centNodes {
+					ok = false
+				}
+			}
+			connTarget = &target{
+				fmt.Sprintf("centrifuge (issue 10): pubsub and publish connections per master = %d nodes × (1 subscribe + 1 publish), not × partitions", cfg.centNodes),
+				fmt.Sprintf("pubsub %s, publish %s, other %s (Centrifuge's RedisBroker: pubsub %s, publish %s)", perMaster(a.PubSubConns, servers),
+					perMaster(a.PublishConns, servers), perMaster(a.OtherConns, servers), perMaster(c.PubSubConns, servers), perMaster(c.PublishConns, servers)),
+				metStr(ok)}
+		}
+	}
+	if connTarget != nil {
+		sec.Targets = append(sec.Targets, *connTarget)
+	}
+	tbl := table(head, rows)
+	show("centrifuge\n" + tbl)
+	body.WriteString(tbl)
+	if len(rrows) > 0 {
+		rt := table([]string{"ratio", "publish", "delivered/s", "p50", "p99", "client CPU/msg", "Redis CPU/msg"}, rrows)
+		body.WriteString("\n" + rt)
+		show(rt)
+	}
+	sec.Body = body.String()
+	return sec, nil
+}
+
+// centChannels returns, for each client, the channels it subscribes to:
+// channel c goes to clients (c·fanout + r) mod clients for r < fanout.
+func centChannels(prefix string, clients int) [][]string {
+	out := make([][]string, clients)
+	for c := range cfg.centChannels {
+		seen := map[int]bool{}
+		for r := range cfg.centFanout {
+			i := (c*cfg.centFanout + r) % clients
+			if !seen[i] {
+				seen[i] = true
+				out[i] = append(out[i], prefix+strconv.Itoa(c))
+			}
+		}
+	}
+	return out
+}
+
+// startCentNode starts one Centrifuge node on broker name, serving
+// WebSocket on a free loopback port.
+func startCentNode(name string, seeds []string) (*centNode, error) {
+	node, err := centrifuge.New(centrifuge.Config{
+		LogLevel: centrifuge.LogLevelNone,
+		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	node.OnConnecting(func(_ context.Context, e centrifuge.ConnectEvent) (centrifuge.ConnectReply, error) {
+		return centrifuge.ConnectReply{Credentials: &centrifuge.Credentials{UserID: string(e.Data)}}, nil
+	})
+	node.OnConnect(func(c *centrifuge.Client) {
+		c.OnSubscribe(func(_ centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
+			cb(centrifuge.SubscribeReply{}, nil)
+		})
+		c.OnPublish(func(_ centrifuge.PublishEvent, cb centrifuge.PublishCallback) { cb(centrifuge.PublishReply{}, nil) })
+	})
+	cn := &centNode{node: node}
+	switch name {
+	case centAdapter:
+		b, err := centrifugebroker.New(node, centrifugebroker.Config{Cluster: &cluster.Config{Addrs: seeds, Partitions: centPartitions}})
+		if err != nil {
+			cn.stop()
+			return nil, err
+		}
+		node.SetBroker(b)
+	case centRedis:
+		shard, err := centrifuge.NewRedisShard(node, centrifuge.RedisShardConfig{ClusterAddresses: seeds})
+		if err != nil {
+			cn.stop()
+			return nil, fmt.Errorf("centrifuge shard: %w", err)
+		}
+		b, err := centrifuge.NewRedisBroker(node, centrifuge.RedisBrokerConfig{
+			Shards:                      []*centrifuge.RedisShard{shard},
+			NumShardedPubSubPartitions:  centPartitions,
+			UsePrecomputedPartitionTags: true,
+		})
+		cn.shard = shard
+		if err != nil {
+			cn.stop()
+			return nil, fmt.Errorf("centrifuge broker: %w", err)
+		}
+		node.SetBroker(b)
+	}
+	if err := node.Run(); err != nil {
+		cn.stop()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cn.stop()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/connection/websocket", centrifuge.NewWebsocketHandler(node, centrifuge.WebsocketConfig{}))
+	cn.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = cn.srv.Serve(ln) }()
+	cn.url = "ws://" + ln.Addr().String() + "/connection/websocket"
+	return cn, nil
+}
+
+// stop closes the node's listener and connections, shuts the node down
+// (which closes its broker) and closes the RedisShard, if any.
+func (cn *centNode) stop() {
+	if cn.srv != nil {
+		_ = cn.srv.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = cn.node.Shutdown(ctx)
+	if cn.shard != nil {
+		cn.shard.Close()
+	}
+}
+
+// connKinds counts one server's connections by kind: those holding a
+// subscription, those whose last command published, and the rest (slot
+// map polling, connections idle since their handshake, and this query's
+// own connection).
+type connKinds struct{ pubsub, publish, other int }
+
+func countConnKinds(addr string) (k connKinds) {
+	list, err := launch.Command(addr, "CLIENT", "LIST")
+	if err != nil {
+		return k
+	}
+	for _, line := range strings.Split(list, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		switch {
+		case !strings.Contains(line, " ssub=0 ") || !strings.Contains(line, " sub=0 "):
+			k.pubsub++
+		case publishCmd(line):
+			k.publish++
+		default:
+			k.other++
+		}
+	}
+	return k
+}
+
+// publishCmd reports whether a CLIENT LIST line's last command published.
+func publishCmd(line string) bool {
+	for _, c := range []string{"spublish", "publish", "evalsha", "eval", "fcall"} {
+		if strings.Contains(line, " cmd="+c+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// masterConns returns connKinds per master.
+func masterConns(servers []string) map[string]connKinds {
+	out := map[string]connKinds{}
+	for _, s := range servers {
+		out[s] = countConnKinds(s)
+	}
+	return out
+}
+
+func centRun(ctx context.Context, name, mode string, seeds, servers []string) (res centResult) {
+	res.Broker, res.Nodes, res.Clients, res.PublishVia = name, cfg.centNodes, cfg.centNodes*cfg.centClients, mode
+	res.Channels, res.PayloadBytes, res.Publishers = cfg.centChannels, cfg.payload, cfg.centPublishers
+	base := masterConns(servers)
+
+	var nodes []*centNode
+	var clients []*gocent.Client
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+		wg.Wait()
+		for _, nd := range nodes {
+			wg.Add(1)
+			go func() { defer wg.Done(); nd.stop() }()
+		}
+		wg.Wait()
+		// Wait (at most 5 s) until the masters are back to the connections
+		// they had, so the next run's counts start clean.
+		deadline := time.Now().Add(5 * time.Second)
+		for _, s := range servers {
+			for {
+				n, _ := clientCounts(s)
+				b := base[s]
+				if n <= b.pubsub+b.publish+b.other || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	for range cfg.centNodes {
+		nd, err := startCentNode(name, seeds)
+		if err != nil {
+			res.Error = "start node: " + err.Error()
+			return res
+		}
+		nodes = append(nodes, nd)
+	}
+
+	var win window
+	var hist measure.Histogram
+	var total atomic.Uint64
+	onPub := func(e gocent.PublicationEvent) {
+		total.Add(1)
+		sentAt := engines.Stamped(e.Data)
+		if win.contains(sentAt.UnixNano()) {
+			hist.Record(time.Since(sentAt))
+		}
+	}
+	nClients := cfg.centNodes * cfg.centClients
+	prefix := fmt.Sprintf("cent:%s:%d:", name, time.Now().UnixNano()%1e6)
+	subs := centChannels(prefix, nClients)
+	var allSubs []*gocent.Subscription
+	for i := range nClients {
+		c := gocent.NewProtobufClient(nodes[i%len(nodes)].url, gocent.Config{Data: []byte("user" + strconv.Itoa(i))})
+		clients = append(clients, c)
+		if err := c.Connect(); err != nil {
+			res.Error = "connect: " + err.Error()
+			return res
+		}
+		for _, ch := range subs[i] {
+			sub, err := c.NewSubscription(ch)
+			if err != nil {
+				res.Error = "subscription: " + err.Error()
+				return res
+			}
+			sub.OnPublication(onPub)
+			if err := sub.Subscribe(); err != nil {
+				res.Error = "subscribe: " + err.Error()
+				return res
+			}
+			allSubs = append(allSubs, sub)
+		}
+	}
+	res.Subs = len(allSubs)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		waiting := 0
+		for _, c := range clients {
+			if c.State() != gocent.StateConnected {
+				waiting++
+			}
+		}
+		for _, s := range allSubs {
+			if s.State() != gocent.SubStateSubscribed {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			res.Error = fmt.Sprintf("timeout: %d clients or subscriptions not ready", waiting)
+			return res
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	channels := channelNames(prefix, cfg.centChannels)
+	publish := func(g int, ch string, buf []byte) error {
+		if mode == "client" {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := clients[g%len(clients)].Publish(pctx, ch, buf)
+			return err
+		}
+		_, err := nodes[g%len(nodes)].node.Publish(ch, buf)
+		return err
+	}
+	p := cfg.centPublishers
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	counts := make([]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}, p)
+	var firstErr atomic.Value
+	for g := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, max(cfg.payload, 8))
+			for i := range buf[8:] {
+				buf[8+i] = 'a' + byte(i%26)
+			}
+			idx := g
+			for !stop.Load() && ctx.Err() == nil {
+				engines.Stamp(buf, time.Now())
+				if err := publish(g, channels[idx%len(channels)], buf); err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+					time.Sleep(time.Millisecond)
+				} else {
+					counts[g].n.Add(1)
+				}
+				idx += p
+			}
+		}()
+	}
+	sumPub := func() uint64 {
+		var s uint64
+		for i := range counts {
+			s += counts[i].n.Load()
+		}
+		return s
+	}
+	sleepCtx(ctx, cfg.warmup)
+	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	t0 := time.Now()
+	win.start.Store(t0.UnixNano())
+	pub0 := sumPub()
+	sleepCtx(ctx, cfg.duration)
+	t1 := time.Now()
+	win.end.Store(t1.UnixNano())
+	pub1 := sumPub()
+	conns := masterConns(servers)
+	stop.Store(true)
+	wg.Wait()
+	// Every message a client receives was delivered to cfg.centFanout of them.
+	drain(&total, sumPub()*uint64(cfg.centFanout), 5*time.Second)
+	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
+
+	res.PubSubConns, res.PublishConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}
+	for _, s := range servers {
+		res.PubSubConns[s] = conns[s].pubsub - base[s].pubsub
+		res.PublishConns[s] = conns[s].publish - base[s].publish
+		res.OtherConns[s] = conns[s].other - base[s].other
+	}
+	res.Seconds = t1.Sub(t0).Seconds()
+	res.Published = (pub1 - pub0) * uint64(cfg.centFanout)
+	res.Delivered = hist.Count()
+	res.Rate = float64(res.Delivered) / res.Seconds
+	res.P50us = float64(hist.Quantile(0.5)) / 1e3
+	res.P99us = float64(hist.Quantile(0.99)) / 1e3
+	res.P999us = float64(hist.Quantile(0.999)) / 1e3
+	res.cpu, res.redisCPU = cpu1-cpu0, rcpu1-rcpu0
+	if res.Delivered > 0 {
+		res.ClientCPUns = float64(res.cpu) / float64(res.Delivered)
+		res.RedisCPUns = float64(res.redisCPU) / float64(res.Delivered)
+	}
+	if v := firstErr.Load(); v != nil {
+		res.Note = "publish errors, first: " + v.(string)
+		if res.Delivered == 0 {
+			res.Error = res.Note
+		}
+	}
+	return res
+}
+
+// centMedian is median over the throughput columns and, per master, the
+// median connection counts.
+func centMedian(rs []centResult, servers []string) centResult {
+	if len(rs) == 0 {
+		return centResult{}
+	}
+	var tps []tpResult
+	var ok []centResult
+	for _, r := range rs {
+		tps = append(tps, r.tpResult)
+		if r.Error == "" {
+			ok = append(ok, r)
+		}
+	}
+	m := rs[0]
+	if len(ok) > 0 {
+		m = ok[0]
+	}
+	m.tpResult = median(tps)
+	if len(ok) == 0 {
+		return m
+	}
+	med := func(get func(centResult) int) int {
+		v := make([]int, len(ok))
+		for i, r := range ok {
+			v[i] = get(r)
+		}
+		sort.Ints(v)
+		return v[len(v)/2]
+	}
+	m.PubSubConns, m.PublishConns, m.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}
+	for _, s := range servers {
+		m.PubSubConns[s] = med(func(r centResult) int { return r.PubSubConns[s] })
+		m.PublishConns[s] = med(func(r centResult) int { return r.PublishConns[s] })
+		m.OtherConns[s] = med(func(r centResult) int { return r.OtherConns[s] })
+	}
+	return m
+}
+
+func centRow(r centResult, servers []string, runs int) []string {
+	if r.Error != "" && r.Delivered == 0 {
+		return []string{r.Engine, r.PublishVia, "error: " + r.Error, "", "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
+	}
+	loss := "0"
+	if r.Published > r.Delivered && r.Published > 0 {
+		loss = fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
+	}
+	us := func(v float64) string { return fmtDur(time.Duration(v * 1e3)) }
+	return []string{r.Engine, r.PublishVia, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
+		fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.PubSubConns, servers), perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers),
+		loss, strconv.Itoa(runs)}
+}
+
+// perMaster renders one count per master, in slot order: "3 / 3 / 3".
+func perMaster(m map[string]int, servers []string) string {
+	var out []string
+	for _, s := range servers {
+		out = append(out, strconv.Itoa(m[s]))
+	}
+	return strings.Join(out, " / ")
+}
