@@ -142,15 +142,24 @@ func (c *Core) CheckPublish(ctx context.Context, channel string, payload []byte)
 }
 
 // DeliverFrom hands a message that arrived on link l for path p to the
-// worker pool, unless p's subscription has moved to another link since:
-// then it is the old node still delivering what the new one delivers too,
-// and it is dropped (counted in Stats.Stale). It runs on l's reader.
+// worker pool, unless it is a copy of one already taken: the path's
+// subscription has moved to another link since (the old node still
+// delivers what the new one delivers too), or it moved here a moment ago
+// and the message was published before the old link's last one (see
+// Path.setOwner). Copies are dropped and counted in Stats.Stale. It runs
+// on l's reader.
 func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
-	if c.Paths[p].owner.Load() != l {
+	path := c.Paths[p]
+	if path.owner.Load() != l {
 		c.stale.Add(1)
 		return
 	}
-	c.Inbox.Deliver(channel, payload)
+	at, body := c.Inbox.Decode(payload)
+	if !at.IsZero() && !path.admit(at.UnixNano()) {
+		c.stale.Add(1)
+		return
+	}
+	c.Inbox.Submit(channel, body, at)
 }
 
 // Stats returns the broker's counters.

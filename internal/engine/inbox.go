@@ -20,22 +20,35 @@ type Inbox struct {
 
 // Deliver decodes payload (unless Raw) and submits the message. channel
 // is the application channel name. Both may be views of a read buffer,
-// valid only during the call: Deliver copies the channel and the body into
-// one allocation, the message's only one. Payload is placed after the
-// channel's bytes, so a handler writing into it (which it must not do)
-// could still never change the channel string.
+// valid only during the call.
 func (in *Inbox) Deliver(channel string, payload []byte) {
+	at, body := in.Decode(payload)
+	in.Submit(channel, body, at)
+}
+
+// Decode counts a message read from Redis and unwraps its envelope: it
+// returns the publish time (zero in Raw mode or for a message that is not
+// an envelope, counted as a bad frame and delivered as it is) and the
+// body, a view of payload.
+func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte) {
 	in.received.Add(1)
-	var at time.Time
-	body := payload
-	if !in.Raw {
-		t, b, err := envelope.Decode(payload)
-		if err != nil {
-			in.badFrames.Add(1)
-		} else {
-			body, at = b, t
-		}
+	if in.Raw {
+		return time.Time{}, payload
 	}
+	t, b, err := envelope.Decode(payload)
+	if err != nil {
+		in.badFrames.Add(1)
+		return time.Time{}, payload
+	}
+	return t, b
+}
+
+// Submit hands a decoded message to the worker pool. channel and body may
+// be views of a read buffer: Submit copies both into one allocation, the
+// message's only one. The body is placed after the channel's bytes, so a
+// handler writing into it (which it must not do) could still never change
+// the channel string.
+func (in *Inbox) Submit(channel string, body []byte, at time.Time) {
 	buf := make([]byte, len(channel)+len(body))
 	copy(buf, channel)
 	copy(buf[len(channel):], body)

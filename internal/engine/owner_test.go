@@ -130,3 +130,32 @@ func TestMovedPathIgnoresItsOldWire(t *testing.T) {
 	assert.Eventually(t, func() bool { return c.Stats().Stale == 2 }, 10*time.Second, time.Millisecond,
 		"the old wire's copies of both are counted")
 }
+
+// TestMoveFence: after a path moves to another link, messages published
+// no later than the last one the old link delivered are dropped as
+// copies until moveFence has passed; later ones, and a path that never
+// moved, are taken.
+func TestMoveFence(t *testing.T) {
+	p := newPath(0)
+	a, b := &Link{}, &Link{}
+	p.setOwner(a)
+	assert.True(t, p.admit(100))
+	assert.True(t, p.admit(200))
+	assert.True(t, p.admit(150), "no fence without a move: order across publishers is not judged")
+
+	p.setOwner(b)
+	assert.False(t, p.admit(150), "published before the old link's last message")
+	assert.False(t, p.admit(200), "the old link's last message itself")
+	assert.True(t, p.admit(201))
+	assert.False(t, p.admit(199), "the fence holds until moveFence has passed")
+
+	p.fenceUntil.Store(time.Now().Add(-time.Nanosecond).UnixNano())
+	assert.True(t, p.admit(150), "after moveFence nothing is fenced")
+	p.setOwner(b)
+	assert.True(t, p.admit(120), "re-subscribing on the same link raises no fence")
+
+	fresh := newPath(1)
+	fresh.setOwner(a)
+	fresh.setOwner(b)
+	assert.True(t, fresh.admit(1), "a path that delivered nothing has nothing to fence")
+}

@@ -36,6 +36,49 @@ type Path struct {
 	// on its wire until it learns it lost the slot, and the same message
 	// then arrives twice.
 	owner atomic.Pointer[Link]
+	// lastAt is the latest publish time (Unix ns) of a message taken on
+	// the path. When the path moves to another link, fence holds it until
+	// fenceUntil: the new node may still deliver, for a moment, messages
+	// the old one already delivered (a message published on the old
+	// master reaches the rest of its shard over the cluster bus, so the new
+	// master can deliver it after the broker subscribed there), and a
+	// message published no later than the fence is taken to be one.
+	lastAt, fence, fenceUntil atomic.Int64
+}
+
+// moveFence is how long after a move messages published before the old
+// link's last one are dropped. The cluster bus delivers within
+// milliseconds; a publisher whose clock lags the others by more than the
+// time the move took could lose messages in this span.
+const moveFence = 500 * time.Millisecond
+
+// setOwner records that the path's channels are being subscribed on l. A
+// change of link fences off copies of what the old one delivered.
+func (p *Path) setOwner(l *Link) {
+	prev := p.owner.Swap(l)
+	if prev == nil || prev == l {
+		return
+	}
+	if last := p.lastAt.Load(); last != 0 {
+		p.fenceUntil.Store(time.Now().Add(moveFence).UnixNano())
+		p.fence.Store(last)
+	}
+}
+
+// admit reports whether a message published at ns (Unix ns) may be taken:
+// not a copy fenced off by a move. It runs on the owner's reader.
+func (p *Path) admit(ns int64) bool {
+	if f := p.fence.Load(); f != 0 {
+		if time.Now().UnixNano() >= p.fenceUntil.Load() {
+			p.fence.Store(0)
+		} else if ns <= f {
+			return false
+		}
+	}
+	if ns > p.lastAt.Load() {
+		p.lastAt.Store(ns)
+	}
+	return true
 }
 
 func newPath(id int) *Path {

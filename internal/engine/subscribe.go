@@ -160,7 +160,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 		return nil, fmt.Errorf("no connection to %s", l.Addr)
 	}
 	seq := p.lostSeq()
-	p.owner.Store(l)
+	p.setOwner(l)
 	if wanted := p.Wanted(); len(wanted) > 0 {
 		if err := FirstError(wire.Subscribe(ctx, c.commands(p.ID, wanted)...)); err != nil {
 			if IsMoved(err) {

@@ -58,14 +58,14 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		seqs[p.ID] = p.lostSeq()
 	}
 	for _, p := range empty {
-		p.owner.Store(l)
+		p.setOwner(l)
 		p.activate(wire)
 	}
 	if len(groups) == 0 {
 		return
 	}
 	for _, g := range groups {
-		c.Paths[g.Key].owner.Store(l)
+		c.Paths[g.Key].setOwner(l)
 	}
 	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
 		return FirstError(wire.Subscribe(ctx, cmd.Channels))
