@@ -49,6 +49,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"sub", "-cluster", "a:1"}, "at least one CHANNEL"},
 		{[]string{"sub", "c"}, "give -cluster"},
 		{[]string{"pub", "-shards", "a:1"}, "give a CHANNEL"},
+		{[]string{"pub", "-shards", "a:1", "-keyed", "c"}, "give no arguments"},
 		{[]string{"tags", "-partitions", "3"}, "3 partitions"},
 		{[]string{"key", "-tls-ca", "/nonexistent.pem", "-shards", "a:1", "c"}, "-tls-ca"},
 	} {
@@ -126,6 +127,23 @@ func TestKeyLayout(t *testing.T) {
 func TestShardKeys(t *testing.T) {
 	got := shardKeys([]string{"x", "y"}, []string{"a:1"})
 	assert.Equal(t, []shardKey{{"x", 0, "a:1"}, {"y", 0, "a:1"}}, got)
+}
+
+func TestSplitKeyed(t *testing.T) {
+	for _, tc := range []struct {
+		line, channel, payload string
+		ok                     bool
+	}{
+		{"room:1 hello world", "room:1", "hello world", true},
+		{"room:1 ", "room:1", "", true},
+		{"room:1", "", "", false},
+		{" hello", "", "", false},
+	} {
+		ch, p, ok := splitKeyed([]byte(tc.line))
+		assert.Equal(t, tc.ok, ok, tc.line)
+		assert.Equal(t, tc.channel, ch, tc.line)
+		assert.Equal(t, tc.payload, string(p), tc.line)
+	}
 }
 
 func TestPrintHelpers(t *testing.T) {

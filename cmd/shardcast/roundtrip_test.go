@@ -17,14 +17,15 @@ func shardcastHandler() shardcast.Options {
 	return shardcast.Options{Handler: func(shardcast.Message) {}}
 }
 
-// roundTrip runs sub -n 3 in the background, publishes two stdin lines
-// and one argument with pub, and checks what sub printed.
+// roundTrip runs sub -n 4 in the background, publishes two stdin lines,
+// an argument and a -keyed stdin line with pub, and checks what sub
+// printed.
 func roundTrip(t *testing.T, engine ...string) {
 	ctx := testCtx(t, 30*time.Second)
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		args := append(append([]string{"sub"}, engine...), "-n", "3", "smoke:a", "smoke:b")
+		args := append(append([]string{"sub"}, engine...), "-n", "4", "smoke:a", "smoke:b")
 		done <- run(ctx, args, stdio{out: &out, err: &errOut})
 	}()
 	waitFor(t, ctx, "sub to subscribe", func() bool {
@@ -40,15 +41,17 @@ func roundTrip(t *testing.T, engine ...string) {
 	require.NoError(t, r.runErr, r.err)
 	assert.Contains(t, r.err, `published 2 message(s) to "smoke:a"`)
 	mustRun(t, ctx, append(append([]string{"pub"}, engine...), "smoke:b", "third")...)
+	r = runCmd(ctx, "smoke:b fourth message\n", nil, append(append([]string{"pub"}, engine...), "-keyed")...)
+	require.NoError(t, r.runErr, r.err)
 
 	select {
 	case err := <-done:
 		require.NoError(t, err, errOut.String())
 	case <-ctx.Done():
-		t.Fatalf("sub did not get 3 messages; printed:\n%s", out.String())
+		t.Fatalf("sub did not get 4 messages; printed:\n%s", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 3, out.String())
+	require.Len(t, lines, 4, out.String())
 	var got []string
 	for _, line := range lines {
 		f := strings.Split(line, "\t")
@@ -59,8 +62,9 @@ func roundTrip(t *testing.T, engine ...string) {
 	// One channel's messages arrive in order; the two channels interleave.
 	assert.Less(t, indexOf(lines, "first line"), indexOf(lines, "second line"))
 	sort.Strings(got)
-	assert.Equal(t, []string{"smoke:a first line", "smoke:a second line", "smoke:b third"}, got)
-	assert.Contains(t, errOut.String(), "received 3 message(s)")
+	assert.Less(t, indexOf(lines, "third"), indexOf(lines, "fourth message"))
+	assert.Equal(t, []string{"smoke:a first line", "smoke:a second line", "smoke:b fourth message", "smoke:b third"}, got)
+	assert.Contains(t, errOut.String(), "received 4 message(s)")
 }
 
 func indexOf(lines []string, payload string) int {

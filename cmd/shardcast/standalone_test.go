@@ -33,6 +33,10 @@ func TestStandalone(t *testing.T) {
 	t.Run("SubPub", func(t *testing.T) { roundTrip(t, "-shards", shards) })
 	t.Run("SubPubURL", func(t *testing.T) { roundTrip(t, "-shards", "redis://"+a.Addr()+",redis://"+b.Addr()) })
 	t.Run("SubEndsOnCancel", func(t *testing.T) { testSubEndsOnCancel(t, shards) })
+	t.Run("PubKeyedBadLine", func(t *testing.T) {
+		r := runCmd(testCtx(t, 20*time.Second), "ok payload\nnospace\n", nil, "pub", "-shards", shards, "-keyed")
+		assert.ErrorContains(t, r.runErr, "stdin line 2")
+	})
 	t.Run("StandaloneGivenToCluster", func(t *testing.T) {
 		r := runCmd(testCtx(t, 20*time.Second), "", nil, "inspect", "-cluster", a.Addr())
 		assert.True(t, errors.Is(r.runErr, ErrNotCluster), "%v", r.runErr)
