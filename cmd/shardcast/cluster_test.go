@@ -201,4 +201,12 @@ func TestInspectSkew(t *testing.T) {
 
 	out := mustRun(t, ctx, "inspect", "-sample", "10ms", "-cluster", masters[1].Addr())
 	assert.Contains(t, out, "busiest/mean: "+balanceString(r.Balance))
+
+	// A master that dies (no replica takes over here) is reported, and the
+	// command fails after printing what it could read.
+	require.NoError(t, masters[2].Kill())
+	res := runCmd(ctx, "", nil, "inspect", "-sample", "10ms", "-cluster", masters[1].Addr())
+	assert.ErrorIs(t, res.runErr, ErrUnreadNodes)
+	assert.Contains(t, res.out, "unreadable: "+masters[2].Addr()+": cannot connect")
+	assert.Contains(t, res.out, masters[0].Addr()+"  7461")
 }

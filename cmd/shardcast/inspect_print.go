@@ -29,20 +29,23 @@ func printCluster(w io.Writer, r clusterReport, asJSON bool) error {
 		r.Seed, len(r.Masters), replicas, r.Partitions, r.Prefix, r.Fingerprint, r.SampleSeconds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MASTER\tSLOTS\tPARTITIONS\tNAIVE\tSHARD CHANNELS\tSPUBLISH/s\tSSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OUT\tREPLICAS")
+	fmt.Fprintln(tw, "MASTER\tSLOTS\tPARTITIONS\tNAIVE\tSHARD CHANNELS\tSPUBLISH/s\tSSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OMEM\tREPLICAS")
+	var errs []string
 	for _, m := range r.Masters {
 		if m.Error != "" {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\terror: %s\t\t\t\t\t\t\t%s\n", m.Addr, m.Slots, len(m.Partitions), m.NaivePartitions, m.Error, replicaSummary(m.Replicas))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\tunreadable\t-\t-\t-\t-\t-\t-\t%s\n", m.Addr, m.Slots, len(m.Partitions), m.NaivePartitions, replicaSummary(m.Replicas))
+			errs = append(errs, m.Error)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%.1f\t%s\t%s\t%s\n",
 			m.Addr, m.Slots, len(m.Partitions), m.NaivePartitions, m.ShardChannels,
 			rateString(m.SPublish.PerSecond), rateString(m.SSubscribe.PerSecond),
-			m.Clients, m.CPUPercent, omemString(m.Output), bytesString(m.RecentMaxOutput), replicaSummary(m.Replicas))
+			m.Clients, m.CPUPercent, omemString(m.Output), bytesString(m.Output.Max), replicaSummary(m.Replicas))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printErrors(w, errs)
 
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "partitions per master, busiest/mean: %s with the shipped tags; %s with naive {0}..{%d} tags\n",
@@ -80,25 +83,35 @@ func printShards(w io.Writer, r shardsReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "sharded: %d instances; fingerprint %s; sample %.2fs\n\n", len(r.Instances), fp, r.SampleSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tINSTANCE\tCHANNELS\tPUBLISH/s\tSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OUT")
+	fmt.Fprintln(tw, "#\tINSTANCE\tCHANNELS\tPUBLISH/s\tSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OMEM")
+	var errs []string
 	for _, in := range r.Instances {
 		if in.Error != "" {
-			fmt.Fprintf(tw, "%d\t%s\terror: %s\n", in.Index, in.Addr, in.Error)
+			fmt.Fprintf(tw, "%d\t%s\tunreadable\t-\t-\t-\t-\t-\t-\n", in.Index, in.Addr)
+			errs = append(errs, in.Error)
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%.1f\t%s\t%s\n", in.Index, in.Addr, in.Channels,
 			rateString(in.Publish.PerSecond), rateString(in.Subscribe.PerSecond),
-			in.Clients, in.CPUPercent, omemString(in.Output), bytesString(in.RecentMaxOutput))
+			in.Clients, in.CPUPercent, omemString(in.Output), bytesString(in.Output.Max))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printErrors(w, errs)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "channels per instance, busiest/mean: %s\n", balanceString(r.ChannelBalance))
 	if r.PublishBalance.Mean > 0 {
 		fmt.Fprintf(w, "PUBLISH rate per instance, busiest/mean: %s\n", balanceString(r.PublishBalance))
 	}
 	return nil
+}
+
+// printErrors lists why nodes could not be read, below the table.
+func printErrors(w io.Writer, errs []string) {
+	for _, e := range errs {
+		fmt.Fprintln(w, "unreadable:", e)
+	}
 }
 
 func replicaSummary(rs []replicaLink) string {
@@ -143,11 +156,13 @@ func rateString(perSecond float64) string {
 	}
 }
 
+// omemString is the clients' output buffers: their total and how many
+// clients hold one.
 func omemString(o outputStats) string {
 	if o.Backlogged == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%s in %d", bytesString(o.Total), o.Backlogged)
+	return fmt.Sprintf("%s/%d", bytesString(o.Total), o.Backlogged)
 }
 
 // bytesString formats n bytes with a binary unit.

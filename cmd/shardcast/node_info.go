@@ -103,7 +103,9 @@ func field(list, name string) (string, bool) {
 	return "", false
 }
 
-// outputStats sums the output buffers of a node's clients (CLIENT LIST).
+// outputStats sums the output buffers of a node's clients (CLIENT LIST),
+// leaving out replicas: a replica's omem is its share of the replication
+// backlog, not a slow reader.
 type outputStats struct {
 	// Subscribers counts clients with a classic or sharded subscription.
 	Subscribers int `json:"subscribers"`
@@ -120,7 +122,7 @@ func parseClientList(text string) outputStats {
 	var o outputStats
 	for line := range strings.Lines(text) {
 		var omem int64
-		var subscribed bool
+		var subscribed, replica bool
 		for f := range strings.FieldsSeq(line) {
 			k, v, ok := strings.Cut(f, "=")
 			if !ok {
@@ -133,7 +135,12 @@ func parseClientList(text string) outputStats {
 				if atoi(v) > 0 {
 					subscribed = true
 				}
+			case "flags":
+				replica = strings.ContainsRune(v, 'S')
 			}
+		}
+		if replica {
+			continue
 		}
 		if subscribed {
 			o.Subscribers++

@@ -42,7 +42,8 @@ func TestParseClientList(t *testing.T) {
 	text := "id=3 addr=127.0.0.1:1 sub=0 psub=0 ssub=12 omem=0 cmd=ssubscribe\n" +
 		"id=4 addr=127.0.0.1:2 sub=2 psub=0 ssub=0 omem=16384 cmd=subscribe\n" +
 		"id=5 addr=127.0.0.1:3 sub=0 psub=0 ssub=0 omem=100 cmd=info\n" +
-		"id=6 addr=127.0.0.1:4 flags=N omem=bad\n"
+		"id=6 addr=127.0.0.1:4 flags=N omem=bad\n" +
+		"id=7 addr=127.0.0.1:5 flags=S sub=0 omem=20504 cmd=replconf\n"
 	assert.Equal(t, outputStats{Subscribers: 2, Backlogged: 2, Total: 16484, Max: 16384}, parseClientList(text))
 	assert.Equal(t, outputStats{}, parseClientList(""))
 }

@@ -76,7 +76,8 @@ func testInspectShards(t *testing.T, a, b *redistest.Server) {
 	down := closedAddr(t)
 	res := runCmd(ctx, "", nil, "inspect", "-sample", "10ms", "-shards", a.Addr()+","+down)
 	assert.ErrorIs(t, res.runErr, ErrUnreadNodes)
-	assert.Contains(t, res.out, down+"  error: "+down+": cannot connect")
+	assert.Contains(t, res.out, down+"  unreadable")
+	assert.Contains(t, res.out, "unreadable: "+down+": cannot connect")
 }
 
 func testKeyShards(t *testing.T, a, b *redistest.Server) {
