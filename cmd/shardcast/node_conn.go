@@ -22,15 +22,18 @@ type nodeConn struct {
 	timeout time.Duration
 }
 
-// dialNode connects to d.Addr and logs in, bounded by ctx and d.Timeout.
-// timeout bounds each later command.
+// dialNode connects to d.Addr and logs in, bounded by ctx and d.Timeout;
+// d.Timeout (when set) also bounds each later command.
 func dialNode(ctx context.Context, d subconn.Dialer) (*nodeConn, error) {
 	nc, err := d.Dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot connect: %w", d.Addr, err)
 	}
 	if d.Password != "" {
-		actx, cancel := context.WithTimeout(ctx, d.Timeout)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if d.Timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, d.Timeout)
+		}
 		err := resp.Auth(actx, nc, d.Username, d.Password)
 		cancel()
 		if err != nil {
@@ -45,8 +48,11 @@ func dialNode(ctx context.Context, d subconn.Dialer) (*nodeConn, error) {
 // error reply is returned as a *resp.ServerError error. A failed read or
 // write leaves the connection unusable.
 func (c *nodeConn) do(ctx context.Context, args ...string) (any, error) {
-	deadline := time.Now().Add(c.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+	var deadline time.Time // zero: none
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
 	}
 	_ = c.nc.SetDeadline(deadline)
