@@ -1,0 +1,135 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// target is where a command reaches Redis: a cluster's seed nodes or the
+// sharded engine's instances, and how to log in.
+type target struct {
+	cluster  string
+	shards   string
+	user     string
+	password string
+	tls      bool
+	tlsCA    string
+	timeout  time.Duration
+}
+
+// register adds the address and connection flags to fs.
+func (t *target) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.cluster, "cluster", "", "Redis Cluster seed node(s), comma-separated host:port or redis[s]:// URLs")
+	fs.StringVar(&t.shards, "shards", "", "the sharded engine's instances, comma-separated, in the application's order")
+	t.registerConn(fs)
+}
+
+// registerConn adds only the connection flags.
+func (t *target) registerConn(fs *flag.FlagSet) {
+	fs.StringVar(&t.user, "user", "", "ACL user name for host:port addresses")
+	fs.StringVar(&t.password, "password", "", "password for host:port addresses (default $REDISCLI_AUTH)")
+	fs.BoolVar(&t.tls, "tls", false, "use TLS for host:port addresses")
+	fs.StringVar(&t.tlsCA, "tls-ca", "", "PEM file of the CA that signed the servers' certificates (implies -tls)")
+	fs.DurationVar(&t.timeout, "timeout", 5*time.Second, "bound on each connection attempt and command")
+}
+
+// seeds returns the -cluster addresses.
+func (t *target) seeds() []string { return splitList(t.cluster) }
+
+// instances returns the -shards addresses.
+func (t *target) instances() []string { return splitList(t.shards) }
+
+// conn returns the connection settings the flags and environment give.
+func (t *target) conn(getenv func(string) string) (shardcast.ConnOptions, error) {
+	o := shardcast.ConnOptions{Username: t.user, Password: t.password, DialTimeout: t.timeout}
+	if o.Password == "" {
+		o.Password = getenv("REDISCLI_AUTH")
+	}
+	if t.timeout <= 0 {
+		return o, fmt.Errorf("-timeout %v: want > 0", t.timeout)
+	}
+	if t.tls || t.tlsCA != "" {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if t.tlsCA != "" {
+		pem, err := os.ReadFile(t.tlsCA)
+		if err != nil {
+			return o, fmt.Errorf("-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return o, fmt.Errorf("-tls-ca %s: no PEM certificate in the file", t.tlsCA)
+		}
+		o.TLS.RootCAs = pool
+	}
+	return o, nil
+}
+
+// dialer returns how to reach addr (host:port or a URL) under the flags.
+func (t *target) dialer(addr string, getenv func(string) string) (subconn.Dialer, error) {
+	o, err := t.conn(getenv)
+	if err != nil {
+		return subconn.Dialer{}, err
+	}
+	return engine.ParseAddr(addr, o)
+}
+
+// oneEngine checks that exactly one of -cluster and -shards is set, unless
+// neither is allowed.
+func (t *target) oneEngine(noneOK bool) error {
+	switch {
+	case t.cluster != "" && t.shards != "":
+		return errors.New("give -cluster or -shards, not both")
+	case t.cluster == "" && t.shards == "" && !noneOK:
+		return errors.New("give -cluster host:port or -shards a,b,c")
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting and
+// prints its usage to w.
+func newFlagSet(name, synopsis string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprintf(w, "usage: shardcast %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// layoutFlags are the cluster engine's layout settings.
+type layoutFlags struct {
+	partitions int
+	prefix     string
+}
+
+func (l *layoutFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.partitions, "partitions", 128, "partition count of the layout (a power of two, 16 to 4096)")
+	fs.StringVar(&l.prefix, "prefix", "", "channel prefix of the layout")
+}
+
+func (l *layoutFlags) layout() (*shardcast.Layout, error) {
+	return shardcast.NewLayout(l.partitions, l.prefix)
+}

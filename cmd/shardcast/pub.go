@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shardcast/shardcast"
+)
+
+func runPub(ctx context.Context, args []string, io stdio) error {
+	var (
+		t     target
+		lf    layoutFlags
+		raw   bool
+		keyed bool
+	)
+	fs := newFlagSet("pub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL [MESSAGE...]  (without MESSAGE: one message per stdin line)", io.err)
+	t.register(fs)
+	lf.register(fs)
+	fs.BoolVar(&raw, "raw", false, "publish payloads without the shardcast envelope (for subscribers that are not shardcast)")
+	fs.BoolVar(&keyed, "keyed", false, "stdin lines are \"CHANNEL PAYLOAD\" (split at the first space); no CHANNEL argument")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var channel string
+	var messages []string
+	switch {
+	case keyed && fs.NArg() > 0:
+		return errors.New("pub -keyed: the channels come from stdin; give no arguments")
+	case !keyed && fs.NArg() == 0:
+		return errors.New("pub: give a CHANNEL")
+	case !keyed:
+		channel, messages = fs.Arg(0), fs.Args()[1:]
+		if err := shardcast.ValidateChannel(channel); err != nil {
+			return err
+		}
+	}
+	b, desc, err := openBroker(&t, &lf, shardcast.Options{Raw: raw}, io.getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+
+	sent := 0
+	publish := func(channel string, payload []byte) error {
+		if err := b.Publish(ctx, channel, payload); err != nil {
+			return fmt.Errorf("publish message %d: %w", sent+1, err)
+		}
+		sent++
+		return nil
+	}
+	if len(messages) > 0 {
+		for _, m := range messages {
+			if err := publish(channel, []byte(m)); err != nil {
+				return err
+			}
+		}
+	} else {
+		sc := bufio.NewScanner(io.in)
+		sc.Buffer(make([]byte, 64<<10), shardcast.DefaultMaxPayload+1024)
+		for line := 1; sc.Scan(); line++ {
+			ch, payload := channel, sc.Bytes()
+			if keyed {
+				var ok bool
+				if ch, payload, ok = splitKeyed(payload); !ok {
+					return fmt.Errorf("stdin line %d: want \"CHANNEL PAYLOAD\"", line)
+				}
+			}
+			if err := publish(ch, payload); err != nil {
+				return err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+	}
+	if keyed {
+		fmt.Fprintf(io.err, "published %d message(s) through the %s\n", sent, desc)
+	} else {
+		fmt.Fprintf(io.err, "published %d message(s) to %q through the %s\n", sent, channel, desc)
+	}
+	return b.Close()
+}
+
+// splitKeyed splits a -keyed line at its first space.
+func splitKeyed(line []byte) (channel string, payload []byte, ok bool) {
+	i := bytes.IndexByte(line, ' ')
+	if i <= 0 {
+		return "", nil, false
+	}
+	return string(line[:i]), line[i+1:], true
+}
