@@ -67,7 +67,7 @@ func TestTLS(t *testing.T) {
 // and returns the TLS port's address.
 func startTLSServer(t *testing.T, dir, authClients string) string {
 	t.Helper()
-	port := freePort(t)
+	port := redistest.ReservePort(t)
 	redistest.StartStandalone(t, redistest.WithArgs(
 		"--tls-port", strconv.Itoa(port),
 		"--tls-cert-file", filepath.Join(dir, "cert.pem"),
@@ -106,13 +106,4 @@ func writeSelfSignedCert(t *testing.T, dir string) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return pool
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
