@@ -83,7 +83,6 @@ func histBounds(i int) (lower, upper time.Duration) {
 // The zero value is an empty histogram. A Histogram must not be copied
 // after first use.
 type Histogram struct {
-	count       atomic.Uint64
 	sum         atomic.Int64
 	negative    atomic.Uint64
 	negativeSum atomic.Int64
@@ -99,11 +98,11 @@ func (h *Histogram) Record(d time.Duration) {
 	}
 	h.buckets[histIndex(int64(d))].Add(1)
 	h.sum.Add(int64(d))
-	h.count.Add(1)
 }
 
 // Snapshot returns the histogram's counts so far. Records that run
-// concurrently may be partly included (a bucket counted, Count not yet).
+// concurrently may be partly included (counted in a bucket, not yet in
+// Sum). Count is the sum of the buckets, so the two always agree.
 func (h *Histogram) Snapshot() HistogramSnapshot {
 	var s HistogramSnapshot
 	s.addFrom(h)
@@ -160,12 +159,13 @@ func (s *HistogramSnapshot) init() {
 // addFrom adds h's counts to s.
 func (s *HistogramSnapshot) addFrom(h *Histogram) {
 	s.init()
-	s.Count += h.count.Load()
 	s.Sum += time.Duration(h.sum.Load())
 	s.Negative += h.negative.Load()
 	s.NegativeSum += time.Duration(h.negativeSum.Load())
 	for i := range h.buckets {
-		s.Buckets[i].Count += h.buckets[i].Load()
+		n := h.buckets[i].Load()
+		s.Buckets[i].Count += n
+		s.Count += n
 	}
 }
 
