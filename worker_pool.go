@@ -254,42 +254,44 @@ func (p *WorkerPool) Close() {
 
 // work runs w's messages through the handler and records, per message,
 // the queue's depth, the lag (when the message has a PublishedAt) and the
-// handler's duration. It reads the clock once per message while the queue
-// has a backlog: the moment a handler returned is also the moment the next
-// queued message is taken.
+// handler's duration. Its clock reads the monotonic clock only, and once
+// per message while the queue has a backlog: the moment a handler returned
+// is also the moment the next queued message is taken.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
+		clock workerClock
 		m     Message
 		ok    bool
-		taken time.Time
-		ended time.Time
+		taken time.Duration
+		ended time.Duration // -1: no handler end to reuse
 	)
+	ended = -1
 	for {
 		select {
 		case m, ok = <-w.queue:
 			taken = ended
 		default:
 			m, ok = <-w.queue
-			taken = time.Time{}
+			taken = -1
 		}
 		if !ok {
 			return
 		}
-		if taken.IsZero() {
-			taken = time.Now()
+		if taken < 0 || taken >= workerClockRebase {
+			taken = clock.read()
 		}
 		if depth := int64(len(w.queue)) + 1; depth > w.highWater.Load() {
 			w.highWater.Store(depth)
 		}
 		if !m.PublishedAt.IsZero() {
-			w.lag.Record(taken.Sub(m.PublishedAt))
+			w.lag.Record(clock.lag(taken, m.PublishedAt))
 		}
 		if p.handle(w, m) {
-			ended = time.Now()
-			w.handling.Record(ended.Sub(taken))
+			ended = clock.since()
+			w.handling.Record(ended - taken)
 		} else {
-			ended = time.Time{}
+			ended = -1
 		}
 	}
 }
