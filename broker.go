@@ -297,4 +297,29 @@ type Stats struct {
 	// their partition had moved away from: after a failover or a slot move
 	// the old node may deliver for a moment what the new one delivers too.
 	Stale uint64
+	// QueueDepth is the number of messages waiting in worker queues now,
+	// summed over workers.
+	QueueDepth int
+	// QueueHighWater is the deepest any one worker queue has been since
+	// the broker started; messages are dropped once it reaches
+	// Options.QueueSize.
+	QueueHighWater int
+}
+
+// LatencyStats are the histograms of a broker's deliveries since it
+// started. Engines return them from a Latency method next to Stats: Stats
+// stays a few counters, cheap to poll in a loop, while a snapshot of the
+// histograms allocates a few tens of kilobytes.
+type LatencyStats struct {
+	// Lag is the time from Publish (Message.PublishedAt, the publisher's
+	// clock) to the moment a worker took the message off its queue, just
+	// before the Handler: the publish, Redis, the network, the read loop
+	// and the wait in the queue. Messages with a zero PublishedAt (raw
+	// mode, foreign publishers) are not in it. Between hosts it includes
+	// their clock difference; a subscriber whose clock is behind the
+	// publisher's records negative lags, counted in Lag.Negative.
+	Lag HistogramSnapshot
+	// HandlerTime is how long Handler calls took, for calls that returned
+	// (a panicking call is counted in no histogram).
+	HandlerTime HistogramSnapshot
 }

@@ -69,6 +69,12 @@ type poolWorker struct {
 
 	delivered atomic.Uint64
 	panics    atomic.Uint64
+	// highWater is the deepest the queue was when the worker took a
+	// message. The worker measures it, not Submit: depth peaks just before
+	// a take, and Submit stays as cheap as it was.
+	highWater atomic.Int64
+	lag       Histogram
+	handling  Histogram
 	_         [64]byte
 }
 
@@ -183,6 +189,45 @@ func (p *WorkerPool) Panics() uint64 {
 	return n
 }
 
+// QueueDepth returns the number of messages waiting in the worker queues
+// now, summed over workers.
+func (p *WorkerPool) QueueDepth() int {
+	n := 0
+	for i := range p.workers {
+		n += len(p.workers[i].queue)
+	}
+	return n
+}
+
+// QueueHighWater returns the deepest any one worker's queue has been since
+// the pool started, counting the message the worker was about to take: the
+// pool drops once it reaches the queue size. It is a per-queue figure, not
+// a sum, because it is one queue filling up that loses messages.
+func (p *WorkerPool) QueueHighWater() int {
+	var hw int64
+	for i := range p.workers {
+		w := &p.workers[i]
+		// A worker stuck in its handler has not measured the backlog
+		// behind it yet; the queue's length now covers that.
+		hw = max(hw, w.highWater.Load(), int64(len(w.queue)))
+	}
+	return int(hw)
+}
+
+// Latency returns the pool's lag and handler-duration histograms since it
+// started, merged over workers (each records into its own, so workers do
+// not contend). It allocates the snapshots; call it at a metrics scrape,
+// not per message.
+func (p *WorkerPool) Latency() LatencyStats {
+	var ls LatencyStats
+	for i := range p.workers {
+		w := &p.workers[i]
+		ls.Lag.addFrom(&w.lag)
+		ls.HandlerTime.addFrom(&w.handling)
+	}
+	return ls
+}
+
 // Close stops accepting messages, lets every worker handle the messages
 // already in its queue (it drains rather than discards: a message Submit
 // accepted is handed to the handler), waits for the workers to exit, emits
@@ -207,14 +252,52 @@ func (p *WorkerPool) Close() {
 	})
 }
 
+// work runs w's messages through the handler and records, per message,
+// the queue's depth, the lag (when the message has a PublishedAt) and the
+// handler's duration. Its clock reads the monotonic clock only, and once
+// per message while the queue has a backlog: the moment a handler returned
+// is also the moment the next queued message is taken.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
-	for m := range w.queue {
-		p.handle(w, m)
+	var (
+		clock workerClock
+		m     Message
+		ok    bool
+		taken time.Duration
+		ended time.Duration // -1: no handler end to reuse
+	)
+	ended = -1
+	for {
+		select {
+		case m, ok = <-w.queue:
+			taken = ended
+		default:
+			m, ok = <-w.queue
+			taken = -1
+		}
+		if !ok {
+			return
+		}
+		if taken < 0 || taken >= workerClockRebase {
+			taken = clock.read()
+		}
+		if depth := int64(len(w.queue)) + 1; depth > w.highWater.Load() {
+			w.highWater.Store(depth)
+		}
+		if !m.PublishedAt.IsZero() {
+			w.lag.Record(clock.lag(taken, m.PublishedAt))
+		}
+		if p.handle(w, m) {
+			ended = clock.since()
+			w.handling.Record(ended - taken)
+		} else {
+			ended = -1
+		}
 	}
 }
 
-func (p *WorkerPool) handle(w *poolWorker, m Message) {
+// handle calls the handler and reports whether it returned normally.
+func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.panics.Add(1)
@@ -223,6 +306,7 @@ func (p *WorkerPool) handle(w *poolWorker, m Message) {
 	}()
 	p.handler(m)
 	w.delivered.Add(1)
+	return true
 }
 
 // recordPanic is kept out of handle so that the closure building the error

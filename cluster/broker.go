@@ -226,6 +226,11 @@ func (b *Broker) onLost(l *engine.Link, key string) {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 
+// Latency returns histograms of the delivery lag (Publish to the moment a
+// worker takes the message) and of Handler durations since the broker
+// started. Unlike Stats it allocates; call it when scraping metrics.
+func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
+
 // Masters returns the masters the broker currently holds a subscribe
 // connection to (or is connecting to), and the partitions each owns.
 func (b *Broker) Masters() map[string][]int {

@@ -164,6 +164,11 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 
+// Latency returns histograms of the delivery lag (Publish to the moment a
+// worker takes the message) and of Handler durations since the broker
+// started. Unlike Stats it allocates; call it when scraping metrics.
+func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
+
 // Close closes every connection, waits for the broker's goroutines and
 // the handlers of messages already queued, and makes later calls return
 // ErrClosed. It is idempotent. Do not call it from a Handler or OnEvent:

@@ -168,11 +168,21 @@ func (c *Core) Stats() shardcast.Stats {
 	if c.Pool != nil {
 		st.Delivered, st.Dropped = c.Pool.Delivered(), c.Pool.Dropped()
 		st.Received, st.BadFrames = c.Inbox.Received(), c.Inbox.BadFrames()
+		st.QueueDepth, st.QueueHighWater = c.Pool.QueueDepth(), c.Pool.QueueHighWater()
 		for _, p := range c.Paths {
 			st.Channels += p.WantedCount()
 		}
 	}
 	return st
+}
+
+// Latency returns the worker pool's lag and handler-time histograms; they
+// are empty on a publish-only broker.
+func (c *Core) Latency() shardcast.LatencyStats {
+	if c.Pool == nil {
+		return shardcast.LatencyStats{}
+	}
+	return c.Pool.Latency()
 }
 
 // ResubscribeCommands counts the subscribe commands resubscribes sent.

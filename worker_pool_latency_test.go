@@ -1,0 +1,159 @@
+package shardcast
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestWorkerPoolRecordsLag: a message published a second ago has a lag of
+// at least a second; one from the future (a publisher whose clock is
+// ahead) is counted as negative; one without PublishedAt is not in the lag
+// histogram at all. Every delivered message is in HandlerTime.
+func TestWorkerPoolRecordsLag(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	pool := NewWorkerPool(2, 16, nil, nil)
+	defer pool.Close()
+	now := time.Now()
+	require.True(t, pool.Submit(Message{Channel: "old", PublishedAt: now.Add(-time.Second)}))
+	require.True(t, pool.Submit(Message{Channel: "future", PublishedAt: now.Add(time.Hour)}))
+	require.True(t, pool.Submit(Message{Channel: "raw"}))
+	wptWaitUntil(t, "three deliveries", func() bool { return pool.Delivered() == 3 })
+
+	ls := pool.Latency()
+	assert.EqualValues(t, 1, ls.Lag.Count, "the raw message has no lag")
+	assert.GreaterOrEqual(t, ls.Lag.Sum, time.Second)
+	assert.GreaterOrEqual(t, ls.Lag.Quantile(1), time.Second-time.Second*32/1000, "within the bucket's resolution")
+	assert.EqualValues(t, 1, ls.Lag.Negative)
+	assert.Less(t, ls.Lag.NegativeSum, -50*time.Minute)
+	assert.EqualValues(t, 3, ls.HandlerTime.Count)
+}
+
+// TestWorkerPoolRecordsHandlerTime: a handler that sleeps 5 ms is
+// recorded as taking at least that long; a panicking one is not recorded.
+func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	const nap = 5 * time.Millisecond
+	pool := NewWorkerPool(1, 16, func(m Message) {
+		if m.Channel == "bad" {
+			panic("boom")
+		}
+		time.Sleep(nap) // the duration under test, not a synchronisation
+	}, nil)
+	defer pool.Close()
+	require.True(t, pool.Submit(Message{Channel: "bad", PublishedAt: time.Now()}))
+	for range 3 {
+		require.True(t, pool.Submit(Message{Channel: "slow", PublishedAt: time.Now()}))
+	}
+	wptWaitUntil(t, "three deliveries", func() bool { return pool.Delivered() == 3 })
+
+	ls := pool.Latency()
+	assert.EqualValues(t, 3, ls.HandlerTime.Count, "the panicking call is not timed")
+	assert.GreaterOrEqual(t, ls.HandlerTime.Sum, 3*nap)
+	lo, _ := histBounds(histIndex(int64(nap)))
+	assert.GreaterOrEqual(t, ls.HandlerTime.Quantile(0), lo)
+	assert.EqualValues(t, 4, ls.Lag.Count, "lag is taken before the handler, panicking or not")
+}
+
+// TestWorkerPoolRecordsEveryMessageOfABacklog: with a backlog the worker
+// reuses the handler's end time as the next message's take time; no
+// message goes unrecorded on that path.
+func TestWorkerPoolRecordsEveryMessageOfABacklog(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	const n = 200
+	pool, release := wptBlockedPool(t, n, newWptEvents(), lossReportInterval)
+	defer pool.Close()
+	release()
+	wptWaitUntil(t, "the backlog", func() bool { return pool.Delivered() == n+1 })
+	ls := pool.Latency()
+	assert.EqualValues(t, n+1, ls.HandlerTime.Count)
+	assert.Zero(t, ls.Lag.Count, "the messages carry no PublishedAt")
+}
+
+// TestWorkerPoolQueueDepth: messages queued behind a stuck handler show in
+// QueueDepth, and the high-water mark keeps the deepest backlog after it
+// drained.
+func TestWorkerPoolQueueDepth(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	events := newWptEvents()
+	pool, release := wptBlockedPool(t, 5, events, lossReportInterval)
+	defer pool.Close()
+	defer release()
+	assert.Equal(t, 5, pool.QueueDepth())
+	assert.Equal(t, 5, pool.QueueHighWater(), "the stuck worker has not measured its backlog; the queue length covers it")
+
+	release()
+	wptWaitUntil(t, "the backlog", func() bool { return pool.Delivered() == 6 })
+	assert.Zero(t, pool.QueueDepth())
+	assert.Equal(t, 5, pool.QueueHighWater(), "the worker saw 5 messages queued when it took the first of them")
+}
+
+// TestWorkerPoolQueueDepthSumsWorkers: QueueDepth adds up every worker's
+// queue, while QueueHighWater is the deepest single queue.
+func TestWorkerPoolQueueDepthSumsWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	gate := make(chan struct{})
+	var entered atomic.Int64
+	pool := NewWorkerPool(4, 64, func(Message) {
+		entered.Add(1)
+		<-gate
+	}, nil)
+	defer pool.Close()
+	defer close(gate)
+	// One channel per worker: find them by where the pool routes them.
+	perWorker := map[int]string{}
+	for i := 0; len(perWorker) < 4; i++ {
+		ch := fmt.Sprintf("c%d", i)
+		w := int(xxhash.Sum64String(ch) % 4)
+		if _, ok := perWorker[w]; !ok {
+			perWorker[w] = ch
+		}
+	}
+	for _, ch := range perWorker {
+		require.True(t, pool.Submit(Message{Channel: ch}))
+	}
+	wptWaitUntil(t, "every worker stuck", func() bool { return entered.Load() == 4 })
+	for w, ch := range perWorker {
+		for range w + 1 { // worker w gets w+1 queued messages
+			require.True(t, pool.Submit(Message{Channel: ch}))
+		}
+	}
+	assert.Equal(t, 1+2+3+4, pool.QueueDepth())
+	assert.Equal(t, 4, pool.QueueHighWater())
+}
+
+// TestWorkerPoolDeliveryDoesNotAllocate: submitting and handling, with
+// the recording, allocate nothing (AllocsPerRun counts the workers'
+// allocations too, since it reads the process's totals).
+func TestWorkerPoolDeliveryDoesNotAllocate(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var handled atomic.Int64
+	pool := NewWorkerPool(2, 2048, func(Message) { handled.Add(1) }, nil)
+	defer pool.Close()
+	now := time.Now()
+	var sent int64
+	allocs := testing.AllocsPerRun(1000, func() {
+		pool.Submit(Message{Channel: "a", PublishedAt: now})
+		sent++
+		// Wait for the handler inside the run, so that the worker's
+		// allocations, if any, are counted.
+		for handled.Load() < sent {
+			runtime.Gosched()
+		}
+	})
+	assert.Zero(t, allocs)
+	assert.Positive(t, pool.Latency().Lag.Count)
+}
