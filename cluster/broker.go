@@ -12,8 +12,10 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -128,6 +130,73 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	}
 	return b.publishRedirected(ctx, channel, payload, now)
 }
+
+// Eval runs script s on the master that owns channel's partition, with
+// keys as KEYS and args as ARGV, on the broker's pipelined connection to
+// it, and returns the script's reply: string, int64, nil or []any; an
+// error reply is the error (a NOSCRIPT is handled: the script is then sent
+// whole). Every key must hash to the channel's slot: build it with
+// Layout().PartitionKey(Layout().Partition(channel), name), or the call
+// fails with ErrInvalidKey before anything is sent. A script that
+// SPUBLISHes to WireChannel(channel) reaches the channel's subscribers,
+// atomically with what else it does; its payload must be a shardcast
+// envelope unless Options.Raw is set. Like Publish, a script the master
+// redirected (its slot moved) or that never left is resent through the
+// cluster client, which follows redirections; an error that wraps
+// shardcast.ErrNotSent means it certainly did not run.
+func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
+	if err := b.core.CheckChannel(ctx, channel); err != nil {
+		return nil, err
+	}
+	p := b.layout.Partition(channel)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: Eval needs at least one key, in the slot of channel %q", ErrInvalidKey, channel)
+	}
+	for _, k := range keys {
+		if crc16.Slot(k) != b.layout.Slot(p) {
+			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, b.layout.Slot(p))
+		}
+	}
+	route := b.route.Load()
+	if route == nil || (*route)[p] == nil {
+		b.core.Kick()
+	} else {
+		v, err := engine.Eval(ctx, (*route)[p], s, keys, args)
+		if err == nil {
+			return v, nil
+		}
+		if b.core.Closed() {
+			return nil, shardcast.ErrClosed
+		}
+		if !(errors.Is(err, pubconn.ErrNotSent) || engine.IsMoved(err)) || ctx.Err() != nil {
+			if _, isReply := resp.IsServerError(err); !isReply {
+				b.core.Kick() // a timeout or a lost wire may mean a stale route
+			}
+			return nil, err
+		}
+		b.core.Kick()
+	}
+	return b.evalRedirected(ctx, s, keys, args)
+}
+
+// ErrInvalidKey is returned by Eval for a key outside the channel's slot.
+var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
+
+// evalRedirected runs a script through the rueidis cluster client.
+func (b *Broker) evalRedirected(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+	v, err := b.client.Do(ctx, b.client.B().Evalsha().Sha1(s.SHA()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).ToAny()
+	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
+		v, err = b.client.Do(ctx, b.client.B().Eval().Script(s.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).ToAny()
+	}
+	if err != nil && b.core.Closed() {
+		return nil, shardcast.ErrClosed
+	}
+	return v, err
+}
+
+// WireChannel returns the name channel has on the wire ("{tag}." + Prefix
+// + channel): the channel a script run by Eval SPUBLISHes to.
+func (b *Broker) WireChannel(channel string) string { return b.layout.Key(channel) }
 
 // publishRedirected publishes through the rueidis cluster client.
 func (b *Broker) publishRedirected(ctx context.Context, channel string, payload []byte, now time.Time) error {

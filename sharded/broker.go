@@ -143,6 +143,33 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	return nil
 }
 
+// Eval runs script s on the instance that carries channel, with keys as
+// KEYS and args as ARGV, on the broker's pipelined connection to it, and
+// returns the script's reply: string, int64, nil or []any; an error reply
+// is the error (a NOSCRIPT is handled: the script is then sent whole). The
+// keys must be meant for that instance, which naming them after the
+// channel ensures. A script that publishes to WireChannel(channel)
+// reaches the channel's subscribers, atomically with what else it does;
+// its payload must be a shardcast envelope unless Options.Raw is set. As
+// with Publish, an error that wraps shardcast.ErrNotSent means the script
+// certainly did not run.
+func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
+	if err := b.core.CheckChannel(ctx, channel); err != nil {
+		return nil, err
+	}
+	sh := &b.shards[b.Shard(channel)]
+	v, err := engine.Eval(ctx, sh.pub, s, keys, args)
+	if err != nil && b.core.Closed() {
+		return nil, shardcast.ErrClosed
+	}
+	return v, err
+}
+
+// WireChannel returns the name channel has on the wire: the channel a
+// script run by Eval publishes to. The sharded engine sends channels as
+// they are.
+func (b *Broker) WireChannel(channel string) string { return channel }
+
 // Subscribe subscribes channels and returns once Redis confirmed every one.
 // While a shard is unreachable it waits, bounded by ctx. On error no
 // channel of this call is left newly subscribed, unless a later Subscribe

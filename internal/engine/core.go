@@ -162,6 +162,11 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	c.Inbox.Submit(channel, body, at)
 }
 
+// CheckChannel is the argument check of a call on one channel (Eval).
+func (c *Core) CheckChannel(ctx context.Context, channel string) error {
+	return CheckChannels(ctx, c.closed.Load(), []string{channel})
+}
+
 // Stats returns the broker's counters.
 func (c *Core) Stats() shardcast.Stats {
 	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load(), Stale: c.stale.Load()}

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,11 +101,13 @@ func New(d subconn.Dialer, t Timeouts) *Pub {
 	return &Pub{dial: d, t: t}
 }
 
-// call is one PUBLISH waiting for its reply.
+// call is one command waiting for its reply.
 type call struct {
-	err  error
-	done chan struct{} // receives one value when answered
-	at   time.Time     // when it was queued
+	err   error
+	value any           // the reply, for a call that wants it (see Do)
+	want  bool          // the caller wants the reply's value
+	done  chan struct{} // receives one value when answered
+	at    time.Time     // when it was queued
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -135,25 +138,39 @@ type wire struct {
 // (bounded by ctx). A failure of the wire fails the calls waiting on it;
 // their messages may or may not have been published.
 func (p *Pub) Publish(ctx context.Context, channel string, payload []byte, raw bool, now time.Time) error {
-	return p.do(ctx, command{channel: channel, payload: payload, raw: raw, now: now})
+	_, err := p.do(ctx, command{channel: channel, payload: payload, raw: raw, now: now})
+	return err
 }
 
 // SPublish sends SPUBLISH keyPrefix+channel payload, encoded as Publish
 // does; keyPrefix (a partition's "{tag}." and the layout prefix) saves
 // building the key per call.
 func (p *Pub) SPublish(ctx context.Context, keyPrefix, channel string, payload []byte, raw bool, now time.Time) error {
-	return p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now})
+	_, err := p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now})
+	return err
+}
+
+// Do sends one command (args[0] is its name) through the pipeline and
+// returns its reply as resp.Reader.Reply decodes it: string, int64, nil,
+// []any; an error reply is returned as the error (a *resp.ServerError).
+func (p *Pub) Do(ctx context.Context, args ...string) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("pubconn: empty command")
+	}
+	return p.do(ctx, command{args: args})
 }
 
 // Ping connects if needed and runs a PING through the pipeline: it proves
 // the server accepts this connection's commands (a password it requires
 // was given).
 func (p *Pub) Ping(ctx context.Context) error {
-	return p.do(ctx, command{ping: true})
+	_, err := p.do(ctx, command{ping: true})
+	return err
 }
 
 // command is one command to encode; a value, so encoding allocates nothing.
 type command struct {
+	args      []string // a command of Do; the fields below are then unused
 	ping      bool
 	sharded   bool
 	keyPrefix string
@@ -164,18 +181,22 @@ type command struct {
 }
 
 func (cmd *command) append(b []byte) []byte {
+	if cmd.args != nil {
+		return resp.AppendCommand(b, cmd.args[0], cmd.args[1:])
+	}
 	if cmd.ping {
 		return append(b, "*1\r\n$4\r\nPING\r\n"...)
 	}
 	return appendPublish(b, cmd.sharded, cmd.keyPrefix, cmd.channel, cmd.payload, cmd.raw, cmd.now)
 }
 
-func (p *Pub) do(ctx context.Context, cmd command) error {
+func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 	w, waited, err := p.wire(ctx)
 	if err != nil {
-		return &notSent{err}
+		return nil, &notSent{err}
 	}
 	c := calls.Get().(*call)
+	c.want = cmd.args != nil
 	c.at = cmd.now
 	if c.at.IsZero() || waited {
 		c.at = time.Now() // a dial may have taken longer than the silence limit
@@ -188,7 +209,7 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 		}
 		w.mu.Unlock()
 		calls.Put(c)
-		return &notSent{err}
+		return nil, &notSent{err}
 	}
 	w.buf = cmd.append(w.buf)
 	if w.head > 0 && len(w.queue) == cap(w.queue) {
@@ -214,13 +235,13 @@ func (p *Pub) do(ctx context.Context, cmd command) error {
 	}
 	select {
 	case <-c.done:
-		err := c.err
-		c.err = nil
+		err, value := c.err, c.value
+		c.err, c.value = nil, nil
 		calls.Put(c)
-		return err
+		return value, err
 	case <-ctx.Done():
 		// The reply may still come: c stays with the wire, not the pool.
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -408,18 +429,32 @@ func (p *Pub) read(w *wire) {
 	rd := resp.NewReader(bufio.NewReaderSize(w.nc, 16<<10))
 	var err error
 	for {
+		// A publish is answered on one line; a command of Do may get a
+		// bulk string or an array, decoded whole.
 		var line []byte
-		line, err = rd.Line()
+		var value any
+		var kind byte
+		kind, err = rd.Peek()
+		if err != nil {
+			break
+		}
+		if kind == '$' || kind == '*' {
+			value, err = rd.Reply()
+		} else {
+			line, err = rd.Line()
+		}
 		if err != nil {
 			break
 		}
 		var res error
-		switch line[0] {
-		case ':', '+':
-		case '-':
-			res = &resp.ServerError{Msg: string(line[1:])}
-		default:
-			err = fmt.Errorf("%w: unexpected reply %q", resp.ErrProtocol, line)
+		if line != nil {
+			switch line[0] {
+			case ':', '+':
+			case '-':
+				res = &resp.ServerError{Msg: string(line[1:])}
+			default:
+				err = fmt.Errorf("%w: unexpected reply %q", resp.ErrProtocol, line)
+			}
 		}
 		if err != nil {
 			break
@@ -437,6 +472,13 @@ func (p *Pub) read(w *wire) {
 			w.queue, w.head = w.queue[:0], 0
 		}
 		w.mu.Unlock()
+		switch {
+		case !c.want && line == nil:
+			res = fmt.Errorf("%w: a multi-line reply to a publish", resp.ErrProtocol)
+		case c.want && line != nil && res == nil:
+			value, res = lineValue(line)
+		}
+		c.value = value
 		c.err = res
 		c.done <- struct{}{}
 	}
@@ -473,6 +515,19 @@ func (p *Pub) read(w *wire) {
 		}
 		c.done <- struct{}{}
 	}
+}
+
+// lineValue decodes a one-line reply (an integer or a simple string) for a
+// call of Do.
+func lineValue(line []byte) (any, error) {
+	if line[0] == '+' {
+		return string(line[1:]), nil
+	}
+	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bad integer %q", resp.ErrProtocol, line)
+	}
+	return n, nil
 }
 
 // Close closes the connection, fails the calls waiting on it, ends a dial

@@ -39,6 +39,15 @@ func (rd *Reader) Line() ([]byte, error) {
 	return b[:len(b)-2], nil
 }
 
+// Peek returns the type byte of the next reply without consuming it.
+func (rd *Reader) Peek() (byte, error) {
+	b, err := rd.r.Peek(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
 // ArrayHeader reads an array header and returns its length, -1 for a null
 // array. Any other value is ErrProtocol.
 func (rd *Reader) ArrayHeader() (int, error) {

@@ -1,0 +1,64 @@
+package pubconn
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/resp"
+	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDo: commands of any reply type share the pipeline with publishes,
+// and each caller gets its own reply decoded.
+func TestDo(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+
+	for _, tc := range []struct {
+		args []string
+		want any
+	}{
+		{[]string{"SET", "k", "v"}, "OK"},
+		{[]string{"GET", "k"}, "v"},
+		{[]string{"GET", "missing"}, nil},
+		{[]string{"INCR", "n"}, int64(1)},
+		{[]string{"RPUSH", "l", "a", "b"}, int64(2)},
+		{[]string{"LRANGE", "l", "0", "-1"}, []any{"a", "b"}},
+		{[]string{"EVAL", "return {1, 'x', {2}}", "0"}, []any{int64(1), "x", []any{int64(2)}}},
+	} {
+		got, err := p.Do(ctx, tc.args...)
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.want, got, "%v", tc.args)
+	}
+	_, err := p.Do(ctx, "INCR", "k")
+	se, ok := resp.IsServerError(err)
+	require.True(t, ok, "an error reply is the error: %v", err)
+	assert.Contains(t, se.Msg, "not an integer")
+	_, err = p.Do(ctx)
+	assert.Error(t, err)
+
+	// Interleaved with publishes from other goroutines, every reply still
+	// reaches its own caller.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			key := "c" + strconv.Itoa(g)
+			for i := 1; i <= 200; i++ {
+				if g%2 == 0 {
+					assert.NoError(t, p.Publish(ctx, "ch", []byte("x"), true, time.Time{}))
+					continue
+				}
+				v, err := p.Do(ctx, "INCR", key)
+				assert.NoError(t, err)
+				assert.Equal(t, int64(i), v, key)
+			}
+		})
+	}
+	wg.Wait()
+}
