@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,6 +300,45 @@ func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 // worker takes the message) and of Handler durations since the broker
 // started. Unlike Stats it allocates; call it when scraping metrics.
 func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
+
+// NodeStats returns the counters of each master the broker publishes to
+// or holds subscribe connections to, sorted by address. A master that
+// left the topology leaves its counters with it.
+func (b *Broker) NodeStats() []shardcast.NodeStats {
+	b.mu.Lock()
+	byAddr := make(map[string]*shardcast.NodeStats)
+	node := func(addr string) *shardcast.NodeStats {
+		if byAddr[addr] == nil {
+			byAddr[addr] = &shardcast.NodeStats{Addr: addr}
+		}
+		return byAddr[addr]
+	}
+	for addr, pub := range b.pubs {
+		node(addr).Published = pub.Published()
+	}
+	for addr, links := range b.masters {
+		for _, l := range links {
+			engine.AddNodeStats(node(addr), l.NodeStats())
+		}
+	}
+	b.mu.Unlock()
+	out := make([]shardcast.NodeStats, 0, len(byAddr))
+	for _, st := range byAddr {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(x, y shardcast.NodeStats) int { return strings.Compare(x.Addr, y.Addr) })
+	return out
+}
+
+// PartitionStats returns the counters of every partition, by number; it
+// is empty on a publish-only broker.
+func (b *Broker) PartitionStats() []shardcast.PartitionStats {
+	out := make([]shardcast.PartitionStats, len(b.core.Paths))
+	for p := range b.core.Paths {
+		out[p] = b.core.PathStats(p)
+	}
+	return out
+}
 
 // Masters returns the masters the broker currently holds a subscribe
 // connection to (or is connecting to), and the partitions each owns.

@@ -48,6 +48,20 @@ func TestSlotMove(t *testing.T) {
 		assert.Contains(t, sub.Masters()[to.Addr()], p, "partition %d follows its slot", p)
 		assert.NotContains(t, sub.Masters()[from.Addr()], p)
 	}
+	stats := sub.PartitionStats()
+	for _, p := range moved {
+		assert.Equal(t, to.Addr(), stats[p].Master, "partition %d", p)
+		assert.Positive(t, stats[p].Interrupted, "partition %d was interrupted by its move", p)
+		assert.Positive(t, stats[p].Received, "partition %d", p)
+		assert.Equal(t, 2, stats[p].Channels, "partition %d", p)
+	}
+	stayed := sortedCopy(sub.Masters()[from.Addr()])[0]
+	assert.Zero(t, stats[stayed].Interrupted, "partition %d did not move", stayed)
+	var received uint64
+	for _, n := range sub.NodeStats() {
+		received += n.Received
+	}
+	assert.Equal(t, sub.Stats().Received, received, "every message is counted on one master")
 
 	settle(t, rec, feed, channels)
 	still := slices.DeleteFunc(slices.Clone(channels), func(ch string) bool { return slices.Contains(movedChannels, ch) })

@@ -76,8 +76,11 @@ func New(cfg Config) (*Broker, error) {
 	if b.core.Paths != nil {
 		for _, d := range dials {
 			for j := range b.conns {
-				// A path never leaves its link here, so no owner check.
-				b.links = append(b.links, b.core.NewLink(d, j, b.deliver, nil))
+				path := len(b.links) // a path never leaves its link here
+				deliver := func(l *engine.Link, channel string, payload []byte) {
+					b.core.DeliverFrom(l, path, channel, payload)
+				}
+				b.links = append(b.links, b.core.NewLink(d, j, deliver, nil))
 			}
 		}
 		for _, l := range b.links {
@@ -191,6 +194,20 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 
+// NodeStats returns the counters of each instance, in Config.Addrs order.
+func (b *Broker) NodeStats() []shardcast.NodeStats {
+	out := make([]shardcast.NodeStats, len(b.shards))
+	for i, sh := range b.shards {
+		out[i] = shardcast.NodeStats{Addr: sh.addr, Published: sh.pub.Published()}
+		if b.links != nil {
+			for _, l := range b.links[i*b.conns : (i+1)*b.conns] {
+				engine.AddNodeStats(&out[i], l.NodeStats())
+			}
+		}
+	}
+	return out
+}
+
 // Latency returns histograms of the delivery lag (Publish to the moment a
 // worker takes the message) and of Handler durations since the broker
 // started. Unlike Stats it allocates; call it when scraping metrics.
@@ -203,10 +220,6 @@ func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
 func (b *Broker) Close() error {
 	b.core.Close(b.teardown)
 	return nil
-}
-
-func (b *Broker) deliver(_ *engine.Link, channel string, payload []byte) {
-	b.core.Inbox.Deliver(channel, payload)
 }
 
 func (b *Broker) teardown() {

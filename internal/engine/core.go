@@ -150,16 +150,69 @@ func (c *Core) CheckPublish(ctx context.Context, channel string, payload []byte)
 // on l's reader.
 func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	path := c.Paths[p]
+	l.received.Add(1)
+	path.received.Add(1)
 	if path.owner.Load() != l {
-		c.stale.Add(1)
+		c.dropStale(l, path)
 		return
 	}
-	at, body := c.Inbox.Decode(payload)
+	at, body, ok := c.Inbox.Decode(payload)
+	if !ok {
+		l.badFrames.Add(1)
+		path.badFrames.Add(1)
+	}
 	if !at.IsZero() && !path.admit(at.UnixNano()) {
-		c.stale.Add(1)
+		c.dropStale(l, path)
 		return
 	}
-	c.Inbox.Submit(channel, body, at)
+	if !c.Inbox.Submit(channel, body, at) {
+		l.dropped.Add(1)
+		path.dropped.Add(1)
+	}
+}
+
+func (c *Core) dropStale(l *Link, p *Path) {
+	c.stale.Add(1)
+	l.stale.Add(1)
+	p.stale.Add(1)
+}
+
+// NodeStats returns the counters of the node l reaches (see
+// shardcast.NodeStats); the engine adds what its publishing connection
+// counted.
+func (l *Link) NodeStats() shardcast.NodeStats {
+	return shardcast.NodeStats{
+		Addr: l.Addr, Received: l.received.Load(), Dropped: l.dropped.Load(),
+		BadFrames: l.badFrames.Load(), Stale: l.stale.Load(), Reconnects: l.reconnects.Load(),
+		ResubscribeCommands: l.resubscribeCommands.Load(), Down: l.Down(),
+	}
+}
+
+// AddNodeStats adds b's counters to a's (links of one node).
+func AddNodeStats(a *shardcast.NodeStats, b shardcast.NodeStats) {
+	a.Published += b.Published
+	a.Received += b.Received
+	a.Dropped += b.Dropped
+	a.BadFrames += b.BadFrames
+	a.Stale += b.Stale
+	a.Reconnects += b.Reconnects
+	a.ResubscribeCommands += b.ResubscribeCommands
+	a.Down += b.Down
+}
+
+// PathStats returns path p's counters as partition statistics (Master
+// names its carrier now).
+func (c *Core) PathStats(p int) shardcast.PartitionStats {
+	path := c.Paths[p]
+	st := shardcast.PartitionStats{
+		Partition: p, Channels: path.WantedCount(), Received: path.received.Load(),
+		Dropped: path.dropped.Load(), BadFrames: path.badFrames.Load(), Stale: path.stale.Load(),
+		Interrupted: path.interruptedFor(),
+	}
+	if l := c.router.Carrier(p); l != nil {
+		st.Master = l.Addr
+	}
+	return st
 }
 
 // CheckChannel is the argument check of a call on one channel (Eval).

@@ -22,25 +22,25 @@ type Inbox struct {
 // is the application channel name. Both may be views of a read buffer,
 // valid only during the call.
 func (in *Inbox) Deliver(channel string, payload []byte) {
-	at, body := in.Decode(payload)
+	at, body, _ := in.Decode(payload)
 	in.Submit(channel, body, at)
 }
 
 // Decode counts a message read from Redis and unwraps its envelope: it
 // returns the publish time (zero in Raw mode or for a message that is not
 // an envelope, counted as a bad frame and delivered as it is) and the
-// body, a view of payload.
-func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte) {
+// body, a view of payload; ok is false for a bad frame.
+func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 	in.received.Add(1)
 	if in.Raw {
-		return time.Time{}, payload
+		return time.Time{}, payload, true
 	}
 	t, b, err := envelope.Decode(payload)
 	if err != nil {
 		in.badFrames.Add(1)
-		return time.Time{}, payload
+		return time.Time{}, payload, false
 	}
-	return t, b
+	return t, b, true
 }
 
 // Submit hands a decoded message to the worker pool. channel and body may
@@ -48,7 +48,8 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte) {
 // message's only one. The body is placed after the channel's bytes, so a
 // handler writing into it (which it must not do) could still never change
 // the channel string.
-func (in *Inbox) Submit(channel string, body []byte, at time.Time) {
+// It reports whether the pool queued the message (false: dropped).
+func (in *Inbox) Submit(channel string, body []byte, at time.Time) bool {
 	buf := make([]byte, len(channel)+len(body))
 	copy(buf, channel)
 	copy(buf[len(channel):], body)
@@ -56,7 +57,7 @@ func (in *Inbox) Submit(channel string, body []byte, at time.Time) {
 	if len(body) > 0 {
 		m.Payload = buf[len(channel):]
 	}
-	in.Pool.Submit(m)
+	return in.Pool.Submit(m)
 }
 
 // Received returns how many messages were read from Redis.

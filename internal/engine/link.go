@@ -49,6 +49,11 @@ type Link struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started atomic.Bool
+
+	// Counters for NodeStats; downNanos is the total length of closed
+	// outages, downAt (Unix ns, 0 while up) starts the open one.
+	received, dropped, badFrames, stale, reconnects, resubscribeCommands atomic.Uint64
+	downNanos, downAt                                                    atomic.Int64
 }
 
 // NewLink returns a link to the node d reaches. Messages read on it go to
@@ -131,6 +136,10 @@ func (l *Link) run() {
 		connectedAt := time.Now()
 		if connected {
 			c.reconnects.Add(1)
+			l.reconnects.Add(1)
+		}
+		if at := l.downAt.Swap(0); at != 0 {
+			l.downNanos.Add(connectedAt.UnixNano() - at)
 		}
 		connected = true
 		l.healthyAt.Store(connectedAt.UnixNano())
@@ -227,6 +236,7 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	l.mu.Lock()
 	l.wire = nil
 	l.mu.Unlock()
+	l.downAt.CompareAndSwap(0, since.UnixNano())
 	err := wire.Err()
 	wire.Close()
 	var lost []*Path
@@ -243,4 +253,14 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	}
 	c.RequestRefresh()
 	c.signalChange()
+}
+
+// Down returns how long the link's connection has been down in total
+// since it first connected, the current outage included.
+func (l *Link) Down() time.Duration {
+	d := time.Duration(l.downNanos.Load())
+	if at := l.downAt.Load(); at != 0 {
+		d += time.Duration(time.Now().UnixNano() - at)
+	}
+	return d
 }

@@ -44,6 +44,11 @@ type Path struct {
 	// master can deliver it after the broker subscribed there), and a
 	// message published no later than the fence is taken to be one.
 	lastAt, fence, fenceUntil atomic.Int64
+
+	// Counters of the path's messages, and the total length (ns) of its
+	// closed interruptions; downSince dates the open one.
+	received, dropped, badFrames, stale atomic.Uint64
+	interrupted                         atomic.Int64
 }
 
 // moveFence is how long after a move messages published before the old
@@ -168,6 +173,9 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 	p.wire = wire
 	since = p.downSince
 	p.downSince = time.Time{}
+	if !since.IsZero() {
+		p.interrupted.Add(int64(time.Since(since)))
+	}
 	return since, true
 }
 
@@ -220,4 +228,16 @@ func (p *Path) remove(channels []string, token uint64) []string {
 		return p.wanted.RemoveClaimed(channels, token)
 	}
 	return p.wanted.Remove(channels)
+}
+
+// interruptedFor returns the path's total interrupted time, the open
+// interruption included.
+func (p *Path) interruptedFor() time.Duration {
+	d := time.Duration(p.interrupted.Load())
+	p.mu.Lock()
+	if !p.downSince.IsZero() {
+		d += time.Since(p.downSince)
+	}
+	p.mu.Unlock()
+	return d
 }

@@ -71,6 +71,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		return FirstError(wire.Subscribe(ctx, cmd.Channels))
 	})
 	c.resubscribeCommands.Add(uint64(report.Commands))
+	l.resubscribeCommands.Add(uint64(report.Commands))
 	failed := make(map[int]bool, len(report.FailedKeys))
 	for _, k := range report.FailedKeys {
 		failed[k] = true

@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -61,6 +62,8 @@ const MaxBacklog = 8 << 20
 type Pub struct {
 	dial subconn.Dialer
 	t    Timeouts
+	// published counts the publishes and commands of Do that succeeded.
+	published atomic.Uint64
 
 	mu      sync.Mutex
 	w       *wire         // nil until dialled, or after it failed
@@ -160,6 +163,9 @@ func (p *Pub) Do(ctx context.Context, args ...string) (any, error) {
 	return p.do(ctx, command{args: args})
 }
 
+// Published returns how many publishes and commands of Do succeeded.
+func (p *Pub) Published() uint64 { return p.published.Load() }
+
 // Ping connects if needed and runs a PING through the pipeline: it proves
 // the server accepts this connection's commands (a password it requires
 // was given).
@@ -238,6 +244,9 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 		err, value := c.err, c.value
 		c.err, c.value = nil, nil
 		calls.Put(c)
+		if err == nil && !cmd.ping {
+			p.published.Add(1)
+		}
 		return value, err
 	case <-ctx.Done():
 		// The reply may still come: c stays with the wire, not the pool.
