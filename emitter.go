@@ -139,17 +139,47 @@ func (e *Emitter) deliver(ev Event) {
 }
 
 func (e *Emitter) log(ev Event) {
-	level := slog.LevelDebug
-	if ev.Kind == EventError {
-		level = slog.LevelWarn
-	}
+	level := eventLevel(ev.Kind)
 	// The Enabled check keeps Emit cheap when the level is filtered out:
 	// building the attributes would format the whole event.
 	ctx := context.Background()
 	if !e.logger.Enabled(ctx, level) {
 		return
 	}
-	e.logger.Log(ctx, level, "shardcast: event",
-		slog.String("kind", ev.Kind.String()),
-		slog.String("event", ev.String()))
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("kind", ev.Kind.String()))
+	if ev.Shard != "" {
+		attrs = append(attrs, slog.String("shard", ev.Shard))
+	}
+	if len(ev.Channels) > 0 {
+		attrs = append(attrs, slog.Int("channels", len(ev.Channels)))
+	}
+	if len(ev.Partitions) > 0 {
+		attrs = append(attrs, slog.Any("partitions", ev.Partitions))
+	}
+	if ev.Count > 0 {
+		attrs = append(attrs, slog.Uint64("count", ev.Count))
+	}
+	if !ev.Since.IsZero() && !ev.Until.IsZero() {
+		attrs = append(attrs, slog.Duration("gap", ev.Until.Sub(ev.Since)))
+	}
+	if ev.Truncated {
+		attrs = append(attrs, slog.Bool("truncated", true))
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.String("err", ev.Err.Error()))
+	}
+	e.logger.LogAttrs(ctx, level, "shardcast: "+ev.Kind.String(), attrs...)
+}
+
+// eventLevel is the level an event is logged at: losses and errors at
+// warn (an operator acts on them), their ends and topology changes at
+// info.
+func eventLevel(k EventKind) slog.Level {
+	switch k {
+	case EventInterrupted, EventDropped, EventError:
+		return slog.LevelWarn
+	default:
+		return slog.LevelInfo
+	}
 }

@@ -172,20 +172,22 @@ func TestEmitterNilCallbackOnlyLogs(t *testing.T) {
 	e.Emit(Event{Kind: EventDropped}) // after Close: no panic
 
 	logged := sink.String()
-	assert.Contains(t, logged, "level=DEBUG")
-	assert.Contains(t, logged, "count=7")
-	assert.Contains(t, logged, "level=WARN", "EventError is logged at warn level")
-	assert.Contains(t, logged, "reconnect failed")
+	assert.Contains(t, logged, `level=WARN msg="shardcast: dropped" kind=dropped count=7`, "a loss is logged at warn level")
+	assert.Contains(t, logged, `level=WARN msg="shardcast: error" kind=error err="reconnect failed"`)
 }
 
-func TestEmitterLogLevelFiltersDebug(t *testing.T) {
+func TestEmitterLogLevels(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	logger, sink := newEmitterTestLogger(slog.LevelInfo)
+	logger, sink := newEmitterTestLogger(slog.LevelWarn)
 	var delivered atomic.Int64
 	e := NewEmitter(func(Event) { delivered.Add(1) }, logger)
-	e.Emit(Event{Kind: EventDropped, Count: 3})
+	since := time.Now()
+	e.Emit(Event{Kind: EventRestored, Shard: "a:1", Since: since, Until: since.Add(time.Second)})
+	e.Emit(Event{Kind: EventInterrupted, Shard: "a:1", Partitions: []int{3, 4}, Channels: []string{"x"}, Since: since})
 	e.Close()
-	assert.Equal(t, int64(1), delivered.Load())
-	assert.Empty(t, sink.String(), "debug-level event logs must be filtered at info")
+	assert.Equal(t, int64(2), delivered.Load())
+	logged := sink.String()
+	assert.NotContains(t, logged, "restored", "info-level event logs are filtered at warn")
+	assert.Contains(t, logged, `kind=interrupted shard=a:1 channels=1 partitions="[3 4]"`)
 }
