@@ -13,8 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/shardcast/shardcast"
-	shardcastprom "github.com/shardcast/shardcast/contrib/prometheus"
 	"github.com/shardcast/shardcast/cluster"
+	shardcastprom "github.com/shardcast/shardcast/contrib/prometheus"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
