@@ -60,3 +60,9 @@ $(CHAT_CLIENT): examples/chat/web/package.json examples/chat/web/package-lock.js
 interop: redis
 	bash interop/install.sh
 	$(GO) test -race -count=1 -v ./interop/
+
+## demo-metrics: the demo's traffic with a Prometheus /metrics endpoint (contrib/prometheus, a nested
+## module, so the library's go.mod stays free of client_golang). ARGS passes flags.
+.PHONY: demo-metrics
+demo-metrics: redis
+	cd contrib/prometheus && $(GO) run ./cmd/demo-metrics $(ARGS)

@@ -1,0 +1,15 @@
+package shardcastprom_test
+
+import (
+	"testing"
+
+	"github.com/shardcast/shardcast/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind, the
+// brokers' included; the two rueidis goroutines redistest.RueidisLeaks
+// names are exempt, as in the engines' own tests.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m), redistest.RueidisLeaks()...)
+}
