@@ -67,6 +67,18 @@ type ConnOptions struct {
 	// Publish may outlast its ctx by up to WriteTimeout when the server
 	// stops reading.
 	WriteTimeout time.Duration
+	// ProbeInterval, when set, turns delivery probes on: a subscribing
+	// broker publishes a small probe through every partition (cluster) or
+	// subscribe connection (sharded) that holds its subscriptions, once
+	// per interval, on a channel of its own, and expects it back on its
+	// own subscribe connection within ProbeTimeout (default ProbeInterval).
+	// A probe that does not come back marks the path silent: its channels
+	// are reported EventInterrupted (Err ErrSilentPath) and resubscribed,
+	// and EventRestored follows once a probe returns. Probes catch what
+	// health pings cannot: a connection that answers PING while some
+	// subscription's messages no longer arrive. Off by default.
+	ProbeInterval, ProbeTimeout time.Duration
+
 	// ReplyTimeout is how long the oldest publish on a publishing
 	// connection may go unanswered before the connection is dropped as
 	// silent (default 3s). A cluster broker also keeps the publishing
@@ -99,6 +111,9 @@ func (o ConnOptions) WithDefaults() ConnOptions {
 			*d.field = d.def
 		}
 	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = o.ProbeInterval
+	}
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = o.ReconnectMin
 	}
@@ -123,6 +138,8 @@ func (o ConnOptions) Validate() error {
 		{"HealthTimeout", o.HealthTimeout},
 		{"WriteTimeout", o.WriteTimeout},
 		{"ReplyTimeout", o.ReplyTimeout},
+		{"ProbeInterval", o.ProbeInterval},
+		{"ProbeTimeout", o.ProbeTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%w: %s = %v, want >= 0", ErrInvalidConfig, d.name, d.v)

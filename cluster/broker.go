@@ -83,6 +83,7 @@ func New(cfg Config) (*Broker, error) {
 		b.core.Close(client.Close)
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
+	b.core.StartProbes(b.Publish)
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
 	return b, nil

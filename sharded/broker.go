@@ -83,6 +83,7 @@ func New(cfg Config) (*Broker, error) {
 				b.links = append(b.links, b.core.NewLink(d, j, deliver, nil))
 			}
 		}
+		b.core.StartProbes(b.Publish)
 		for _, l := range b.links {
 			l.Start()
 		}

@@ -165,6 +165,10 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 		c.dropStale(l, path)
 		return
 	}
+	if path.probe != nil && channel == path.probe.channel {
+		c.probeArrived(l, path, body)
+		return
+	}
 	if !c.Inbox.Submit(channel, body, at) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)

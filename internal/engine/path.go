@@ -49,6 +49,13 @@ type Path struct {
 	// closed interruptions; downSince dates the open one.
 	received, dropped, badFrames, stale atomic.Uint64
 	interrupted                         atomic.Int64
+
+	// probe is the path's delivery probe (nil when probes are off). A
+	// silent spell begins when a probe does not come back and ends when
+	// one does: its Restored is raised then, not on resubscribing.
+	probe       *probeState
+	silentSpell bool
+	silentSince time.Time
 }
 
 // moveFence is how long after a move messages published before the old
@@ -176,6 +183,9 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 	if !since.IsZero() {
 		p.interrupted.Add(int64(time.Since(since)))
 	}
+	if p.silentSpell {
+		since = time.Time{} // restored when a probe comes back
+	}
 	return since, true
 }
 
@@ -240,4 +250,15 @@ func (p *Path) interruptedFor() time.Duration {
 	}
 	p.mu.Unlock()
 	return d
+}
+
+// subscribed returns the channels to subscribe on the path's wire: the
+// wanted ones and, while there are any and probes are on, its probe
+// channel.
+func (p *Path) subscribed() []string {
+	chans := p.Wanted()
+	if len(chans) > 0 && p.probe != nil {
+		chans = append(chans, p.probe.channel)
+	}
+	return chans
 }

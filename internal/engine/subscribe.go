@@ -110,7 +110,12 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		}
 		fresh := p.missing(channels)
 		if len(fresh) > 0 {
-			err = FirstError(wire.Subscribe(ctx, c.commands(p.ID, fresh)...))
+			send := fresh
+			if p.probe != nil && p.WantedCount() == 0 {
+				// The path's first channel: its probe rides along.
+				send = append(fresh[:len(fresh):len(fresh)], p.probe.channel)
+			}
+			err = FirstError(wire.Subscribe(ctx, c.commands(p.ID, send)...))
 		}
 		if len(fresh) == 0 || err == nil {
 			// This call is now the last to have asked for every one of
@@ -161,7 +166,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 	}
 	seq := p.lostSeq()
 	p.setOwner(l)
-	if wanted := p.Wanted(); len(wanted) > 0 {
+	if wanted := p.subscribed(); len(wanted) > 0 {
 		if err := FirstError(wire.Subscribe(ctx, c.commands(p.ID, wanted)...)); err != nil {
 			if IsMoved(err) {
 				c.RequestRefresh()
@@ -197,6 +202,9 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 		return err
 	}
 	gone := p.remove(channels, token)
+	if len(gone) > 0 && p.probe != nil && p.WantedCount() == 0 {
+		gone = append(gone, p.probe.channel) // the path's last channel: its probe goes too
+	}
 	wire := p.ActiveWire()
 	if len(gone) == 0 || wire == nil {
 		p.unlock()

@@ -45,7 +45,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if p.ActiveWire() == wire {
 			continue
 		}
-		wanted := p.Wanted()
+		wanted := p.subscribed()
 		if len(wanted) == 0 {
 			empty = append(empty, p)
 			continue

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast"
+)
+
+// probeState is a path's delivery probe: the channel it travels on (one
+// that maps to the path), the last probe sent and the last one received.
+type probeState struct {
+	channel string
+	sent    atomic.Uint64 // sequence number of the last probe published
+	sentAt  atomic.Int64  // when it was published (Unix ns)
+	got     atomic.Uint64 // sequence number of the last probe received
+	gotAt   atomic.Int64  // when it was received (Unix ns)
+}
+
+// StartProbes turns delivery probes on when Conn.ProbeInterval is set and
+// the broker subscribes: each path gets a probe channel of its own (found
+// by trying names until one maps to the path), and a goroutine publishes
+// through publish, once per interval, a probe on every path that holds
+// subscriptions. Call it once the router is set, before the links start.
+func (c *Core) StartProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
+	if c.Conn.ProbeInterval <= 0 || c.Paths == nil {
+		return
+	}
+	node := strconv.FormatUint(rand.Uint64(), 36)
+	missing := len(c.Paths)
+	for n := 0; missing > 0 && n < 1000*len(c.Paths); n++ {
+		ch := shardcast.ProbeChannelPrefix + node + ":" + strconv.Itoa(n)
+		if p := c.Paths[c.router.PathOf(ch)]; p.probe == nil {
+			p.probe = &probeState{channel: ch}
+			missing--
+		}
+	}
+	c.Go(func() { c.runProbes(publish) })
+}
+
+func (c *Core) runProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
+	tick := time.NewTicker(c.Conn.ProbeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-tick.C:
+		}
+		var wg sync.WaitGroup
+		now := time.Now()
+		for _, p := range c.Paths {
+			pr := p.probe
+			if pr == nil || p.WantedCount() == 0 {
+				continue
+			}
+			wire := p.ActiveWire()
+			if wire == nil {
+				continue // interrupted: the loss is known, the heal is under way
+			}
+			if sent := pr.sent.Load(); sent > pr.got.Load() {
+				if now.Sub(time.Unix(0, pr.sentAt.Load())) < c.Conn.ProbeTimeout {
+					continue // still in flight
+				}
+				c.silent(p, wire)
+			}
+			seq := pr.sent.Add(1)
+			pr.sentAt.Store(now.UnixNano())
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
+				defer cancel()
+				var payload [8]byte
+				binary.BigEndian.PutUint64(payload[:], seq)
+				if err := publish(ctx, pr.channel, payload[:]); err != nil {
+					// Not sent or not answered: the publishing side's
+					// trouble, reported elsewhere; no verdict on the path.
+					pr.sent.CompareAndSwap(seq, pr.got.Load())
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// silent handles a probe that did not come back on path p, active on
+// wire: the path is interrupted (reported once per silent spell) and
+// resubscribed; its Restored waits for a probe to return.
+func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
+	pr := p.probe
+	since := time.Unix(0, pr.sentAt.Load())
+	if at := pr.gotAt.Load(); at != 0 {
+		since = time.Unix(0, at) // messages may be lost from the last probe seen
+	}
+	p.mu.Lock()
+	first := !p.silentSpell
+	p.silentSpell = true
+	if p.silentSince.IsZero() {
+		p.silentSince = since
+	}
+	chans, lost := p.dropLocked(since)
+	p.mu.Unlock()
+	pr.sent.Store(pr.got.Load())
+	c.Log.Warn("shardcast: delivery probe not received; resubscribing", "path", c.router.Describe(p.ID))
+	if first && lost {
+		addr := ""
+		if l := c.router.Carrier(p.ID); l != nil {
+			addr = l.Addr
+		}
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since, shardcast.ErrSilentPath))
+	}
+	c.RequestRefresh()
+}
+
+// probeArrived records a probe received on path p. The first one after a
+// silent spell reports the path restored.
+func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
+	pr := p.probe
+	if len(payload) != 8 {
+		return
+	}
+	seq := binary.BigEndian.Uint64(payload)
+	for {
+		got := pr.got.Load()
+		if seq <= got || pr.got.CompareAndSwap(got, seq) {
+			break
+		}
+	}
+	pr.gotAt.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	spell, since := p.silentSpell, p.silentSince
+	active := p.wire != nil
+	if spell && active {
+		p.silentSpell, p.silentSince = false, time.Time{}
+	}
+	p.mu.Unlock()
+	if spell && active {
+		c.emitRestored(l.Addr, []*Path{p}, since)
+	}
+}
