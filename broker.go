@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 )
@@ -121,6 +122,14 @@ const (
 	// EventError reports an error the broker hit in the background and
 	// will retry, such as a failed reconnect.
 	EventError
+	// EventHotChannel reports that, over the hot-channel window that just
+	// ended (Since..Until), one channel certainly carried more than
+	// Options.HotShare of the sampled traffic the broker exchanged with
+	// one node in one direction: Channels holds that channel, Shard the
+	// node ("" for publishes whose node the broker does not know, see
+	// HotChannel.Node) and Count the estimated number of its messages in
+	// the window. HotChannels on the engines tells the direction apart.
+	EventHotChannel
 )
 
 // String returns the kind's name.
@@ -136,6 +145,8 @@ func (k EventKind) String() string {
 		return "topology_changed"
 	case EventError:
 		return "error"
+	case EventHotChannel:
+		return "hot_channel"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -227,7 +238,41 @@ type Options struct {
 	Raw bool
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+
+	// HotSampleRate is the fraction of messages, published and received,
+	// that hot-channel detection samples (default 0.01, at most 1). A
+	// negative value turns detection off: HotChannels then returns nil and
+	// no EventHotChannel is raised. The sampling decision is a few
+	// nanoseconds per message; only sampled messages take a lock.
+	HotSampleRate float64
+	// HotWindow is the period over which sampled messages are counted
+	// before the top channels are reported and the counts start afresh
+	// (default one minute).
+	HotWindow time.Duration
+	// HotTopK is how many channels are counted per node and direction,
+	// and the most HotChannels returns (default 32). Memory is fixed by
+	// it, whatever the number of channels: a channel that carries more
+	// than 1/HotTopK of a node's traffic is always among those counted.
+	HotTopK int
+	// HotShare is the share of one node's sampled traffic in one
+	// direction above which a channel raises EventHotChannel at the end
+	// of a window (default 0.2, at most 1; negative: never). Nodes with
+	// fewer than HotMinSamples sampled messages in the window raise none.
+	HotShare float64
 }
+
+// Defaults of the hot-channel options, applied by Options.WithDefaults.
+const (
+	DefaultHotSampleRate = 0.01
+	DefaultHotWindow     = time.Minute
+	DefaultHotTopK       = 32
+	DefaultHotShare      = 0.2
+	// HotMinSamples is the fewest sampled messages a node must have in a
+	// window for a channel of it to raise EventHotChannel: below it, one
+	// channel's share says little (at the default rate, 100 samples a
+	// minute is about 170 messages a second).
+	HotMinSamples = 100
+)
 
 // WithDefaults returns a copy of o with every zero field set to its
 // default. Negative values are reported by Validate.
@@ -247,6 +292,18 @@ func (o Options) WithDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.HotSampleRate == 0 {
+		o.HotSampleRate = DefaultHotSampleRate
+	}
+	if o.HotWindow == 0 {
+		o.HotWindow = DefaultHotWindow
+	}
+	if o.HotTopK == 0 {
+		o.HotTopK = DefaultHotTopK
+	}
+	if o.HotShare == 0 {
+		o.HotShare = DefaultHotShare
+	}
 	return o
 }
 
@@ -261,6 +318,14 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: SubscribeBatch = %d, want >= 0", ErrInvalidConfig, o.SubscribeBatch)
 	case o.MaxPayload < 0:
 		return fmt.Errorf("%w: MaxPayload = %d, want >= 0", ErrInvalidConfig, o.MaxPayload)
+	case o.HotSampleRate > 1 || math.IsNaN(o.HotSampleRate):
+		return fmt.Errorf("%w: HotSampleRate = %v, want <= 1 (negative: off)", ErrInvalidConfig, o.HotSampleRate)
+	case o.HotWindow < 0:
+		return fmt.Errorf("%w: HotWindow = %v, want >= 0", ErrInvalidConfig, o.HotWindow)
+	case o.HotTopK < 0:
+		return fmt.Errorf("%w: HotTopK = %d, want >= 0", ErrInvalidConfig, o.HotTopK)
+	case o.HotShare > 1 || math.IsNaN(o.HotShare):
+		return fmt.Errorf("%w: HotShare = %v, want <= 1 (negative: no events)", ErrInvalidConfig, o.HotShare)
 	}
 	return nil
 }

@@ -297,6 +297,13 @@ func (b *Broker) onLost(l *engine.Link, key string) {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 
+// HotChannels returns the busiest channels the broker published and
+// received over the last complete Options.HotWindow, estimated from the
+// sampled messages, highest rate first (at most Options.HotTopK): nil
+// before the first window ended or when detection is off. It allocates;
+// call it when scraping metrics.
+func (b *Broker) HotChannels() []shardcast.HotChannel { return b.core.HotChannels() }
+
 // Latency returns histograms of the delivery lag (Publish to the moment a
 // worker takes the message) and of Handler durations since the broker
 // started. Unlike Stats it allocates; call it when scraping metrics.

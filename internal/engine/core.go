@@ -53,6 +53,10 @@ type Core struct {
 
 	calls, published, reconnects, resubscribeCommands, stale atomic.Uint64
 
+	// hot samples published and received messages for HotChannels; nil
+	// when detection is off.
+	hot *shardcast.HotTracker
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever state changes
 
@@ -101,6 +105,7 @@ func NewCore(cfg CoreConfig) *Core {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.Emitter = shardcast.NewEmitter(cfg.Options.OnEvent, c.Log)
+	c.hot = shardcast.NewHotTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
 		c.Pool = shardcast.NewWorkerPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
@@ -138,8 +143,33 @@ func (c *Core) Published() { c.published.Add(1) }
 
 // CheckPublish is Publish's argument check, run before anything is sent.
 func (c *Core) CheckPublish(ctx context.Context, channel string, payload []byte) error {
-	return CheckPublish(ctx, c.closed.Load(), channel, payload, c.Options.MaxPayload)
+	if err := CheckPublish(ctx, c.closed.Load(), channel, payload, c.Options.MaxPayload); err != nil {
+		return err
+	}
+	if c.hot.Sampled() {
+		c.recordPublish(channel)
+	}
+	return nil
 }
+
+// recordPublish counts a sampled publish of channel for HotChannels,
+// against the node whose subscribe link carries the channel's path: the
+// node the publish goes to. A publish-only broker has no links, so its
+// publishes are counted against no node ("").
+func (c *Core) recordPublish(channel string) {
+	node := ""
+	if c.Paths != nil {
+		if l := c.router.Carrier(c.router.PathOf(channel)); l != nil {
+			node = l.Addr
+		}
+	}
+	c.hot.Record(shardcast.HotOut, node, channel)
+}
+
+// HotChannels returns the busiest channels the broker published and
+// received over the last complete hot-channel window (see
+// shardcast.HotTracker); nil when detection is off.
+func (c *Core) HotChannels() []shardcast.HotChannel { return c.hot.HotChannels() }
 
 // DeliverFrom hands a message that arrived on link l for path p to the
 // worker pool, unless it is a copy of one already taken: the path's
@@ -152,6 +182,9 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
+	if c.hot.Sampled() {
+		c.hot.Record(shardcast.HotIn, l.Addr, channel)
+	}
 	if path.owner.Load() != l {
 		c.dropStale(l, path)
 		return
