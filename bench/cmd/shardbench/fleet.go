@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,8 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 	}
 	servers := masters(sm)
 	var results []fleetResult
-	for _, name := range engineList([]string{"shardcast-cluster", "centrifuge-sharded"}) {
+	for _, run := range fleetRuns(engineList([]string{"shardcast-cluster", "centrifuge-sharded"})) {
+		name, nb := run.engine, run.brokers
 		k, err := engines.Lookup(name)
 		if err != nil {
 			return sec, err
@@ -70,9 +72,9 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 		if !k.Cluster {
 			continue
 		}
-		progress("fleet: %s, %d brokers × %d channels …", name, cfg.fleetBrokers, cfg.fleetChannels)
-		r := fleetRun(ctx, k, servers, seeds)
-		r.Scenario, r.Engine, r.Brokers, r.Channels = "fleet", name, cfg.fleetBrokers, cfg.fleetChannels
+		progress("fleet: %s, %d brokers × %d channels …", name, nb, cfg.fleetChannels)
+		r := fleetRun(ctx, k, servers, seeds, nb)
+		r.Scenario, r.Engine, r.Brokers, r.Channels = "fleet", name, nb, cfg.fleetChannels
 		emit(r)
 		if r.Error != "" {
 			progress("   error: %s", r.Error)
@@ -94,7 +96,7 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 	var rows [][]string
 	for _, r := range results {
 		if r.Error != "" {
-			rows = append(rows, []string{r.Engine, "error: " + r.Error})
+			rows = append(rows, []string{r.Engine, strconv.Itoa(r.Brokers), "error: " + r.Error})
 			continue
 		}
 		var cpu []string
@@ -105,12 +107,12 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 		if r.RestoredSecs > 0 {
 			restored = fmt.Sprintf("%.3fs", r.RestoredSecs)
 		}
-		rows = append(rows, []string{r.Engine, fmt.Sprintf("%.2fs", r.SubscribeSecs), perMaster(r.SubConns), perMaster(r.SubConnsAfter),
+		rows = append(rows, []string{r.Engine, strconv.Itoa(r.Brokers), fmt.Sprintf("%.2fs", r.SubscribeSecs), perMaster(r.SubConns), perMaster(r.SubConnsAfter),
 			perMaster(r.Conns), strconv.Itoa(r.Killed), perMaster(r.SsubPerMaster), fmt.Sprintf("%.3fs", r.ResubSecs), restored,
 			fmt.Sprintf("%.3fs", r.DeliverSecs), fmt.Sprintf("**%.3fs**", r.RecoverSecs), strings.Join(cpu, " / "),
 			fmt.Sprintf("%.0f%%", r.PeakCPUSum), fmt.Sprintf("%.0fms", r.RedisCPUms), fmt.Sprintf("%.0fms", r.ClientCPUms)})
 	}
-	head := []string{"engine", "initial subscribe", "subscribe conns per master before", "… after recovery", "all conns per master",
+	head := []string{"engine", "brokers", "initial subscribe", "subscribe conns per master before", "… after recovery", "all conns per master",
 		"conns killed", "SSUBSCRIBE calls per master", "all subscribed again", "last EventRestored", "last probe delivered", "recovered",
 		"peak Redis CPU per master", "peak Redis CPU, sum", "Redis CPU", "client CPU"}
 	tbl := table(head, rows)
@@ -138,7 +140,7 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 	b.WriteString(tbl)
 	b.WriteString("\n")
 	for _, r := range results {
-		if r.Engine != "shardcast-cluster" || r.Error != "" {
+		if r.Engine != "shardcast-cluster" || r.Brokers != cfg.fleetBrokers || r.Error != "" {
 			continue
 		}
 		ok := true
@@ -157,8 +159,41 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 	return sec, nil
 }
 
-func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string) (res fleetResult) {
-	nb, nc := cfg.fleetBrokers, cfg.fleetChannels
+// fleetRuns lists the runs: every engine with -fleet-brokers, except
+// Centrifuge, which gets -fleet-cent-brokers (it holds 128 subscribe
+// connections per broker, each with rueidis's 1 MiB of buffers), and
+// then shardcast once more at Centrifuge's size for a like-for-like row.
+func fleetRuns(names []string) []struct {
+	engine  string
+	brokers int
+} {
+	type run = struct {
+		engine  string
+		brokers int
+	}
+	var out, extra []run
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "centrifuge"):
+			out = append(out, run{n, cfg.fleetCentBrokers})
+		case cfg.fleetCentBrokers != cfg.fleetBrokers && slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "centrifuge") }):
+			out = append(out, run{n, cfg.fleetBrokers})
+			extra = append(extra, run{n, cfg.fleetCentBrokers})
+		default:
+			out = append(out, run{n, cfg.fleetBrokers})
+		}
+	}
+	// The like-for-like rows go just before the first Centrifuge run.
+	for i, r := range out {
+		if strings.HasPrefix(r.engine, "centrifuge") {
+			return slices.Concat(out[:i:i], extra, out[i:])
+		}
+	}
+	return append(out, extra...)
+}
+
+func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb int) (res fleetResult) {
+	nc := cfg.fleetChannels
 	partition, err := fleetPartitioner(k.Name)
 	if err != nil {
 		res.Error = err.Error()

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/bench/internal/measure"
+	"github.com/shardcast/shardcast/bench/internal/launch"
 )
 
 // fleetPartitioner returns how an engine maps a channel to one of its 128
@@ -128,17 +128,17 @@ func sampleCPU(ctx context.Context, servers []string, every time.Duration) (*cpu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		type reading struct {
-			at  time.Time
-			cpu time.Duration
-		}
-		last := map[string]reading{}
+		last := map[string]cpuSample{}
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			sum, complete := 0.0, true
 			for _, s := range servers {
-				r := reading{time.Now(), measure.RedisCPU([]string{s})}
+				r, err := cpuReading(s)
+				if err != nil {
+					complete = false
+					continue
+				}
 				if prev, ok := last[s]; ok && r.at.After(prev.at) {
 					pct := 100 * float64(r.cpu-prev.cpu) / float64(r.at.Sub(prev.at))
 					sum += pct
@@ -164,4 +164,38 @@ func sampleCPU(ctx context.Context, servers []string, every time.Duration) (*cpu
 		}
 	}()
 	return c, done
+}
+
+// cpuSample is a server's CPU time and its own clock (server_time_usec)
+// from one INFO reply, so a reply delayed on the way does not distort the
+// rate.
+type cpuSample struct {
+	at  time.Time
+	cpu time.Duration
+}
+
+func cpuReading(addr string) (cpuSample, error) {
+	out, err := launch.Command(addr, "INFO", "server", "cpu")
+	if err != nil {
+		return cpuSample{}, err
+	}
+	var r cpuSample
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "server_time_usec":
+			us, _ := strconv.ParseInt(v, 10, 64)
+			r.at = time.UnixMicro(us)
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			r.cpu += time.Duration(f * float64(time.Second))
+		}
+	}
+	if r.at.IsZero() {
+		return r, fmt.Errorf("%s: INFO has no server_time_usec", addr)
+	}
+	return r, nil
 }

@@ -59,6 +59,7 @@ type config struct {
 	centPublish               string
 	fleetBrokers              int
 	fleetChannels             int
+	fleetCentBrokers          int
 }
 
 // clientProcs is the GOMAXPROCS the benchmark process runs with.
@@ -122,6 +123,7 @@ func flags() *flag.FlagSet {
 	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
 	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
 	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")
+	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 5, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each; 50 need >10 GB (fleet)")
 	return fs
 }
 
@@ -156,7 +158,7 @@ func main() {
 	if cfg.quick {
 		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
 		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second
-		cfg.fleetBrokers, cfg.fleetChannels = 10, 2000
+		cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers = 10, 2000, 3
 	}
 
 	set, err := launch.NewSet()
