@@ -132,11 +132,17 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 		"publishes, every %s, one message to each of its probes that has not yet delivered a message published after t=0; the column is when the "+
 		"last probe arrived. *Recovered* is the later of the two: every channel subscribed on Redis and every partition of every broker delivering. "+
 		"*Peak Redis CPU* is the highest rate of `used_cpu_sys+used_cpu_user` (INFO cpu) over %s samples, in %% of one core, per master and summed; "+
-		"it includes the probes' publishes. Both CPU totals cover t=0 to recovery. maxclients per master: %s (Redis 7.0's default 10,000, "+
-		"unless Centrifuge needed more: it opens one subscribe connection per partition, %d × 128 in all, plus command connections; raised with "+
-		"CONFIG SET where the default would not hold them).\n\n",
+		"it includes the probes' publishes. Both CPU totals cover t=0 to recovery. maxclients per master: %s (Redis 7.0's default unless "+
+		"Centrifuge's brokers need more: one subscribe connection per partition, %d × 128 over the three masters, plus command connections; "+
+		"the scenario raises it with CONFIG SET when they would not fit).\n\n",
 		cfg.fleetBrokers, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetBrokers*cfg.fleetChannels, strings.Join(servers, ", "),
-		cfg.fleetBrokers, fleetSweep, fleetSample, maxc, cfg.fleetBrokers)
+		cfg.fleetBrokers, fleetSweep, fleetSample, maxc, cfg.fleetCentBrokers)
+	if slices.ContainsFunc(results, func(r fleetResult) bool { return strings.HasPrefix(r.Engine, "centrifuge") }) && cfg.fleetCentBrokers != cfg.fleetBrokers {
+		fmt.Fprintf(&b, "Centrifuge runs %d brokers, not %d (`-fleet-cent-brokers`): each of its brokers holds 128 subscribe connections, and rueidis gives "+
+			"every connection 0.5 MiB of read and 0.5 MiB of write buffer (Centrifuge does not expose these options), so %d of its brokers in one process "+
+			"need gigabytes of buffers before subscribing anything, more than this shared machine can give. The shardcast row at %d brokers is the "+
+			"like-for-like comparison.\n\n", cfg.fleetCentBrokers, cfg.fleetBrokers, cfg.fleetBrokers, cfg.fleetCentBrokers)
+	}
 	b.WriteString(tbl)
 	b.WriteString("\n")
 	for _, r := range results {

@@ -192,6 +192,12 @@ var gapNotes = []struct{ prefix, note string }{
   default SubscribeBatch of 512 (DESIGN.md's bound on one command, which
   the engines keep), so each partition takes two commands. The
   SubscribeBatch 1024 row shows one command per partition.`},
+	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of
+  the fleet run in the one benchmark process (GOMAXPROCS 1 by default),
+  so their resubscribe work is serialised on one core that a real fleet
+  spreads over as many hosts, and the three masters share the machine's
+  two cores with it. Compare the SSUBSCRIBE calls and the like-for-like
+  rows at Centrifuge's fleet size.`},
 	{"centrifuge (issue 10), ", `*Centrifuge end to end.* The benchmark
   process runs the Centrifuge nodes, their WebSocket writers, the
   centrifuge-go clients and the broker on the same core(s); most of the
