@@ -6,7 +6,7 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, centrifuge, and all (every scenario, then docs/BENCHMARKS.md via
+// balance, memory, centrifuge, fleet, and all (every scenario, then docs/BENCHMARKS.md via
 // -out). Without -addrs/-cluster it starts its own redis-server processes
 // on free loopback ports and kills them (by PID) when it ends.
 package main
@@ -57,6 +57,9 @@ type config struct {
 	centFanout                int
 	centPublishers            int
 	centPublish               string
+	fleetBrokers              int
+	fleetChannels             int
+	fleetCentBrokers          int
 }
 
 // clientProcs is the GOMAXPROCS the benchmark process runs with.
@@ -73,10 +76,11 @@ var scenarios = map[string]func(context.Context, *env) (section, error){
 	"balance":     runBalance,
 	"memory":      runMemory,
 	"centrifuge":  runCentrifuge,
+	"fleet":       runFleet,
 }
 
 // order is the order "all" runs scenarios in (most important first).
-var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge"}
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet"}
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
@@ -117,6 +121,9 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.centFanout, "cent-fanout", 3, "subscribed clients per channel, on different nodes when at most -cent-nodes (centrifuge)")
 	fs.IntVar(&cfg.centPublishers, "cent-publishers", 64, "closed-loop publisher goroutines (centrifuge)")
 	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
+	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
+	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")
+	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 5, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each; 50 need >10 GB (fleet)")
 	return fs
 }
 
@@ -151,6 +158,7 @@ func main() {
 	if cfg.quick {
 		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
 		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second
+		cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers = 10, 2000, 3
 	}
 
 	set, err := launch.NewSet()

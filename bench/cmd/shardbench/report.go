@@ -192,6 +192,12 @@ var gapNotes = []struct{ prefix, note string }{
   default SubscribeBatch of 512 (DESIGN.md's bound on one command, which
   the engines keep), so each partition takes two commands. The
   SubscribeBatch 1024 row shows one command per partition.`},
+	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of
+  the fleet run in the one benchmark process (GOMAXPROCS 1 by default),
+  so their resubscribe work is serialised on one core that a real fleet
+  spreads over as many hosts, and the three masters share the machine's
+  two cores with it. Compare the SSUBSCRIBE calls and the like-for-like
+  rows at Centrifuge's fleet size.`},
 	{"centrifuge (issue 10), ", `*Centrifuge end to end.* The benchmark
   process runs the Centrifuge nodes, their WebSocket writers, the
   centrifuge-go clients and the broker on the same core(s); most of the
@@ -246,9 +252,9 @@ func sleepCost(d time.Duration) time.Duration {
 
 func flagSummary() string {
 	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d "+
-		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s",
+		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d",
 		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch,
-		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish)
+		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers)
 }
 
 // fmtRate renders msgs/s compactly.
