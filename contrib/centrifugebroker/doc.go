@@ -58,6 +58,16 @@
 // persistence, a failover that lost writes) gets a new random epoch, which
 // tells recovering clients that their position is gone.
 //
+// Redis replicates asynchronously: a master that fails can take its last
+// writes with it, publications its clients may have received already.
+// The replica that takes over keeps the streams' epochs, so that clients
+// recover what it holds. A client whose position is past the new
+// master's top fails its recovery and is told (Recovered false) if it
+// resubscribes before the channel's offsets grow past its position
+// again; after that the lost offsets have been reused and, as with
+// Centrifuge's Redis broker, it is not told. Only synchronous replication
+// (WAIT), which this broker does not do, would close that window.
+//
 // Presence needs a centrifuge.PresenceManager of its own (the node's
 // default keeps presence in memory, per node).
 //

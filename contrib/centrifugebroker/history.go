@@ -88,8 +88,8 @@ func millis(d time.Duration) string {
 // under the same SHA, or keys another writer used.
 var errBadReply = errors.New("centrifugebroker: unexpected reply from a history script")
 
-// publish runs publishScript for a publish that keeps history or has an
-// idempotency key.
+// publishScripted runs publishScript for a publish that keeps history or
+// has an idempotency key.
 func (h *history) publishScripted(ctx context.Context, ch string, data []byte, opts centrifuge.PublishOptions) (centrifuge.PublishResult, error) {
 	if h.engine == nil {
 		return centrifuge.PublishResult{}, fmt.Errorf("%w: history: the engine cannot run scripts", ErrNotSupported)
@@ -181,8 +181,8 @@ func (h *history) read(ctx context.Context, ch string, opts centrifuge.HistoryOp
 			if from == 0 || f.Since.Offset == 0 {
 				withPubs = "0" // nothing precedes offset 1
 			}
-		} else {
-			from = f.Since.Offset + 1
+		} else if from = f.Since.Offset + 1; from == 0 {
+			withPubs = "0" // nothing follows the largest offset
 		}
 	}
 	if f.Limit == 0 {

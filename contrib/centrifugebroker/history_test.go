@@ -3,6 +3,7 @@ package centrifugebroker
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -171,6 +172,8 @@ func testPositions(t *testing.T, env *historyEnv, ch string) {
 		{"limit", centrifuge.HistoryFilter{Limit: 2}, []string{"3:m3", "4:m4"}},
 		{"since", centrifuge.HistoryFilter{Since: since(3), Limit: -1}, []string{"4:m4", "5:m5"}},
 		{"since top", centrifuge.HistoryFilter{Since: since(5), Limit: -1}, []string{}},
+		{"since the largest offset", centrifuge.HistoryFilter{Since: since(math.MaxUint64), Limit: -1}, []string{}},
+		{"reverse since 0", centrifuge.HistoryFilter{Since: since(0), Limit: -1, Reverse: true}, []string{}},
 		{"since with limit", centrifuge.HistoryFilter{Since: since(3), Limit: 1}, []string{"4:m4"}},
 		{"reverse", centrifuge.HistoryFilter{Limit: -1, Reverse: true}, []string{"5:m5", "4:m4", "3:m3"}},
 		{"reverse limit", centrifuge.HistoryFilter{Limit: 2, Reverse: true}, []string{"5:m5", "4:m4"}},
