@@ -13,11 +13,11 @@ import (
 	"github.com/shardcast/shardcast"
 )
 
-// ErrNotSupported is wrapped by the error of a Publish that asks for what
-// this broker does not provide yet: history (PublishOptions.HistorySize
-// and HistoryTTL both set) or idempotent publishing
-// (PublishOptions.IdempotencyKey). It wraps centrifuge.ErrorNotAvailable,
-// so a client whose publish hits it is told "not available" (code 108).
+// ErrNotSupported is wrapped by the error of a call that asks for what the
+// broker cannot provide: history, idempotency and version skipping need an
+// engine that runs scripts (both shardcast engines do). It wraps
+// centrifuge.ErrorNotAvailable, so a client whose call hits it is told
+// "not available" (code 108).
 var ErrNotSupported = fmt.Errorf("centrifugebroker: not supported: %w", centrifuge.ErrorNotAvailable)
 
 // ErrReservedChannel is returned by calls on the control channel

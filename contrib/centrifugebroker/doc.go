@@ -54,17 +54,17 @@
 // VersionEpoch, and UseDelta behave as in Centrifuge's Redis broker. The
 // keys are named after Config.KeyPrefix and the channel, and on a cluster
 // carry the channel's partition tag: they live in the channel's slot and
-// move with it. A stream that lost its position (expiry, a restart without
-// persistence, a failover that lost writes) gets a new random epoch, which
-// tells recovering clients that their position is gone.
+// move with it. A stream whose position is gone (expired, or lost in a
+// restart without persistence) starts over at offset 1 in a new random
+// epoch, which tells recovering clients that their position is gone.
 //
 // Redis replicates asynchronously: a master that fails can take its last
 // writes with it, publications its clients may have received already.
 // The replica that takes over keeps the streams' epochs, so that clients
 // recover what it holds. A client whose position is past the new
 // master's top fails its recovery and is told (Recovered false) if it
-// resubscribes before the channel's offsets grow past its position
-// again; after that the lost offsets have been reused and, as with
+// resubscribes before new publications bring the top back up to its
+// position; after that the lost offsets have been reused and, as with
 // Centrifuge's Redis broker, it is not told. Only synchronous replication
 // (WAIT), which this broker does not do, would close that window.
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/sharded"
@@ -81,7 +82,7 @@ func newHistoryEnv(t *testing.T, cfg Config, serverOf func(*Broker, string) *red
 }
 
 // historyEngines starts, for each engine, a 3-master cluster with one
-// replica each or two standalone instances.
+// replica each or two standalone instances; and one instance in raw mode.
 func historyEngines(t *testing.T) map[string]func(t *testing.T) *historyEnv {
 	return map[string]func(t *testing.T) *historyEnv{
 		"cluster": func(t *testing.T) *historyEnv {
@@ -99,6 +100,13 @@ func historyEngines(t *testing.T) map[string]func(t *testing.T) *historyEnv {
 			servers := []*redistest.Server{redistest.StartStandalone(t), redistest.StartStandalone(t)}
 			return newHistoryEnv(t, Config{Sharded: &sharded.Config{Addrs: []string{servers[0].Addr(), servers[1].Addr()}}},
 				func(b *Broker, ch string) *redistest.Server { return servers[b.engine.(*sharded.Broker).Shard(ch)] })
+		},
+		// Without an envelope the script publishes the bare frame, and a
+		// publication's Time is the one its stream keeps.
+		"sharded-raw": func(t *testing.T) *historyEnv {
+			s := redistest.StartStandalone(t)
+			return newHistoryEnv(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}, Options: shardcast.Options{Raw: true}}},
+				func(*Broker, string) *redistest.Server { return s })
 		},
 	}
 }
