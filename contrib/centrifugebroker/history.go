@@ -41,9 +41,12 @@ type history struct {
 	raw bool
 	// metaTTL is the node's Config.HistoryMetaTTL.
 	metaTTL time.Duration
-	prefix  string
+	// prefix is Config.KeyPrefix.
+	prefix string
 }
 
+// newHistory returns the history of engine's channels; an engine that
+// cannot run scripts gets one whose calls fail with ErrNotSupported.
 func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.Duration) *history {
 	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish", key: func(_, name string) string { return name }}
 	h.engine, _ = engine.(scripter)
