@@ -13,11 +13,11 @@ import (
 	"github.com/shardcast/shardcast"
 )
 
-// ErrNotSupported is wrapped by the error of a Publish that asks for what
-// this broker does not provide yet: history (PublishOptions.HistorySize
-// and HistoryTTL both set) or idempotent publishing
-// (PublishOptions.IdempotencyKey). It wraps centrifuge.ErrorNotAvailable,
-// so a client whose publish hits it is told "not available" (code 108).
+// ErrNotSupported is wrapped by the error of a call that asks for what the
+// broker cannot provide: history, idempotency and version skipping need an
+// engine that runs scripts (both shardcast engines do). It wraps
+// centrifuge.ErrorNotAvailable, so a client whose call hits it is told
+// "not available" (code 108).
 var ErrNotSupported = fmt.Errorf("centrifugebroker: not supported: %w", centrifuge.ErrorNotAvailable)
 
 // ErrReservedChannel is returned by calls on the control channel
@@ -39,6 +39,7 @@ type Broker struct {
 
 	resync    *resync
 	badFrames badFrames
+	history   *history
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,6 +78,7 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		b.resync.stop()
 		return nil, err
 	}
+	b.history = newHistory(b.engine, cfg.engineOptions().Raw, cfg.KeyPrefix, node.Config().HistoryMetaTTL)
 	return b, nil
 }
 
@@ -132,18 +134,21 @@ func (b *Broker) Unsubscribe(channels ...string) error {
 }
 
 // Publish sends data to the subscribers of ch on every node, at most
-// once. It keeps no history: a publish that asks for history or for
-// idempotency fails with an error wrapping ErrNotSupported, and the
-// result's StreamPosition is always zero.
+// once. A publish with history (HistorySize and HistoryTTL both set) or
+// an IdempotencyKey runs one script on the channel's Redis node that
+// appends the publication to the channel's history stream, assigning its
+// offset, and publishes it, atomically; the result carries its stream
+// position, or says why it was suppressed (an earlier publish with the
+// same IdempotencyKey, an equal or newer Version). Without history the
+// StreamPosition is zero.
 func (b *Broker) Publish(ch string, data []byte, opts centrifuge.PublishOptions) (centrifuge.PublishResult, error) {
-	if opts.HistorySize > 0 && opts.HistoryTTL > 0 {
-		return centrifuge.PublishResult{}, fmt.Errorf("%w: publish with history (HistorySize %d, HistoryTTL %v): the broker keeps no history yet", ErrNotSupported, opts.HistorySize, opts.HistoryTTL)
-	}
-	if opts.IdempotencyKey != "" {
-		return centrifuge.PublishResult{}, fmt.Errorf("%w: publish with an IdempotencyKey: the broker keeps no publish results yet", ErrNotSupported)
-	}
 	if err := b.checkChannels(ch); err != nil {
 		return centrifuge.PublishResult{}, err
+	}
+	if (opts.HistorySize > 0 && opts.HistoryTTL > 0) || opts.IdempotencyKey != "" {
+		ctx, cancel := b.callCtx()
+		defer cancel()
+		return b.history.publishScripted(ctx, ch, data, opts)
 	}
 	frame, err := encodePublication(data, opts)
 	if err != nil {
@@ -192,16 +197,29 @@ func (b *Broker) publish(ch string, frame []byte) error {
 	return b.engine.Publish(ctx, ch, frame)
 }
 
-// History returns centrifuge.ErrorNotAvailable: the broker keeps no
-// history yet.
-func (b *Broker) History(string, centrifuge.HistoryOptions) ([]*centrifuge.Publication, centrifuge.StreamPosition, error) {
-	return nil, centrifuge.StreamPosition{}, centrifuge.ErrorNotAvailable
+// History returns the publications kept for ch that opts.Filter selects
+// (Since: those after that position, or before it in Reverse; Limit: at
+// most that many, 0 for none, -1 for all) and the stream's current
+// position. A channel without history gets a new epoch, kept for
+// opts.MetaTTL (default the node's Config.HistoryMetaTTL).
+func (b *Broker) History(ch string, opts centrifuge.HistoryOptions) ([]*centrifuge.Publication, centrifuge.StreamPosition, error) {
+	if err := b.checkChannels(ch); err != nil {
+		return nil, centrifuge.StreamPosition{}, err
+	}
+	ctx, cancel := b.callCtx()
+	defer cancel()
+	return b.history.read(ctx, ch, opts)
 }
 
-// RemoveHistory returns centrifuge.ErrorNotAvailable: the broker keeps no
-// history yet.
-func (b *Broker) RemoveHistory(string) error {
-	return centrifuge.ErrorNotAvailable
+// RemoveHistory deletes the publications kept for ch. Its epoch and
+// offsets go on.
+func (b *Broker) RemoveHistory(ch string) error {
+	if err := b.checkChannels(ch); err != nil {
+		return err
+	}
+	ctx, cancel := b.callCtx()
+	defer cancel()
+	return b.history.remove(ctx, ch)
 }
 
 // Close closes the shardcast broker and stops every goroutine the Broker

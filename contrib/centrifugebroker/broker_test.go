@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/shardcast/shardcast"
@@ -14,30 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// TestHistoryNotSupported: History and RemoveHistory answer "not
-// available", and a publish asking for history or idempotency fails
-// without publishing, also when a client publishes.
-func TestHistoryNotSupported(t *testing.T) {
-	s := redistest.StartStandalone(t)
-	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}})
-
-	_, _, err := nd.broker.History("ch", centrifuge.HistoryOptions{})
-	assert.Equal(t, centrifuge.ErrorNotAvailable, err)
-	assert.Equal(t, centrifuge.ErrorNotAvailable, nd.broker.RemoveHistory("ch"))
-
-	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{HistorySize: 10, HistoryTTL: time.Minute})
-	assert.True(t, errors.Is(err, ErrNotSupported), "got %v", err)
-	assert.True(t, errors.Is(err, centrifuge.ErrorNotAvailable), "got %v", err)
-	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{IdempotencyKey: "k"})
-	assert.True(t, errors.Is(err, ErrNotSupported), "got %v", err)
-	_, err = nd.node.Publish("ch", []byte("x"), centrifuge.WithHistory(10, time.Minute))
-	assert.True(t, errors.Is(err, ErrNotSupported), "node.Publish: got %v", err)
-	// A size without a TTL (or the reverse) asks for no history in
-	// Centrifuge either.
-	_, err = nd.broker.Publish("ch", []byte("x"), centrifuge.PublishOptions{HistorySize: 10})
-	assert.NoError(t, err)
-}
 
 // TestControlChannelReserved: no client can subscribe or publish to the
 // control channel, so none can unsubscribe the node from it.

@@ -14,6 +14,7 @@ import (
 const (
 	DefaultCallTimeout    = 10 * time.Second
 	DefaultControlChannel = "centrifuge.control"
+	DefaultKeyPrefix      = "centrifuge."
 )
 
 // Config configures a Broker. Exactly one of Cluster and Sharded is set;
@@ -42,6 +43,13 @@ type Config struct {
 	// application must use the same value, and applications sharing Redis
 	// different ones (or different engine prefixes).
 	ControlChannel string
+	// KeyPrefix starts the name of every Redis key the Broker writes
+	// (history streams and their meta, idempotent publish results;
+	// default "centrifuge."). On a cluster the keys also carry the
+	// channel's partition tag and the engine's Prefix, so that they live
+	// in the channel's slot. Applications sharing Redis instances use
+	// different values.
+	KeyPrefix string
 	// Logger receives the adapter's warnings: dropped frames (rate
 	// limited), losses and the resubscribes they cause (default
 	// slog.Default()). The engine logs to its own Options.Logger.
@@ -68,6 +76,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ControlChannel == "" {
 		c.ControlChannel = DefaultControlChannel
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

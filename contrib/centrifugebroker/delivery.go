@@ -39,7 +39,7 @@ func (b *Broker) deliver(m shardcast.Message) {
 		return // before node.Run: nobody can be subscribed yet
 	}
 	switch f.kind {
-	case kindPublication:
+	case kindPublication, kindPositioned, kindPositionedDelta:
 		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
 	case kindJoin:
 		_ = (*h).HandleJoin(m.Channel, f.info)

@@ -40,14 +40,36 @@
 // at once, and Centrifuge ignores that): they would wait for Redis and
 // hold up every client being resubscribed.
 //
-// # Not supported yet
+// # History and recovery
 //
-// History and recovery: History and RemoveHistory return
-// centrifuge.ErrorNotAvailable, and a Publish asking for history
-// (HistorySize and HistoryTTL both set) or idempotency (IdempotencyKey)
-// fails with an error wrapping ErrNotSupported. Presence needs a
-// centrifuge.PresenceManager of its own (the node's default keeps
-// presence in memory, per node).
+// A publish with history (HistorySize and HistoryTTL both set) or with an
+// IdempotencyKey runs one Lua script on the Redis node that carries the
+// channel (its slot's master on a cluster). Atomically, it assigns the
+// next offset, appends the publication to the channel's stream (at most
+// HistorySize entries, expiring HistoryTTL after the last publish, its
+// position and epoch HistoryMetaTTL after, default the node's
+// Config.HistoryMetaTTL), and publishes it with its position, so that
+// Centrifuge's recovery and position checks work. IdempotencyKey (result
+// kept IdempotentResultTTL, default 5 minutes), Version with
+// VersionEpoch, and UseDelta behave as in Centrifuge's Redis broker. The
+// keys are named after Config.KeyPrefix and the channel, and on a cluster
+// carry the channel's partition tag: they live in the channel's slot and
+// move with it. A stream whose position is gone (expired, or lost in a
+// restart without persistence) starts over at offset 1 in a new random
+// epoch, which tells recovering clients that their position is gone.
+//
+// Redis replicates asynchronously: a master that fails can take its last
+// writes with it, publications its clients may have received already.
+// The replica that takes over keeps the streams' epochs, so that clients
+// recover what it holds. A client whose position is past the new
+// master's top fails its recovery and is told (Recovered false) if it
+// resubscribes before new publications bring the top back up to its
+// position; after that the lost offsets have been reused and, as with
+// Centrifuge's Redis broker, it is not told. Only synchronous replication
+// (WAIT), which this broker does not do, would close that window.
+//
+// Presence needs a centrifuge.PresenceManager of its own (the node's
+// default keeps presence in memory, per node).
 //
 // # FORMAT
 //
@@ -56,10 +78,20 @@
 // Options.Raw is set):
 //
 //	frame       = kind body
-//	kind        = 0x01 publication | 0x02 join | 0x03 leave | 0x04 control   (one byte)
+//	kind        = 0x01 publication | 0x02 join | 0x03 leave | 0x04 control
+//	            | 0x05 positioned | 0x06 positioned delta               (one byte)
 //	publication = protobuf centrifugal/protocol Publication
 //	join, leave = protobuf centrifugal/protocol ClientInfo
 //	control     = uvarint(len(target)) target command
+//	positioned  = offset ":" epoch ":" publication
+//	positioned delta = offset ":" epoch ":" prevlen ":" prev publication
+//
+// Positioned frames carry publications kept in history; the publish
+// script writes them, so their numbers are decimal text: offset is the
+// publication's stream offset, epoch the stream's epoch (no ':'), prev
+// the stream's previous Publication (prevlen bytes, 0 when there is
+// none) for a delta. The Publication inside is the one the stream keeps,
+// with Time set; its Offset, Epoch, PrevData and Delta are not used.
 //
 // Publication and ClientInfo are Centrifuge's own client-protocol messages,
 // in their Protobuf encoding (MarshalCF), as Centrifuge's Redis broker

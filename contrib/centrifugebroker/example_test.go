@@ -2,7 +2,6 @@ package centrifugebroker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,10 +38,14 @@ func ExampleNew() {
 
 	_, err = node.Publish("news", []byte(`{"text":"hello"}`))
 	fmt.Println("published:", err == nil)
-	// History is not supported yet.
-	_, err = node.Publish("news", []byte(`{"text":"kept"}`), centrifuge.WithHistory(100, time.Minute))
-	fmt.Println("with history:", errors.Is(err, centrifugebroker.ErrNotSupported))
+	// Kept for a minute, at most 100 publications: subscribers that
+	// recover get what they missed.
+	res, err := node.Publish("news", []byte(`{"text":"kept"}`), centrifuge.WithHistory(100, time.Minute))
+	fmt.Println("with history:", err == nil, "offset", res.Offset)
+	h, err := node.History("news", centrifuge.WithLimit(centrifuge.NoLimit))
+	fmt.Println("history:", err == nil, len(h.Publications), "publication(s), top offset", h.Offset, "same epoch:", h.Epoch == res.Epoch)
 	// Output:
 	// published: true
-	// with history: true
+	// with history: true offset 1
+	// history: true 1 publication(s), top offset 1 same epoch: true
 }

@@ -20,6 +20,12 @@ const (
 	kindJoin        kind = 0x02
 	kindLeave       kind = 0x03
 	kindControl     kind = 0x04
+	// Publications kept in a history stream: the stream position travels
+	// ahead of the Publication, written by the publish script (see
+	// historyscripts.go), with the previous publication of the stream for
+	// a delta.
+	kindPositioned      kind = 0x05
+	kindPositionedDelta kind = 0x06
 )
 
 func (k kind) String() string {
@@ -32,6 +38,10 @@ func (k kind) String() string {
 		return "leave"
 	case kindControl:
 		return "control"
+	case kindPositioned:
+		return "positioned publication"
+	case kindPositionedDelta:
+		return "positioned delta publication"
 	}
 	return fmt.Sprintf("kind(0x%02x)", byte(k))
 }
@@ -42,6 +52,7 @@ var (
 	errEmptyFrame  = errors.New("empty frame")
 	errUnknownKind = errors.New("unknown frame kind")
 	errControlHead = errors.New("control frame: bad target length")
+	errPosition    = errors.New("positioned publication: bad stream position")
 )
 
 // frame is one decoded message, ready to hand to Centrifuge.
@@ -129,6 +140,8 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 		if !publishedAt.IsZero() {
 			f.pub.Time = publishedAt.UnixMilli()
 		}
+	case kindPositioned, kindPositionedDelta:
+		return decodePositioned(f.kind, body, publishedAt)
 	case kindJoin, kindLeave:
 		var p protocol.ClientInfo
 		if err := p.UnmarshalCF(body); err != nil {

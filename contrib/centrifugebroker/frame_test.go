@@ -61,6 +61,41 @@ func TestPublicationRoundTrip(t *testing.T) {
 	}
 }
 
+// A publication kept in history arrives with its stream position ahead of
+// it, and for a delta the stream's previous publication.
+func TestPositionedRoundTrip(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	stored, err := (&protocol.Publication{Data: []byte("now"), Key: "k", Version: 3, Time: 1}).MarshalCF()
+	require.NoError(t, err)
+	prev, err := (&protocol.Publication{Data: []byte("before"), Time: 2}).MarshalCF()
+	require.NoError(t, err)
+	sp := centrifuge.StreamPosition{Offset: 18446744073709551615, Epoch: "ep0ch"}
+	want := centrifuge.Publication{Data: []byte("now"), Key: "k", Version: 3, Offset: sp.Offset, Time: at.UnixMilli()}
+	for _, tc := range []struct {
+		name     string
+		delta    bool
+		prev     []byte
+		wantPrev *centrifuge.Publication
+	}{
+		{name: "plain"},
+		{name: "delta", delta: true, prev: prev, wantPrev: &centrifuge.Publication{Data: []byte("before"), Time: 2}},
+		{name: "delta without a previous publication", delta: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := decode(encodePositioned(sp, tc.delta, tc.prev, stored), at)
+			require.NoError(t, err)
+			assert.Equal(t, want, *f.pub)
+			assert.Equal(t, sp, f.sp)
+			assert.Equal(t, tc.delta, f.delta)
+			assert.Equal(t, tc.wantPrev, f.prevPub)
+		})
+	}
+	for _, bad := range []string{"\x05", "\x05:e:", "\x05x:e:", "\x051e", "\x0518446744073709551616:e:", "\x061:e:", "\x061:e:5:ab", "\x061:e:-1:"} {
+		_, err := decode([]byte(bad), at)
+		assert.ErrorIs(t, err, errPosition, "%q", bad)
+	}
+}
+
 // Without an envelope (the engine's raw mode) there is no publish time;
 // Time stays what the frame says (nothing, from this adapter).
 func TestPublicationWithoutPublishTime(t *testing.T) {
@@ -139,8 +174,15 @@ func FuzzDecode(f *testing.F) {
 	})
 	join, _ := encodeInfo(kindJoin, &centrifuge.ClientInfo{ClientID: "c", UserID: "u", ConnInfo: []byte("x")})
 	leave, _ := encodeInfo(kindLeave, nil)
+	stored, _ := (&protocol.Publication{Data: []byte("d"), Tags: map[string]string{"t": "v"}, Version: 4, Time: 1_700_000_000_000}).MarshalCF()
+	prev, _ := (&protocol.Publication{Data: []byte("prev"), Time: 1_600_000_000_000}).MarshalCF()
+	sp := centrifuge.StreamPosition{Offset: 12, Epoch: "xyz"}
 	for _, seed := range [][]byte{
 		pub, join, leave,
+		encodePositioned(sp, false, nil, stored),
+		encodePositioned(sp, true, prev, stored),
+		encodePositioned(sp, true, nil, stored),
+		[]byte("\x05:e:"), []byte("\x0618446744073709551616:e:0:"), []byte("\x061:e:99:x"),
 		encodeControl("node", []byte("cmd")), encodeControl("", nil),
 		{}, {0}, {0xff}, []byte("plain text"),
 	} {
@@ -176,6 +218,17 @@ func FuzzDecode(f *testing.F) {
 func reencode(t *testing.T, f frame) []byte {
 	t.Helper()
 	switch f.kind {
+	case kindPositioned, kindPositionedDelta:
+		var prev []byte
+		if f.prevPub != nil {
+			prev = marshalStored(t, f.prevPub)
+			if len(prev) == 0 {
+				// An empty previous publication is still one: spell
+				// its empty Data (field 4) out.
+				prev = []byte{0x22, 0x00}
+			}
+		}
+		return encodePositioned(f.sp, f.kind == kindPositionedDelta, prev, marshalStored(t, f.pub))
 	case kindPublication:
 		p := &protocol.Publication{
 			Data: f.pub.Data, Info: infoToProto(f.pub.Info), Tags: f.pub.Tags, Channel: f.pub.Channel,
@@ -195,6 +248,17 @@ func reencode(t *testing.T, f frame) []byte {
 	default:
 		return encodeControl(f.target, f.control)
 	}
+}
+
+// marshalStored encodes p as a history stream keeps it.
+func marshalStored(t *testing.T, p *centrifuge.Publication) []byte {
+	t.Helper()
+	b, err := (&protocol.Publication{
+		Data: p.Data, Info: infoToProto(p.Info), Tags: p.Tags, Channel: p.Channel, Key: p.Key,
+		Removed: p.Removed, Score: p.Score, Version: p.Version, Time: p.Time,
+	}).MarshalCF()
+	require.NoError(t, err)
+	return b
 }
 
 // canonical renders a frame so that equal contents compare equal (nil and

@@ -82,8 +82,11 @@ func startNode(t *testing.T, cfg Config) *testNode {
 		return reply, nil
 	})
 	node.OnConnect(func(c *centrifuge.Client) {
-		c.OnSubscribe(func(_ centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
-			cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{EmitJoinLeave: true, PushJoinLeave: true}}, nil)
+		c.OnSubscribe(func(e centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
+			// Channels named hist-* keep history: their subscriptions
+			// are recoverable.
+			recover := strings.HasPrefix(e.Channel, historyChannelPrefix)
+			cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{EmitJoinLeave: true, PushJoinLeave: true, EnableRecovery: recover}}, nil)
 		})
 		c.OnPublish(func(_ centrifuge.PublishEvent, cb centrifuge.PublishCallback) {
 			cb(centrifuge.PublishReply{}, nil)
@@ -146,6 +149,8 @@ type testSub struct {
 	leaves      []string
 	subscribing []uint32 // codes of unsubscribes that made the client resubscribe
 	subscribed  int      // times the subscription became subscribed
+	// subscribedEvents holds every SubscribedEvent: recovery results.
+	subscribedEvents []gocent.SubscribedEvent
 }
 
 // connect connects a client for user to nd and closes it when the test
@@ -208,8 +213,9 @@ func (tc *testClient) startSubscribe(t *testing.T, channels ...string) []*testSu
 			ts.subscribing = append(ts.subscribing, e.Code)
 			ts.mu.Unlock()
 		})
-		sub.OnSubscribed(func(gocent.SubscribedEvent) {
+		sub.OnSubscribed(func(e gocent.SubscribedEvent) {
 			ts.mu.Lock()
+			ts.subscribedEvents = append(ts.subscribedEvents, e)
 			ts.subscribed++
 			ts.mu.Unlock()
 		})
@@ -261,6 +267,13 @@ func (ts *testSub) events() (joins, leaves []string, subscribing []uint32, subsc
 	defer ts.mu.Unlock()
 	return append([]string(nil), ts.joins...), append([]string(nil), ts.leaves...),
 		append([]uint32(nil), ts.subscribing...), ts.subscribed
+}
+
+// subscribedEvents returns a copy of the subscription's SubscribedEvents.
+func (ts *testSub) subscribedEventsCopy() []gocent.SubscribedEvent {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]gocent.SubscribedEvent(nil), ts.subscribedEvents...)
 }
 
 func (tc *testClient) disconnectCodes() []uint32 {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ const clientPath = "web/node_modules/centrifuge/dist/centrifuge.js"
 // TestBrowsersChatAcrossNodes loads the page from two nodes in headless
 // Chromium, types a message into the page of node-1 and waits for it on the
 // page of node-2. It also checks that each page lists the other user as
-// present. Set CHAT_SCREENSHOT=file.png to keep a picture of both pages.
+// present, and that a page reloaded mid-conversation shows what it missed. Set CHAT_SCREENSHOT=file.png to keep a picture of both pages.
 func TestBrowsersChatAcrossNodes(t *testing.T) {
 	browser := findChromium(t)
 	if _, err := os.Stat(clientPath); err != nil {
@@ -77,6 +78,38 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 	}
 	waitText(t, tabB, "#messages .message", "alice (node-1): "+text)
 	waitText(t, tabA, "#messages .message", "alice (node-1): "+text)
+
+	// Bob leaves the page and comes back: his page shows what it showed,
+	// then what alice said meanwhile, from the room's history, once each
+	// and in order.
+	if err := chromedp.Do(tabB, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("leave the page: %v", err)
+	}
+	say := func(text string) {
+		t.Helper()
+		if err := chromedp.Do(tabA, chromedp.SendKeys(chromedp.ID("text"), text), chromedp.Click(chromedp.ID("send"))); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		waitText(t, tabA, "#messages .message", "alice (node-1): "+text)
+	}
+	say("while bob was away")
+	say("still away")
+	open(tabB, nodes[1].url+"/?name=bob")
+	say("welcome back")
+	waitText(t, tabB, "#messages .message", "alice (node-1): welcome back")
+	got, err := chromedp.Run(tabB, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#messages .message')].map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"alice (node-1): " + text,
+		"alice (node-1): while bob was away",
+		"alice (node-1): still away",
+		"alice (node-1): welcome back",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("bob's page after coming back shows\n%q\nwant\n%q", got, want)
+	}
 
 	if path := os.Getenv("CHAT_SCREENSHOT"); path != "" {
 		saveScreenshots(t, path, tabA, tabB)

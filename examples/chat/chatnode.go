@@ -44,6 +44,13 @@ const (
 	maxTextRunes = 2000
 )
 
+// Each room keeps its last messages in Redis, beside the room's channel, so
+// that a page that reloads or loses its connection recovers what it missed.
+const (
+	historySize = 100
+	historyTTL  = 30 * time.Minute
+)
+
 // newChatNode builds and runs a node. Close stops it.
 func newChatNode(cfg nodeConfig) (_ *chatNode, err error) {
 	if _, err := os.Stat(cfg.Client); err != nil {
@@ -157,9 +164,10 @@ func (c *chatNode) connect(client *centrifuge.Client) {
 			return
 		}
 		cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{
-			EmitPresence:  true,
-			EmitJoinLeave: true,
-			PushJoinLeave: true,
+			EmitPresence:   true,
+			EmitJoinLeave:  true,
+			PushJoinLeave:  true,
+			EnableRecovery: true,
 		}}, nil)
 	})
 	client.OnPublish(func(e centrifuge.PublishEvent, cb centrifuge.PublishCallback) {
@@ -175,7 +183,8 @@ func (c *chatNode) connect(client *centrifuge.Client) {
 		// Published here rather than by Centrifuge after the callback so
 		// that subscribers get the server's stamped message, not the
 		// client's raw one.
-		res, err := c.node.Publish(e.Channel, data, centrifuge.WithClientInfo(e.ClientInfo))
+		res, err := c.node.Publish(e.Channel, data, centrifuge.WithClientInfo(e.ClientInfo),
+			centrifuge.WithHistory(historySize, historyTTL))
 		cb(centrifuge.PublishReply{Result: &res}, err)
 	})
 	client.OnPresence(func(e centrifuge.PresenceEvent, cb centrifuge.PresenceCallback) {

@@ -45,6 +45,32 @@
     line((li) => li.append(span('notice', str)));
   }
 
+  // What this tab showed of the room, kept across reloads (sessionStorage
+  // is per tab): the messages and the stream position of the last one. A
+  // reloaded page draws them again and subscribes from that position, and
+  // the server sends what was published meanwhile from the room's history.
+  const storeKey = 'shardcast-chat:' + room;
+  const maxKept = 100;
+  let kept = { messages: [], since: null };
+  try {
+    kept = JSON.parse(sessionStorage.getItem(storeKey)) || kept;
+  } catch (err) {
+    // a broken entry: start afresh
+  }
+  function save() {
+    try {
+      sessionStorage.setItem(storeKey, JSON.stringify(kept));
+    } catch (err) {
+      // storage full or disabled: the page still works, without recovery
+    }
+  }
+  function keep(m, offset) {
+    kept.messages.push(m);
+    if (kept.messages.length > maxKept) kept.messages.splice(0, kept.messages.length - maxKept);
+    if (kept.since && offset !== undefined) kept.since.offset = offset;
+    save();
+  }
+
   // Presence: client ID → ClientInfo, from sub.presence() and join/leave.
   let present = new Map();
   function nodeOf(info) {
@@ -68,8 +94,12 @@
   client.on('connected', () => setState('connected to ' + node, 'connected'));
   client.on('disconnected', (ctx) => setState('disconnected: ' + ctx.reason, 'down'));
 
-  const sub = client.newSubscription('chat:' + room);
-  sub.on('publication', (ctx) => addMessage(ctx.data));
+  for (const m of kept.messages) addMessage(m);
+  const sub = client.newSubscription('chat:' + room, kept.since ? { since: kept.since } : {});
+  sub.on('publication', (ctx) => {
+    addMessage(ctx.data);
+    keep(ctx.data, ctx.offset);
+  });
   sub.on('join', (ctx) => {
     present.set(ctx.info.client, ctx.info);
     renderWho();
@@ -80,7 +110,16 @@
     renderWho();
     addNotice(ctx.info.user + ' left');
   });
-  sub.on('subscribed', async () => {
+  sub.on('subscribed', async (ctx) => {
+    if (ctx.wasRecovering && !ctx.recovered) {
+      addNotice('some messages could not be recovered');
+    }
+    if (ctx.streamPosition && !(ctx.wasRecovering && ctx.recovered)) {
+      // A new position: the first visit, or one the room's history could
+      // not bridge. Recovered publications, if any, move it on.
+      kept.since = { offset: ctx.streamPosition.offset, epoch: ctx.streamPosition.epoch };
+      save();
+    }
     text.disabled = false;
     send.disabled = false;
     try {
