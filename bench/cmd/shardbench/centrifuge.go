@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardcast/shardcast/bench/internal/engines"
-	"github.com/shardcast/shardcast/bench/internal/launch"
 	"github.com/shardcast/shardcast/bench/internal/measure"
 	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/contrib/centrifugebroker"
@@ -281,52 +280,6 @@ func (cn *centNode) stop() {
 	}
 }
 
-// connKinds counts one server's connections by kind: those holding a
-// subscription, those whose last command published, and the rest (slot
-// map polling, connections idle since their handshake, and this query's
-// own connection).
-type connKinds struct{ pubsub, publish, other int }
-
-func countConnKinds(addr string) (k connKinds) {
-	list, err := launch.Command(addr, "CLIENT", "LIST")
-	if err != nil {
-		return k
-	}
-	for _, line := range strings.Split(list, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		switch {
-		case !strings.Contains(line, " ssub=0 ") || !strings.Contains(line, " sub=0 "):
-			k.pubsub++
-		case publishCmd(line):
-			k.publish++
-		default:
-			k.other++
-		}
-	}
-	return k
-}
-
-// publishCmd reports whether a CLIENT LIST line's last command published.
-func publishCmd(line string) bool {
-	for _, c := range []string{"spublish", "publish", "evalsha", "eval", "fcall"} {
-		if strings.Contains(line, " cmd="+c+" ") {
-			return true
-		}
-	}
-	return false
-}
-
-// masterConns returns connKinds per master.
-func masterConns(servers []string) map[string]connKinds {
-	out := map[string]connKinds{}
-	for _, s := range servers {
-		out[s] = countConnKinds(s)
-	}
-	return out
-}
-
 func centRun(ctx context.Context, name, mode string, seeds, servers []string) (res centResult) {
 	res.Broker, res.Nodes, res.Clients, res.PublishVia = name, cfg.centNodes, cfg.centNodes*cfg.centClients, mode
 	res.Channels, res.PayloadBytes, res.Publishers = cfg.centChannels, cfg.payload, cfg.centPublishers
@@ -569,13 +522,4 @@ func centRow(r centResult, servers []string, runs int) []string {
 	return []string{r.Engine, r.PublishVia, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
 		fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.PubSubConns, servers), perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers),
 		loss, strconv.Itoa(runs)}
-}
-
-// perMaster renders one count per master, in slot order: "3 / 3 / 3".
-func perMaster(m map[string]int, servers []string) string {
-	var out []string
-	for _, s := range servers {
-		out = append(out, strconv.Itoa(m[s]))
-	}
-	return strings.Join(out, " / ")
 }
