@@ -46,14 +46,70 @@ const centPartitions = 128
 // subscription (pubsub) and the rest.
 type centResult struct {
 	tpResult
-	Broker       string         `json:"broker"`
-	Nodes        int            `json:"nodes"`
-	Clients      int            `json:"clients"`
-	Subs         int            `json:"subscriptions"`
-	PublishVia   string         `json:"publish_via"`
-	PubSubConns  map[string]int `json:"pubsub_connections_per_master"`
-	PublishConns map[string]int `json:"publish_connections_per_master"`
-	OtherConns   map[string]int `json:"other_connections_per_master"`
+	Broker     string `json:"broker"`
+	Nodes      int    `json:"nodes"`
+	Clients    int    `json:"clients"`
+	Subs       int    `json:"subscriptions"`
+	PublishVia string `json:"publish_via"`
+	History    bool   `json:"history"`
+	// PubRate is publishes per second; the CPU per publication divides
+	// by the publishes made in the measured window.
+	PubRate         float64        `json:"publishes_per_sec"`
+	ClientCPUPerPub float64        `json:"client_cpu_ns_per_publication"`
+	RedisCPUPerPub  float64        `json:"redis_cpu_ns_per_publication"`
+	PubSubConns     map[string]int `json:"pubsub_connections_per_master"`
+	PublishConns    map[string]int `json:"publish_connections_per_master"`
+	OtherConns      map[string]int `json:"other_connections_per_master"`
+}
+
+// centHistory is the history-on publish (-cent-history on): the last 100
+// publications of a channel, kept a minute after its last publish.
+var centHistory = centrifuge.PublishOptions{HistorySize: 100, HistoryTTL: 60 * time.Second}
+
+// centVariant is one way the publishers publish: a path (server or client)
+// and whether with history.
+type centVariant struct {
+	mode    string
+	history bool
+}
+
+// centVariants is the plan of a run from -cent-publish and -cent-history:
+// every publish path without history, then, with history, the server path
+// only: Node.Publish with centHistory. History is written by the broker
+// whichever path the publication came in by, so the server path measures
+// what history adds without the client path's own cost.
+func centVariants(publish, history string) ([]centVariant, error) {
+	modes, hist := splitList(publish), splitList(history)
+	if len(hist) == 1 && hist[0] == "both" {
+		hist = []string{"off", "on"}
+	}
+	var off, on bool
+	for _, h := range hist {
+		switch h {
+		case "off":
+			off = true
+		case "on":
+			on = true
+		default:
+			return nil, fmt.Errorf("-cent-history %q: want off, on or both", history)
+		}
+	}
+	var out []centVariant
+	for _, m := range modes {
+		if m != "client" && m != "server" {
+			return nil, fmt.Errorf("-cent-publish %q: want server, client or both", publish)
+		}
+		if off {
+			out = append(out, centVariant{mode: m})
+		}
+	}
+	if on {
+		out = append(out, centVariant{mode: "server", history: true})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-cent-publish and -cent-history name no run")
+	}
+	return out, nil
 }
 
 // centNode is one Centrifuge server of a run.
@@ -69,14 +125,12 @@ type centNode struct {
 // publish path (-cent-publish).
 func runCentrifuge(ctx context.Context, e *env) (section, error) {
 	sec := section{Name: "centrifuge", Title: "Centrifuge end to end: nodes and WebSocket clients"}
-	modes := splitList(cfg.centPublish)
-	for _, m := range modes {
-		if m != "client" && m != "server" {
-			return sec, fmt.Errorf("-cent-publish %q: want server, client or both", cfg.centPublish)
-		}
+	variants, err := centVariants(cfg.centPublish, cfg.centHistory)
+	if err != nil {
+		return sec, err
 	}
-	if len(modes) == 0 || cfg.centNodes < 1 || cfg.centClients < 1 || cfg.centChannels < 1 || cfg.centFanout < 1 || cfg.centPublishers < 1 {
-		return sec, errors.New("-cent-publish must name a mode; -cent-nodes, -cent-clients, -cent-channels, -cent-fanout and -cent-publishers must be positive")
+	if cfg.centNodes < 1 || cfg.centClients < 1 || cfg.centChannels < 1 || cfg.centFanout < 1 || cfg.centPublishers < 1 {
+		return sec, errors.New("-cent-nodes, -cent-clients, -cent-channels, -cent-fanout and -cent-publishers must be positive")
 	}
 	seeds, _, servers, err := e.clusterMasters(ctx, 3)
 	if err != nil {
@@ -115,9 +169,13 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"and master it has asked); a connection idle since its handshake also counts here. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
 	head := []string{"broker", "publish", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "pubsub conns per master",
 		"publish conns per master", "other conns per master", "loss", "runs"}
-	var rows, rrows [][]string
+	var rows, rrows, hrows, hrrows [][]string
 	var connTarget *target
-	for _, mode := range modes {
+	for _, v := range variants {
+		mode, label := v.mode, v.mode
+		if v.history {
+			label += ", history"
+		}
 		runs := map[string][]centResult{}
 		total, n := cfg.rounds*len(names), 0
 		for round := 1; round <= cfg.rounds; round++ {
@@ -126,14 +184,14 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 					return sec, ctx.Err()
 				}
 				n++
-				progress("[centrifuge %s %d/%d] %s, %d nodes × %d clients, round %d …", mode, n, total, name, cfg.centNodes, cfg.centClients, round)
-				r := centRun(ctx, name, mode, seeds, servers)
+				progress("[centrifuge %s %d/%d] %s, %d nodes × %d clients, round %d …", label, n, total, name, cfg.centNodes, cfg.centClients, round)
+				r := centRun(ctx, name, v, seeds, servers)
 				r.Scenario, r.Topology, r.Engine, r.Round = "centrifuge", "cluster-3", name, round
 				emit(r)
 				if r.Error != "" {
 					progress("   error: %s", r.Error)
 				} else {
-					progress("   %s delivered/s, p50 %s, p99 %s, conns per master: pubsub %s, publish %s, other %s", fmtRate(r.Rate),
+					progress("   %s publishes/s, %s delivered/s, p50 %s, p99 %s, conns per master: pubsub %s, publish %s, other %s", fmtRate(r.PubRate), fmtRate(r.Rate),
 						fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), perMaster(r.PubSubConns, servers),
 						perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers))
 				}
@@ -146,9 +204,23 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 			m.Scenario, m.Round = "centrifuge-median", 0
 			emit(m)
 			meds[name] = m
-			rows = append(rows, centRow(m, servers, len(runs[name])))
+			if v.history {
+				hrows = append(hrows, centHistoryRow(m, len(runs[name])))
+			} else {
+				rows = append(rows, centRow(m, servers, len(runs[name])))
+			}
 		}
 		a, c := meds[centAdapter], meds[centRedis]
+		if v.history {
+			if a.Error == "" && c.Error == "" && a.PubRate > 0 && c.PubRate > 0 {
+				hrrows = append(hrrows, []string{centAdapter + " / " + centRedis, ratio(a.PubRate, c.PubRate), ratio(a.Rate, c.Rate), ratio(a.P50us, c.P50us),
+					ratio(a.P99us, c.P99us), ratio(a.ClientCPUPerPub, c.ClientCPUPerPub), ratio(a.RedisCPUPerPub, c.RedisCPUPerPub)})
+				sec.Targets = append(sec.Targets, target{
+					fmt.Sprintf("centrifuge history (issue 11), server publish with HistorySize 100, HistoryTTL 60 s: publishes/s ≥ 1.3× Centrifuge's RedisBroker with the same history, %d nodes × %d WebSocket clients, 3 masters", cfg.centNodes, cfg.centClients),
+					fmt.Sprintf("%s (%s vs %s publishes/s)", ratio(a.PubRate, c.PubRate), fmtRate(a.PubRate), fmtRate(c.PubRate)), metStr(a.PubRate >= 1.3*c.PubRate)})
+			}
+			continue
+		}
 		if a.Error == "" && c.Error == "" && a.Rate > 0 && c.Rate > 0 {
 			rrows = append(rrows, []string{centAdapter + " / " + centRedis, mode, ratio(a.Rate, c.Rate), ratio(a.P50us, c.P50us), ratio(a.P99us, c.P99us),
 				ratio(a.ClientCPUns, c.ClientCPUns), ratio(a.RedisCPUns, c.RedisCPUns)})
@@ -174,13 +246,32 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 	if connTarget != nil {
 		sec.Targets = append(sec.Targets, *connTarget)
 	}
-	tbl := table(head, rows)
-	show("centrifuge\n" + tbl)
-	body.WriteString(tbl)
+	if len(rows) > 0 {
+		tbl := table(head, rows)
+		show("centrifuge\n" + tbl)
+		body.WriteString(tbl)
+	}
 	if len(rrows) > 0 {
 		rt := table([]string{"ratio", "publish", "delivered/s", "p50", "p99", "client CPU/msg", "Redis CPU/msg"}, rrows)
 		body.WriteString("\n" + rt)
 		show(rt)
+	}
+	if len(hrows) > 0 {
+		fmt.Fprintf(&body, "\n**History on.** The same nodes, clients and channels; the publishers call `Node.Publish` with "+
+			"`PublishOptions{HistorySize: 100, HistoryTTL: 60 * time.Second}` (the server path only: the broker writes history the same way "+
+			"whichever path a publication came in by). Both brokers keep each channel's history as a Redis stream in the channel's slot and "+
+			"publish in the same Lua script call: `%s` with Centrifuge's own history script (streams, the default), `%s` with its one script "+
+			"per publish (offset, stream, epoch, publish). The subscribers do not ask for recovery, so this is the publish cost of history. "+
+			"*publishes/s* counts `Node.Publish` calls returned inside the measured window; CPU is per publication (each reaches %d clients).\n\n",
+			centRedis, centAdapter, cfg.centFanout)
+		ht := table([]string{"broker", "publishes/s", "delivered/s", "p50", "p99", "p99.9", "client CPU/pub", "Redis CPU/pub", "loss", "runs"}, hrows)
+		show("centrifuge, history on\n" + ht)
+		body.WriteString(ht)
+		if len(hrrows) > 0 {
+			rt := table([]string{"ratio, history on", "publishes/s", "delivered/s", "p50", "p99", "client CPU/pub", "Redis CPU/pub"}, hrrows)
+			body.WriteString("\n" + rt)
+			show(rt)
+		}
 	}
 	sec.Body = body.String()
 	return sec, nil
@@ -280,8 +371,9 @@ func (cn *centNode) stop() {
 	}
 }
 
-func centRun(ctx context.Context, name, mode string, seeds, servers []string) (res centResult) {
-	res.Broker, res.Nodes, res.Clients, res.PublishVia = name, cfg.centNodes, cfg.centNodes*cfg.centClients, mode
+func centRun(ctx context.Context, name string, v centVariant, seeds, servers []string) (res centResult) {
+	mode := v.mode
+	res.Broker, res.Nodes, res.Clients, res.PublishVia, res.History = name, cfg.centNodes, cfg.centNodes*cfg.centClients, mode, v.history
 	res.Channels, res.PayloadBytes, res.Publishers = cfg.centChannels, cfg.payload, cfg.centPublishers
 	base := masterConns(servers)
 
@@ -389,6 +481,10 @@ func centRun(ctx context.Context, name, mode string, seeds, servers []string) (r
 			_, err := clients[g%len(clients)].Publish(pctx, ch, buf)
 			return err
 		}
+		if v.history {
+			_, err := nodes[g%len(nodes)].node.Publish(ch, buf, centrifuge.WithHistory(centHistory.HistorySize, centHistory.HistoryTTL))
+			return err
+		}
 		_, err := nodes[g%len(nodes)].node.Publish(ch, buf)
 		return err
 	}
@@ -462,6 +558,11 @@ func centRun(ctx context.Context, name, mode string, seeds, servers []string) (r
 		res.ClientCPUns = float64(res.cpu) / float64(res.Delivered)
 		res.RedisCPUns = float64(res.redisCPU) / float64(res.Delivered)
 	}
+	res.PubRate = float64(pub1-pub0) / res.Seconds
+	if pub1 > pub0 {
+		res.ClientCPUPerPub = float64(res.cpu) / float64(pub1-pub0)
+		res.RedisCPUPerPub = float64(res.redisCPU) / float64(pub1-pub0)
+	}
 	if v := firstErr.Load(); v != nil {
 		res.Note = "publish errors, first: " + v.(string)
 		if res.Delivered == 0 {
@@ -493,6 +594,20 @@ func centMedian(rs []centResult, servers []string) centResult {
 	if len(ok) == 0 {
 		return m
 	}
+	medf := func(get func(centResult) float64) float64 {
+		v := make([]float64, len(ok))
+		for i, r := range ok {
+			v[i] = get(r)
+		}
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m.PubRate = medf(func(r centResult) float64 { return r.PubRate })
+	m.ClientCPUPerPub = medf(func(r centResult) float64 { return r.ClientCPUPerPub })
+	m.RedisCPUPerPub = medf(func(r centResult) float64 { return r.RedisCPUPerPub })
 	med := func(get func(centResult) int) int {
 		v := make([]int, len(ok))
 		for i, r := range ok {
@@ -510,14 +625,29 @@ func centMedian(rs []centResult, servers []string) centResult {
 	return m
 }
 
+// centLoss is the share of publications' deliveries that no client received.
+func centLoss(r centResult) string {
+	if r.Published > r.Delivered && r.Published > 0 {
+		return fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
+	}
+	return "0"
+}
+
+// centHistoryRow is a row of the history-on table: CPU per publication.
+func centHistoryRow(r centResult, runs int) []string {
+	if r.Error != "" && r.Delivered == 0 {
+		return []string{r.Engine, "error: " + r.Error, "", "", "", "", "", "", "", strconv.Itoa(runs)}
+	}
+	us := func(v float64) string { return fmtDur(time.Duration(v * 1e3)) }
+	return []string{r.Engine, fmtRate(r.PubRate), fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUPerPub)),
+		fmtDur(time.Duration(r.RedisCPUPerPub)), centLoss(r), strconv.Itoa(runs)}
+}
+
 func centRow(r centResult, servers []string, runs int) []string {
 	if r.Error != "" && r.Delivered == 0 {
 		return []string{r.Engine, r.PublishVia, "error: " + r.Error, "", "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
 	}
-	loss := "0"
-	if r.Published > r.Delivered && r.Published > 0 {
-		loss = fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
-	}
+	loss := centLoss(r)
 	us := func(v float64) string { return fmtDur(time.Duration(v * 1e3)) }
 	return []string{r.Engine, r.PublishVia, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
 		fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.PubSubConns, servers), perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers),

@@ -48,3 +48,32 @@ func TestPublishCmd(t *testing.T) {
 	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=cluster|slots user=default"))
 	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=publishx user=default"))
 }
+
+// -cent-history on adds one server-path run with history after the runs
+// without; the client path never runs with history.
+func TestCentVariants(t *testing.T) {
+	cases := []struct {
+		publish, history string
+		want             []centVariant
+		err              bool
+	}{
+		{"server,client", "off,on", []centVariant{{"server", false}, {"client", false}, {"server", true}}, false},
+		{"server,client", "both", []centVariant{{"server", false}, {"client", false}, {"server", true}}, false},
+		{"server", "off", []centVariant{{"server", false}}, false},
+		{"client", "on", []centVariant{{"server", true}}, false},
+		{"server", "maybe", nil, true},
+		{"socket", "off", nil, true},
+		{"", "off", nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.publish+"/"+c.history, func(t *testing.T) {
+			got, err := centVariants(c.publish, c.history)
+			if c.err {
+				assert.Error(t, err)
+				return
+			}
+			assert.NoError(t, err)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}

@@ -57,6 +57,7 @@ type config struct {
 	centFanout                int
 	centPublishers            int
 	centPublish               string
+	centHistory               string
 	fleetBrokers              int
 	fleetChannels             int
 	fleetCentBrokers          int
@@ -121,6 +122,7 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.centFanout, "cent-fanout", 3, "subscribed clients per channel, on different nodes when at most -cent-nodes (centrifuge)")
 	fs.IntVar(&cfg.centPublishers, "cent-publishers", 64, "closed-loop publisher goroutines (centrifuge)")
 	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
+	fs.StringVar(&cfg.centHistory, "cent-history", "off,on", "history, comma-separated: off, on (Node.Publish with HistorySize 100, HistoryTTL 60s; server path only), or both (centrifuge)")
 	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
 	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")
 	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 5, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each; 50 need >10 GB (fleet)")
