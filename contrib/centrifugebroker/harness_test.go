@@ -97,7 +97,10 @@ func startNode(t *testing.T, cfg Config) *testNode {
 	node.SetBroker(b)
 	require.NoError(t, node.Run())
 	mux := http.NewServeMux()
-	mux.Handle("/connection/websocket", centrifuge.NewWebsocketHandler(node, centrifuge.WebsocketConfig{}))
+	// Generous write timeouts: on a loaded 2-core machine under -race a
+	// write can stall past the 1 s default, and a client reconnecting for
+	// that would muddle what the tests check.
+	mux.Handle("/connection/websocket", centrifuge.NewWebsocketHandler(node, centrifuge.WebsocketConfig{WriteTimeout: 10 * time.Second}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Close()
@@ -158,7 +161,8 @@ type testSub struct {
 func connect(t *testing.T, nd *testNode, user string) *testClient {
 	t.Helper()
 	tc := &testClient{subs: make(map[string]*testSub), server: make(map[string][]string)}
-	tc.c = gocent.NewProtobufClient(nd.url, gocent.Config{Data: []byte(user)})
+	tc.c = gocent.NewProtobufClient(nd.url, gocent.Config{Data: []byte(user),
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, HandshakeTimeout: 10 * time.Second})
 	tc.c.OnPublication(func(e gocent.ServerPublicationEvent) {
 		tc.mu.Lock()
 		tc.server[e.Channel] = append(tc.server[e.Channel], string(e.Data))
