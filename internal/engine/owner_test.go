@@ -159,3 +159,71 @@ func TestMoveFence(t *testing.T) {
 	fresh.setOwner(b)
 	assert.True(t, fresh.admit(1), "a path that delivered nothing has nothing to fence")
 }
+
+// TestFailedResubscribeKeepsTheOldOwner: when a resubscribe on the link a
+// path is moving to fails while the path is still active on its old link
+// (a heal that ran ahead of the move's interruption, and the new node
+// refused), the old link keeps delivering the path's messages: they are
+// not dropped as stale copies, which would leave the path silently dead.
+func TestFailedResubscribeKeepsTheOldOwner(t *testing.T) {
+	srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "limited", "on", ">pw", "~*", "&other:*", "+@all"))
+	got := make(chan string, 16)
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Raw:     true,
+			Handler: func(m shardcast.Message) { got <- string(m.Payload) },
+		}.WithDefaults(),
+		Conn:  shardcast.ConnOptions{RecoveryInterval: 10 * time.Millisecond}.WithDefaults(),
+		Paths: 1,
+		Mode:  subconn.Classic,
+	})
+	r := &movingRouter{}
+	c.SetRouter(r)
+	deliver := func(l *Link, key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) }
+	r.links = []*Link{
+		c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, deliver, nil),
+		// The link the path moves to may not subscribe "ch": NOPERM.
+		c.NewLink(subconn.Dialer{Addr: srv.Addr(), Username: "limited", Password: "pw"}, 1, deliver, nil),
+	}
+	t.Cleanup(func() {
+		c.Close(func() {
+			for _, l := range r.links {
+				l.Stop()
+			}
+		})
+	})
+	for _, l := range r.links {
+		l.Start()
+	}
+	c.Maintain(0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.Subscribe(ctx, []string{"ch"}))
+	publish := func(payload string) {
+		t.Helper()
+		_, err := srv.Do(ctx, "PUBLISH", "ch", payload)
+		require.NoError(t, err)
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case p := <-got:
+			return p
+		case <-ctx.Done():
+			t.Fatal("no message")
+			return ""
+		}
+	}
+	publish("before")
+	require.Equal(t, "before", next())
+
+	r.moveTo(1) // no interruption: the heal runs ahead of it
+	c.RequestRefresh()
+	require.Eventually(t, func() bool {
+		return r.links[1].resubscribeCommands.Load() > 0 && c.Paths[0].owner.Load() == r.links[0]
+	}, 10*time.Second, time.Millisecond, "the refused resubscribe on the new link left the path owned by it")
+	require.Equal(t, r.links[0].Current(), c.Paths[0].ActiveWire(), "the path is still active on its old link")
+	publish("after")
+	assert.Equal(t, "after", next(), "the old link's messages are still taken")
+	assert.Zero(t, c.Stats().Stale)
+}

@@ -64,16 +64,32 @@ type Path struct {
 // time the move took could lose messages in this span.
 const moveFence = 500 * time.Millisecond
 
-// setOwner records that the path's channels are being subscribed on l. A
-// change of link fences off copies of what the old one delivered.
-func (p *Path) setOwner(l *Link) {
-	prev := p.owner.Swap(l)
+// setOwner records that the path's channels are being subscribed on l,
+// and returns the link that owned them before. A change of link fences
+// off copies of what the old one delivered.
+func (p *Path) setOwner(l *Link) (prev *Link) {
+	prev = p.owner.Swap(l)
 	if prev == nil || prev == l {
-		return
+		return prev
 	}
 	if last := p.lastAt.Load(); last != 0 {
 		p.fenceUntil.Store(time.Now().Add(moveFence).UnixNano())
 		p.fence.Store(last)
+	}
+	return prev
+}
+
+// keepOwner undoes setOwner after a resubscribe that did not activate the
+// path on the new link, while the path is still active on prev's wire:
+// prev keeps delivering it (until a move interrupts it), so its messages
+// must not be taken for stale copies.
+func (p *Path) keepOwner(prev *Link) {
+	if prev == nil {
+		return
+	}
+	if w := p.ActiveWire(); w != nil && w == prev.Current() {
+		p.owner.Store(prev)
+		p.fence.Store(0)
 	}
 }
 

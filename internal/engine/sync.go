@@ -64,8 +64,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	if len(groups) == 0 {
 		return
 	}
+	prev := make(map[int]*Link, len(groups))
 	for _, g := range groups {
-		c.Paths[g.Key].setOwner(l)
+		prev[g.Key] = c.Paths[g.Key].setOwner(l)
 	}
 	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
 		return FirstError(wire.Subscribe(ctx, cmd.Channels))
@@ -79,12 +80,14 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var restored []*Path
 	var since time.Time
 	for _, g := range groups {
+		p := c.Paths[g.Key]
 		if failed[g.Key] {
+			p.keepOwner(prev[g.Key])
 			continue
 		}
-		p := c.Paths[g.Key]
 		s, ok := p.activateIf(wire, seqs[g.Key])
 		if !ok {
+			p.keepOwner(prev[g.Key])
 			// A slot move overtook the confirmation; the next heal retries
 			// on whichever node owns the slot by then.
 			c.RequestRefresh()
