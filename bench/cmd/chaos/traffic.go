@@ -73,11 +73,11 @@ func (t *traffic) handle(m shardcast.Message) {
 // start runs publishers goroutines that together publish about rate
 // messages per second, each owning a fixed set of channels so that one
 // channel's publishes are sequential (the next starts after the last one
-// returned): that is what makes per-channel order checkable.
+// returned): that is what makes per-channel order checkable. A publisher
+// held up by a fault catches up at most 100 ms worth of messages.
 func (t *traffic) start(pub broker, rate, publishers int) {
 	t.stop = make(chan struct{})
-	const tick = 10 * time.Millisecond
-	perTick := max(1, rate*int(tick/time.Millisecond)/1000/publishers)
+	perSecond := float64(rate) / float64(publishers)
 	for w := range publishers {
 		var mine []int
 		for i := w; i < len(t.names); i += publishers {
@@ -87,16 +87,19 @@ func (t *traffic) start(pub broker, rate, publishers int) {
 			continue
 		}
 		t.wg.Go(func() {
-			tk := time.NewTicker(tick)
+			tk := time.NewTicker(5 * time.Millisecond)
 			defer tk.Stop()
-			next := 0
+			next, due := 0, 0.0
+			last := time.Now()
 			for {
 				select {
 				case <-t.stop:
 					return
-				case <-tk.C:
+				case now := <-tk.C:
+					due = min(due+now.Sub(last).Seconds()*perSecond, perSecond/10)
+					last = now
 				}
-				for range perTick {
+				for ; due >= 1; due-- {
 					t.publish(pub, mine[next%len(mine)])
 					next++
 				}
