@@ -16,6 +16,7 @@ type channelRecord struct {
 	Start, End []int64
 	Failed     []bool
 	Recv       []uint32
+	RecvAt     []int64
 }
 
 // where tells the check which partition and shard a channel belongs to, so
@@ -115,7 +116,12 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 		}
 		seen := make([]bool, len(c.Start))
 		var top uint32
-		for _, s := range c.Recv {
+		var topAt int64
+		for k, s := range c.Recv {
+			at := int64(0)
+			if k < len(c.RecvAt) {
+				at = c.RecvAt[k]
+			}
 			if int(s) > len(c.Start) {
 				r.Unknown++
 				sample("%s: #%d delivered, never published", c.Name, s)
@@ -129,10 +135,13 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 				r.LateFailed++
 			case s < top:
 				r.Reordered++
-				sample("%s: #%d delivered after #%d", c.Name, s, top)
+				sample("%s: #%d (published %s, delivered %s) delivered after #%d (published %s, failed %v, delivered %s)", c.Name, s,
+					span(c, s), time.Unix(0, at).Format(clock), top, span(c, top), c.Failed[top-1], time.Unix(0, topAt).Format(clock))
 			}
 			seen[s-1] = true
-			top = max(top, s)
+			if s > top {
+				top, topAt = s, at
+			}
 		}
 		for i := range c.Start {
 			if c.Failed[i] {
@@ -166,8 +175,12 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 				r.LostTolerance++
 			default:
 				r.LostSilent++
-				sample("%s: #%d lost outside every window (published %s..%s)", c.Name, i+1,
-					time.Unix(0, c.Start[i]).Format("15:04:05.000000"), time.Unix(0, c.End[i]).Format("15:04:05.000000"))
+				part := ""
+				if in.Partition != nil {
+					part = fmt.Sprintf(" partition %d", in.Partition(c.Name))
+				}
+				sample("%s%s: #%d lost outside every window (published %s..%s)", c.Name, part, i+1,
+					time.Unix(0, c.Start[i]).Format(clock), time.Unix(0, c.End[i]).Format(clock))
 			}
 		}
 	}
@@ -181,8 +194,13 @@ func (t *traffic) records() []channelRecord {
 	for i, l := range t.logs {
 		l.mu.Lock()
 		out[i] = channelRecord{Name: t.names[i], Start: slices.Clone(l.start), End: slices.Clone(l.end),
-			Failed: slices.Clone(l.failed), Recv: slices.Clone(l.recv)}
+			Failed: slices.Clone(l.failed), Recv: slices.Clone(l.recv), RecvAt: slices.Clone(l.recvAt)}
 		l.mu.Unlock()
 	}
 	return out
+}
+
+// span renders when publish seq of c ran.
+func span(c channelRecord, seq uint32) string {
+	return time.Unix(0, c.Start[seq-1]).Format(clock) + ".." + time.Unix(0, c.End[seq-1]).Format(clock)
 }

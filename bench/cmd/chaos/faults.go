@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -25,11 +26,8 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 				return fmt.Errorf("no replica to fail over to: %v", err)
 			}
 			r := rs[rng.IntN(len(rs))]
-			args := []string{"CLUSTER", "FAILOVER"}
-			if force {
-				args = append(args, "FORCE")
-			}
-			if _, err := r.Do(ctx, args...); err != nil {
+			logf("  %s on replica %s", strings.Join(args(force), " "), r.Addr())
+			if _, err := r.Do(ctx, args(force)...); err != nil {
 				return err
 			}
 			if err := waitUntil(ctx, 20*time.Second, func() bool { return role(ctx, r) == "master" }); err != nil {
@@ -60,12 +58,15 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if err != nil {
 				return err
 			}
+			logf("  SIGKILL master %s", m.Addr())
 			if err := m.Kill(); err != nil {
 				return err
 			}
-			if _, err := c.WaitFailover(ctx, m); err != nil {
+			p, err := c.WaitFailover(ctx, m)
+			if err != nil {
 				return err
 			}
+			logf("  %s took over; restarting %s", p.Addr(), m.Addr())
 			return c.RestartNode(ctx, m)
 		},
 		// SIGSTOP a master until its replica took over (longer than the
@@ -75,10 +76,14 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if err != nil {
 				return err
 			}
+			logf("  SIGSTOP master %s", m.Addr())
 			if err := m.Pause(); err != nil {
 				return err
 			}
-			_, err = c.WaitFailover(ctx, m)
+			p, err := c.WaitFailover(ctx, m)
+			if err == nil {
+				logf("  %s took over; SIGCONT %s", p.Addr(), m.Addr())
+			}
 			if rerr := m.Resume(); err == nil {
 				err = rerr
 			}
@@ -89,7 +94,8 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 		},
 		// Move one partition's slot to another master.
 		"moveslot": func(ctx context.Context) error {
-			slot := l.Slot(rng.IntN(l.Partitions()))
+			part := rng.IntN(l.Partitions())
+			slot := l.Slot(part)
 			from, err := c.MasterOfSlot(ctx, slot)
 			if err != nil {
 				return err
@@ -107,7 +113,9 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if len(others) == 0 {
 				return errors.New("no other master")
 			}
-			return c.MoveSlot(ctx, slot, others[rng.IntN(len(others))])
+			to := others[rng.IntN(len(others))]
+			logf("  slot %d (partition %d) %s -> %s", slot, part, from.Addr(), to.Addr())
+			return c.MoveSlot(ctx, slot, to)
 		},
 		"failover":      failover(false),
 		"failoverforce": failover(true),
@@ -129,6 +137,7 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 				if err != nil {
 					return err
 				}
+				logf("  slot %d (partition %d) %s -> new master %s", slot, p, from.Addr(), n.Addr())
 				if err := c.MoveSlot(ctx, slot, n); err != nil {
 					return err
 				}
@@ -137,6 +146,7 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if err := sleepCtx(ctx, gap); err != nil {
 				return err
 			}
+			logf("  moving them back and removing %s", n.Addr())
 			for _, m := range back {
 				if err := c.MoveSlot(ctx, m.slot, m.from); err != nil {
 					return err
@@ -145,6 +155,13 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			return c.RemoveNode(ctx, n)
 		},
 	}
+}
+
+func args(force bool) []string {
+	if force {
+		return []string{"CLUSTER", "FAILOVER", "FORCE"}
+	}
+	return []string{"CLUSTER", "FAILOVER"}
 }
 
 // ownerOfSomeSlot picks a master that owns slots, at random.
@@ -179,6 +196,7 @@ func shardedFaults(servers []*redistest.Server, rng *rand.Rand, down, pause time
 		// SIGKILL an instance, leave it down for a moment, restart it.
 		"kill": func(ctx context.Context) error {
 			s := pick()
+			logf("  SIGKILL %s", s.Addr())
 			if err := s.Kill(); err != nil {
 				return err
 			}
@@ -190,6 +208,7 @@ func shardedFaults(servers []*redistest.Server, rng *rand.Rand, down, pause time
 		// SIGSTOP an instance for longer than the health timeout, SIGCONT.
 		"pause": func(ctx context.Context) error {
 			s := pick()
+			logf("  SIGSTOP %s", s.Addr())
 			if err := s.Pause(); err != nil {
 				return err
 			}

@@ -37,12 +37,14 @@ type config struct {
 	publishTimeout time.Duration
 	down, pause    time.Duration
 	verbose        bool
+	eventsFile     string
 }
 
 var start = time.Now()
 
 func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	now := time.Now()
+	fmt.Fprintf(os.Stderr, "%s [%6.1fs] %s\n", now.Format("15:04:05.000"), now.Sub(start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 func main() {
@@ -62,6 +64,7 @@ func main() {
 	flag.DurationVar(&cfg.down, "down", time.Second, "sharded kill: how long the instance stays down")
 	flag.DurationVar(&cfg.pause, "pause", 4*time.Second, "sharded pause: how long the instance stays frozen (the health timeout is 3s)")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every event")
+	flag.StringVar(&cfg.eventsFile, "events", "", "write every event to this file (engine name appended)")
 	flag.Parse()
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

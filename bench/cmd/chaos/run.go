@@ -135,6 +135,12 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	dead := t.waitDelivered(20 * time.Second)
 	waitQuiet(r.sub, 5*time.Second)
 
+	if cfg.eventsFile != "" {
+		if f, err := os.Create(cfg.eventsFile + "." + engine); err == nil {
+			events.dump(f)
+			_ = f.Close()
+		}
+	}
 	rep := check(t.records(), events.snapshot(), r.in, cfg.tolerance)
 	st, pst := r.sub.Stats(), r.pub.Stats()
 	fmt.Printf("== %s engine: %v of traffic, %d channels, target %d/s, seed %d\n",

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,7 @@ type chanLog struct {
 	start, end []int64
 	failed     []bool // Publish returned an error: may or may not arrive
 	recv       []uint32
-	lastRecvAt int64
+	recvAt     []int64 // unix ns of each delivery
 }
 
 // traffic publishes numbered messages and records what comes back.
@@ -66,7 +68,7 @@ func (t *traffic) handle(m shardcast.Message) {
 	l := t.logs[i]
 	l.mu.Lock()
 	l.recv = append(l.recv, uint32(seq))
-	l.lastRecvAt = time.Now().UnixNano()
+	l.recvAt = append(l.recvAt, time.Now().UnixNano())
 	l.mu.Unlock()
 }
 
@@ -197,6 +199,7 @@ func (t *traffic) waitDelivered(timeout time.Duration) []string {
 type eventLog struct {
 	mu  sync.Mutex
 	all []shardcast.Event
+	at  []time.Time // when each arrived
 	// verbose prints each event as it comes.
 	verbose bool
 }
@@ -204,9 +207,10 @@ type eventLog struct {
 func (e *eventLog) add(ev shardcast.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
+	e.at = append(e.at, time.Now())
 	e.mu.Unlock()
 	if e.verbose {
-		logf("event: %s", ev)
+		logf("event: %s", formatEvent(ev))
 	}
 }
 
@@ -214,4 +218,39 @@ func (e *eventLog) snapshot() []shardcast.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]shardcast.Event(nil), e.all...)
+}
+
+// dump writes every event, one a line, with the time it arrived.
+func (e *eventLog) dump(w io.Writer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, ev := range e.all {
+		fmt.Fprintf(w, "%s %s\n", e.at[i].Format(clock), formatEvent(ev))
+	}
+}
+
+const clock = "15:04:05.000000"
+
+// formatEvent renders an event with its window in wall-clock time, which
+// Event.String leaves out.
+func formatEvent(ev shardcast.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s shard=%s", ev.Kind, ev.Shard)
+	if !ev.Since.IsZero() {
+		fmt.Fprintf(&b, " since=%s", ev.Since.Format(clock))
+	}
+	if !ev.Until.IsZero() {
+		fmt.Fprintf(&b, " until=%s", ev.Until.Format(clock))
+	}
+	if len(ev.Partitions) > 0 {
+		fmt.Fprintf(&b, " partitions=%v", ev.Partitions)
+	}
+	fmt.Fprintf(&b, " channels=%d", len(ev.Channels))
+	if ev.Count > 0 {
+		fmt.Fprintf(&b, " count=%d", ev.Count)
+	}
+	if ev.Err != nil {
+		fmt.Fprintf(&b, " err=%v", ev.Err)
+	}
+	return b.String()
 }
