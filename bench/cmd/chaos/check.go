@@ -204,3 +204,34 @@ func (t *traffic) records() []channelRecord {
 func span(c channelRecord, seq uint32) string {
 	return time.Unix(0, c.Start[seq-1]).Format(clock) + ".." + time.Unix(0, c.End[seq-1]).Format(clock)
 }
+
+// ackedWhileFrozen counts acknowledged publishes that started and ended
+// while the master owning their partition (when it was paused) was frozen:
+// that master cannot have run them, and a replica refuses SPUBLISH.
+func ackedWhileFrozen(chans []channelRecord, spans []frozenSpan, partition func(string) int) (int, []string) {
+	n := 0
+	var samples []string
+	margin := int64(5 * time.Millisecond)
+	for _, f := range spans {
+		owned := make(map[int]bool)
+		for _, p := range f.parts {
+			owned[p] = true
+		}
+		from, to := f.from.UnixNano()+margin, f.to.UnixNano()
+		for _, c := range chans {
+			if !owned[partition(c.Name)] {
+				continue
+			}
+			for i := range c.Start {
+				if !c.Failed[i] && c.Start[i] > from && c.End[i] < to {
+					n++
+					if len(samples) < 5 {
+						samples = append(samples, fmt.Sprintf("%s: #%d acked %s while %s was frozen %s..%s",
+							c.Name, i+1, span(c, uint32(i+1)), f.addr, f.from.Format(clock), f.to.Format(clock)))
+					}
+				}
+			}
+		}
+	}
+	return n, samples
+}

@@ -18,7 +18,16 @@ type fault func(ctx context.Context) error
 // clusterFaults are the faults the cluster engine is put through, by name.
 // Every fault that fails a master over waits for the cluster to converge
 // before it returns; the caller spaces steps further apart.
-func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, gap time.Duration) map[string]fault {
+// frozenSpan is a time during which a master was SIGSTOPped, with the
+// partitions it owned: Redis cannot have accepted a publish of those
+// partitions that started and ended inside it.
+type frozenSpan struct {
+	addr     string
+	parts    []int
+	from, to time.Time
+}
+
+func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, gap time.Duration, frozen func(frozenSpan)) map[string]fault {
 	failover := func(force bool) fault {
 		return func(ctx context.Context) error {
 			rs, err := c.Replicas(ctx)
@@ -72,7 +81,7 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 		// SIGSTOP a master until its replica took over (longer than the
 		// node timeout), then SIGCONT: it finds itself demoted.
 		"pause": func(ctx context.Context) error {
-			m, err := ownerOfSomeSlot(ctx, c, rng, l)
+			m, parts, err := ownerOfSomeSlotParts(ctx, c, rng, l)
 			if err != nil {
 				return err
 			}
@@ -80,13 +89,16 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if err := m.Pause(); err != nil {
 				return err
 			}
+			span := frozenSpan{addr: m.Addr(), parts: parts, from: time.Now()}
 			p, err := c.WaitFailover(ctx, m)
 			if err == nil {
 				logf("  %s took over; SIGCONT %s", p.Addr(), m.Addr())
 			}
+			span.to = time.Now()
 			if rerr := m.Resume(); err == nil {
 				err = rerr
 			}
+			frozen(span)
 			if err != nil {
 				return err
 			}
@@ -166,19 +178,27 @@ func args(force bool) []string {
 
 // ownerOfSomeSlot picks a master that owns slots, at random.
 func ownerOfSomeSlot(ctx context.Context, c *redistest.Cluster, rng *rand.Rand, l *shardcast.Layout) (*redistest.Server, error) {
-	seen := make(map[*redistest.Server]bool)
+	m, _, err := ownerOfSomeSlotParts(ctx, c, rng, l)
+	return m, err
+}
+
+// ownerOfSomeSlotParts picks a master that owns partitions, at random, and
+// returns them.
+func ownerOfSomeSlotParts(ctx context.Context, c *redistest.Cluster, rng *rand.Rand, l *shardcast.Layout) (*redistest.Server, []int, error) {
+	parts := make(map[*redistest.Server][]int)
 	var owners []*redistest.Server
 	for p := range l.Partitions() {
 		m, err := c.MasterOfSlot(ctx, l.Slot(p))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if !seen[m] {
-			seen[m] = true
+		if parts[m] == nil {
 			owners = append(owners, m)
 		}
+		parts[m] = append(parts[m], p)
 	}
-	return owners[rng.IntN(len(owners))], nil
+	m := owners[rng.IntN(len(owners))]
+	return m, parts[m], nil
 }
 
 // shardedFaults are the faults the sharded engine is put through.

@@ -20,6 +20,7 @@ type rig struct {
 	faults   map[string]fault
 	in       where
 	settled  func(ctx context.Context) error // waits for Redis to settle after the last fault
+	frozen   []frozenSpan                    // masters paused (only the fault loop appends)
 	close    func()
 }
 
@@ -54,7 +55,7 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		l := sub.Layout()
 		r.pub, r.sub = pub, sub
 		r.in = where{Partition: l.Partition}
-		r.faults = clusterFaults(c, l, rng, cfg.gap)
+		r.faults = clusterFaults(c, l, rng, cfg.gap, func(f frozenSpan) { r.frozen = append(r.frozen, f) })
 		r.settled = c.WaitConverged
 	case "sharded":
 		var servers []*redistest.Server
@@ -160,6 +161,13 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 		st.Received, st.Delivered, st.Dropped, st.Reconnects, st.Stale, pst.Published)
 	if t.badRecv > 0 || rep.Unknown > 0 {
 		fmt.Printf("unexpected      %d undecodable deliveries, %d of numbers never published\n", t.badRecv, rep.Unknown)
+	}
+	if engine == "cluster" {
+		n, samples := ackedWhileFrozen(t.records(), r.frozen, r.in.Partition)
+		fmt.Printf("acked frozen    %d publishes acknowledged while their partition's master was SIGSTOPped (should be 0)\n", n)
+		for _, s := range samples {
+			fmt.Printf("  %s\n", s)
+		}
 	}
 	for _, s := range rep.Samples {
 		fmt.Printf("  %s\n", s)
