@@ -158,13 +158,14 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 			}
 			r.Lost++
 			strict, loose := false, false
+			var near window
 			for _, w := range ws {
 				if w.covers(c.Start[i], c.End[i], 0) {
 					strict = true
 					break
 				}
 				if w.covers(c.Start[i], c.End[i], int64(tol)) {
-					loose = true
+					loose, near = true, w
 				}
 			}
 			switch {
@@ -173,6 +174,10 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 			case loose:
 				r.LostReported++
 				r.LostTolerance++
+				if r.LostTolerance <= 3 {
+					sample("%s: #%d lost, reported only within the tolerance: published %s, window %s..%s",
+						c.Name, i+1, span(c, uint32(i+1)), time.Unix(0, near.since).Format(clock), time.Unix(0, near.until).Format(clock))
+				}
 			default:
 				r.LostSilent++
 				part := ""
