@@ -21,6 +21,7 @@ type rig struct {
 	in       where
 	settled  func(ctx context.Context) error // waits for Redis to settle after the last fault
 	frozen   []frozenSpan                    // masters paused (only the fault loop appends)
+	nodes    func() []*redistest.Server      // cluster members, for the SPUBLISH count per node
 	close    func()
 }
 
@@ -57,6 +58,7 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		r.in = where{Partition: l.Partition}
 		r.faults = clusterFaults(c, l, rng, cfg.gap, func(f frozenSpan) { r.frozen = append(r.frozen, f) })
 		r.settled = c.WaitConverged
+		r.nodes = c.Nodes
 	case "sharded":
 		var servers []*redistest.Server
 		var addrs []string
@@ -169,6 +171,9 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 			fmt.Printf("  %s\n", s)
 		}
 	}
+	if r.nodes != nil {
+		fmt.Printf("spublish calls  %s\n", spublishByNode(r.nodes()))
+	}
 	for _, s := range rep.Samples {
 		fmt.Printf("  %s\n", s)
 	}
@@ -215,4 +220,24 @@ func head[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return s
+}
+
+// spublishByNode says how many SPUBLISH commands each running node ran
+// since it (re)started, and its role now: a replica accepts SPUBLISH for
+// its master's slots, so a publisher with a stale route shows up here.
+func spublishByNode(nodes []*redistest.Server) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var parts []string
+	for _, n := range nodes {
+		if !n.Running() {
+			continue
+		}
+		st, err := n.CommandStats(ctx)
+		if err != nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s(%s)=%d", n.Addr(), role(ctx, n), st["spublish"]))
+	}
+	return strings.Join(parts, " ")
 }
