@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/sharded"
+)
+
+// rig is one engine's Redis, brokers and faults.
+type rig struct {
+	pub, sub broker
+	faults   map[string]fault
+	in       where
+	settled  func(ctx context.Context) error // waits for Redis to settle after the last fault
+	frozen   []frozenSpan                    // masters paused (only the fault loop appends)
+	nodes    func() []*redistest.Server      // cluster members, for the SPUBLISH count per node
+	close    func()
+}
+
+func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand.Rand) (*rig, error) {
+	opts := shardcast.Options{Handler: t.handle, OnEvent: events.add}
+	r := &rig{settled: func(context.Context) error { return nil }}
+	var cleanups []func()
+	r.close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	switch engine {
+	case "cluster":
+		c, stop, err := redistest.StartSharedCluster(3, 1)
+		if err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, stop)
+		sub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Options: opts})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = sub.Close() })
+		pub, err := cluster.New(cluster.Config{Addrs: c.Seeds()})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = pub.Close() })
+		l := sub.Layout()
+		r.pub, r.sub = pub, sub
+		r.in = where{Partition: l.Partition}
+		r.faults = clusterFaults(c, l, rng, cfg.gap, func(f frozenSpan) { r.frozen = append(r.frozen, f) })
+		r.settled = c.WaitConverged
+		r.nodes = c.Nodes
+	case "sharded":
+		var servers []*redistest.Server
+		var addrs []string
+		for range 3 {
+			s, stop, err := redistest.StartSharedStandalone()
+			if err != nil {
+				r.close()
+				return nil, err
+			}
+			cleanups = append(cleanups, stop)
+			servers = append(servers, s)
+			addrs = append(addrs, s.Addr())
+		}
+		sub, err := sharded.New(sharded.Config{Addrs: addrs, Options: opts})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = sub.Close() })
+		pub, err := sharded.New(sharded.Config{Addrs: addrs})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = pub.Close() })
+		r.pub, r.sub = pub, sub
+		r.in = where{Shard: func(ch string) string { return addrs[sub.Shard(ch)] }}
+		r.faults = shardedFaults(servers, rng, cfg.down, cfg.pause)
+	}
+	return r, nil
+}
+
+// runEngine runs the whole soak on one engine and prints its report. It
+// returns false when the run broke a promise.
+func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
+	names, err := selectFaults(engine, cfg.faults)
+	if err != nil {
+		return false, err
+	}
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
+	t := newTraffic(cfg.channels, cfg.publishTimeout)
+	events := &eventLog{verbose: cfg.verbose}
+	logf("%s: starting Redis", engine)
+	r, err := startRig(engine, t, events, cfg, rng)
+	if err != nil {
+		return false, err
+	}
+	defer r.close()
+
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = r.sub.Subscribe(sctx, t.names...)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("subscribe: %w", err)
+	}
+	logf("%s: %d channels subscribed; publishing ~%d/s; faults %s for %v (seed %d)",
+		engine, len(t.names), cfg.rate, strings.Join(names, ","), cfg.duration, cfg.seed)
+	began := time.Now()
+	t.start(r.pub, cfg.rate, cfg.publishers)
+	var runs map[string]int
+	var ferrs int
+	if err := sleepCtx(ctx, 2*time.Second); err == nil {
+		fctx, cancel := context.WithTimeout(ctx, cfg.duration)
+		runs, ferrs = runFaults(fctx, names, r.faults, rng, cfg.gap)
+		cancel()
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if err := r.settled(wctx); err != nil {
+		logf("%s: Redis did not settle after the last fault: %v", engine, err)
+	}
+	cancel()
+	_ = sleepCtx(context.Background(), cfg.settle)
+	t.halt()
+	faultsEnded := time.Since(began)
+	logf("%s: traffic stopped; probing every channel", engine)
+	t.probe(r.pub, 20)
+	dead := t.waitDelivered(20 * time.Second)
+	waitQuiet(r.sub, 5*time.Second)
+
+	if cfg.eventsFile != "" {
+		if f, err := os.Create(cfg.eventsFile + "." + engine); err == nil {
+			events.dump(f)
+			_ = f.Close()
+		}
+	}
+	rep := check(t.records(), events.snapshot(), r.in, cfg.tolerance)
+	st, pst := r.sub.Stats(), r.pub.Stats()
+	fmt.Printf("== %s engine: %v of traffic, %d channels, target %d/s, seed %d\n",
+		engine, faultsEnded.Round(time.Second), len(t.names), cfg.rate, cfg.seed)
+	printRuns(runs, ferrs)
+	fmt.Printf("accepted        %d publishes (%.0f/s); %d failed, %d of those delivered anyway\n",
+		rep.Accepted, float64(rep.Accepted+rep.Failed)/faultsEnded.Seconds(), rep.Failed, rep.FailedDelivered)
+	fmt.Printf("delivered       %d of the accepted\n", rep.Delivered)
+	fmt.Printf("lost            %d: %d inside a reported window (%d only within ±%v), %d silent\n",
+		rep.Lost, rep.LostReported, rep.LostTolerance, cfg.tolerance, rep.LostSilent)
+	fmt.Printf("duplicates      %d\n", rep.Duplicates)
+	fmt.Printf("reordered       %d (failed publishes arriving late, allowed: %d)\n", rep.Reordered, rep.LateFailed)
+	fmt.Printf("dead channels   %d of %d\n", len(dead), len(t.names))
+	fmt.Printf("events          %d interrupted, %d restored, %d dropped (%d messages); longest window %v\n",
+		rep.Interrupted, rep.Restored, rep.DroppedEvents, rep.DroppedCount, rep.LongestWindow.Round(time.Millisecond))
+	fmt.Printf("stats (sub)     received %d, delivered %d, dropped %d, reconnects %d, stale %d; (pub) published %d\n",
+		st.Received, st.Delivered, st.Dropped, st.Reconnects, st.Stale, pst.Published)
+	if t.badRecv > 0 || rep.Unknown > 0 {
+		fmt.Printf("unexpected      %d undecodable deliveries, %d of numbers never published\n", t.badRecv, rep.Unknown)
+	}
+	if engine == "cluster" {
+		n, samples := ackedWhileFrozen(t.records(), r.frozen, r.in.Partition)
+		fmt.Printf("acked frozen    %d publishes acknowledged while their partition's master was SIGSTOPped (should be 0)\n", n)
+		for _, s := range samples {
+			fmt.Printf("  %s\n", s)
+		}
+	}
+	if r.nodes != nil {
+		fmt.Printf("spublish calls  %s\n", spublishByNode(r.nodes()))
+	}
+	for _, s := range rep.Samples {
+		fmt.Printf("  %s\n", s)
+	}
+	if len(dead) > 0 {
+		fmt.Printf("  dead: %s\n", strings.Join(head(dead, 10), " "))
+	}
+	ok := !rep.bad() && len(dead) == 0 && t.badRecv == 0 && rep.Unknown == 0
+	verdict := "OK"
+	if !ok {
+		verdict = "FAIL"
+	}
+	fmt.Printf("verdict         %s\n", verdict)
+	return ok, nil
+}
+
+func printRuns(runs map[string]int, errs int) {
+	var parts []string
+	for _, n := range clusterFaultNames { // the sharded engine's are a subset
+		if runs[n] > 0 {
+			parts = append(parts, fmt.Sprintf("%s×%d", n, runs[n]))
+		}
+	}
+	fmt.Printf("faults          %s; %d failed to run\n", strings.Join(parts, " "), errs)
+}
+
+// waitQuiet waits until the subscribing broker's worker queues are empty
+// and nothing new arrived for a little while, at most timeout.
+func waitQuiet(b broker, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	last := b.Stats().Received
+	for time.Now().Before(deadline) {
+		time.Sleep(300 * time.Millisecond)
+		st := b.Stats()
+		if st.Received == last && st.QueueDepth == 0 {
+			return
+		}
+		last = st.Received
+	}
+	fmt.Fprintln(os.Stderr, "chaos: deliveries still trickling in at the end check")
+}
+
+func head[T any](s []T, n int) []T {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// spublishByNode says how many SPUBLISH commands each running node ran
+// since it (re)started, and its role now: a replica accepts SPUBLISH for
+// its master's slots, so a publisher with a stale route shows up here.
+func spublishByNode(nodes []*redistest.Server) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var parts []string
+	for _, n := range nodes {
+		if !n.Running() {
+			continue
+		}
+		st, err := n.CommandStats(ctx)
+		if err != nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s(%s)=%d", n.Addr(), role(ctx, n), st["spublish"]))
+	}
+	return strings.Join(parts, " ")
+}
