@@ -86,6 +86,7 @@ func New(cfg Config) (*Broker, error) {
 	b.core.StartProbes(b.Publish)
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
+	b.core.Go(b.watchRoles)
 	return b, nil
 }
 
@@ -272,6 +273,48 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 	return b.core.Unsubscribe(ctx, channels)
+}
+
+// watchRoles asks every master the broker publishes to for its ROLE once
+// per HealthInterval, on its publishing connection, and asks for a
+// slot-map poll when one has become a replica. A demoted master still
+// accepts SPUBLISH (Redis 7.0 answers it on a replica and relays it over
+// the cluster bus, late), so without this a publish-only broker, which
+// hears of no failover otherwise, would route to it until its next
+// TopologyInterval poll.
+func (b *Broker) watchRoles() {
+	tick := time.NewTicker(b.cfg.Conn.HealthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.core.Closing():
+			return
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		pubs := make([]*pubconn.Pub, 0, len(b.pubs))
+		for _, p := range b.pubs {
+			pubs = append(pubs, p)
+		}
+		b.mu.Unlock()
+		var wg sync.WaitGroup
+		var demoted atomic.Bool
+		for _, p := range pubs {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(b.core.Ctx(), b.cfg.Conn.HealthTimeout)
+				defer cancel()
+				v, err := p.Do(ctx, "ROLE")
+				if role, ok := v.([]any); err == nil && ok && len(role) > 0 && role[0] == "slave" {
+					demoted.Store(true)
+				}
+			})
+		}
+		wg.Wait()
+		if demoted.Load() {
+			b.core.Log.Info("shardcast: a master the broker publishes to is a replica now; polling the slot map")
+			b.core.RequestRefresh()
+		}
+	}
 }
 
 // onMessage runs on the reader goroutine of l's wire.

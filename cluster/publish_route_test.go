@@ -446,3 +446,39 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 	assert.ErrorIs(t, pub.Publish(ctx, channels[0], []byte("x")), shardcast.ErrClosed)
 	goleak.VerifyNone(t, append(redistest.RueidisLeaks(), leaks)...)
 }
+
+// TestPublishOnlyFollowsDemotion: after CLUSTER FAILOVER the demoted
+// master still answers SPUBLISH (as a replica, relaying over the cluster
+// bus), so no publish fails; a publish-only broker that polls its slot map
+// only hourly must still notice, by the ROLE its publishing connection
+// reports, and route to the new master.
+func TestPublishOnlyFollowsDemotion(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	ctx := testCtx(t, time.Minute)
+	pub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Hour,
+		Conn: shardcast.ConnOptions{HealthInterval: 50 * time.Millisecond}})
+	l := pub.Layout()
+	ch := "demoted"
+	p := l.Partition(ch)
+	require.NoError(t, pub.Publish(ctx, ch, []byte("before")))
+	victim, err := c.MasterOfSlot(ctx, l.Slot(p))
+	require.NoError(t, err)
+	require.Equal(t, victim.Addr(), pub.masterOf(p))
+	replicas, err := c.ReplicasOf(ctx, victim)
+	require.NoError(t, err)
+	require.NotEmpty(t, replicas)
+	promoted := replicas[0]
+
+	_, err = promoted.Do(ctx, "CLUSTER", "FAILOVER")
+	require.NoError(t, err)
+	require.True(t, waitFor(20*time.Second, func() bool {
+		_ = pub.Publish(ctx, ch, []byte("during"))
+		return pub.masterOf(p) == promoted.Addr()
+	}), "the publish-only broker still routes partition %d to the demoted %s", p, victim.Addr())
+	before, err := promoted.CommandStats(ctx)
+	require.NoError(t, err)
+	require.NoError(t, pub.Publish(ctx, ch, []byte("after")))
+	after, err := promoted.CommandStats(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, after["spublish"], before["spublish"], "the publish went to the new master")
+}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,7 +164,7 @@ func (p *Pub) Do(ctx context.Context, args ...string) (any, error) {
 	return p.do(ctx, command{args: args})
 }
 
-// Published returns how many publishes and commands of Do succeeded.
+// Published returns how many publishes and scripts (EVAL, EVALSHA) succeeded.
 func (p *Pub) Published() uint64 { return p.published.Load() }
 
 // Ping connects if needed and runs a PING through the pipeline: it proves
@@ -184,6 +185,15 @@ type command struct {
 	payload   []byte
 	raw       bool
 	now       time.Time
+}
+
+// publishes reports whether the command publishes: a PUBLISH or SPUBLISH,
+// or a script (which may).
+func (cmd *command) publishes() bool {
+	if cmd.args != nil {
+		return strings.HasPrefix(strings.ToUpper(cmd.args[0]), "EVAL")
+	}
+	return !cmd.ping
 }
 
 func (cmd *command) append(b []byte) []byte {
@@ -244,7 +254,7 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 		err, value := c.err, c.value
 		c.err, c.value = nil, nil
 		calls.Put(c)
-		if err == nil && !cmd.ping {
+		if err == nil && cmd.publishes() {
 			p.published.Add(1)
 		}
 		return value, err
