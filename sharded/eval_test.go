@@ -10,12 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// countAndPublish increments a per-channel counter and publishes its new
-// value to the channel, in one atomic step.
-var countAndPublish = shardcast.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-redis.call('PUBLISH', ARGV[1], tostring(n))
-return n`)
+// countAndPublish publishes a per-channel counter's next value to the
+// channel and returns it, in one atomic step.
+var countAndPublish = shardcast.NewScript("local n = redis.call('INCR', KEYS[1]); redis.call('PUBLISH', ARGV[1], tostring(n)); return n")
 
 // TestEval: a script runs on the instance that carries its channel (sent
 // whole once that server does not know it), its publish reaches the

@@ -53,60 +53,8 @@ func (r *movingRouter) moveTo(i int) {
 // publish arrives on both wires, as it would from old and new master.
 func TestMovedPathIgnoresItsOldWire(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	got := make(chan string, 16)
-	restored := make(chan struct{}, 4)
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{
-			Raw:     true,
-			Handler: func(m shardcast.Message) { got <- string(m.Payload) },
-			OnEvent: func(ev shardcast.Event) {
-				if ev.Kind == shardcast.EventRestored {
-					restored <- struct{}{}
-				}
-			},
-		}.WithDefaults(),
-		Conn:  shardcast.ConnOptions{RecoveryInterval: 10 * time.Millisecond}.WithDefaults(),
-		Paths: 1,
-		Mode:  subconn.Classic,
-	})
-	r := &movingRouter{}
-	c.SetRouter(r)
-	deliver := func(l *Link, key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) }
-	for i := range 2 {
-		r.links = append(r.links, c.NewLink(subconn.Dialer{Addr: srv.Addr()}, i, deliver, nil))
-	}
-	t.Cleanup(func() {
-		c.Close(func() {
-			for _, l := range r.links {
-				l.Stop()
-			}
-		})
-	})
-	for _, l := range r.links {
-		l.Start()
-	}
-	c.Maintain(0, nil)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, c.Subscribe(ctx, []string{"ch"}))
-	publish := func(payload string) {
-		t.Helper()
-		_, err := srv.Do(ctx, "PUBLISH", "ch", payload)
-		require.NoError(t, err)
-	}
-	next := func() string {
-		t.Helper()
-		select {
-		case p := <-got:
-			return p
-		case <-ctx.Done():
-			t.Fatal("no message")
-			return ""
-		}
-	}
-	publish("before")
-	require.Equal(t, "before", next())
+	m := newMovingRig(t, srv, subconn.Dialer{Addr: srv.Addr()}, subconn.Dialer{Addr: srv.Addr()})
+	c, r := m.c, m.r
 
 	// The move: the path goes to link 1; link 0's wire keeps "ch".
 	r.moveTo(1)
@@ -114,21 +62,91 @@ func TestMovedPathIgnoresItsOldWire(t *testing.T) {
 		func(string, string) error { return errors.New("moved") })
 	c.RequestRefresh()
 	select {
-	case <-restored:
-	case <-ctx.Done():
+	case <-m.restored:
+	case <-m.ctx.Done():
 		t.Fatal("the path was not restored on its new link")
 	}
 	require.Equal(t, r.links[1].Current(), c.Paths[0].ActiveWire())
-	n, err := srv.Do(ctx, "PUBSUB", "NUMSUB", "ch")
+	n, err := srv.Do(m.ctx, "PUBSUB", "NUMSUB", "ch")
 	require.NoError(t, err)
 	require.Equal(t, []any{"ch", int64(2)}, n, "both wires hold the channel, as old and new master would")
 
-	publish("after")
-	publish("marker")
-	assert.Equal(t, "after", next())
-	assert.Equal(t, "marker", next(), "the old wire's copy of the message was delivered too")
+	m.publish(t, "after")
+	m.publish(t, "marker")
+	assert.Equal(t, "after", m.next(t))
+	assert.Equal(t, "marker", m.next(t), "the old wire's copy of the message was delivered too")
 	assert.Eventually(t, func() bool { return c.Stats().Stale == 2 }, 10*time.Second, time.Millisecond,
 		"the old wire's copies of both are counted")
+}
+
+// movingRig is a core with one path, carried by links to one standalone
+// server with the given dialers, a Handler that passes payloads to got,
+// and "ch" subscribed on link 0.
+type movingRig struct {
+	c        *Core
+	r        *movingRouter
+	srv      *redistest.Server
+	got      chan string
+	restored chan struct{}
+	ctx      context.Context
+}
+
+func newMovingRig(t *testing.T, srv *redistest.Server, dialers ...subconn.Dialer) *movingRig {
+	m := &movingRig{srv: srv, got: make(chan string, 16), restored: make(chan struct{}, 4), r: &movingRouter{}}
+	m.c = NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Raw:     true,
+			Handler: func(msg shardcast.Message) { m.got <- string(msg.Payload) },
+			OnEvent: func(ev shardcast.Event) {
+				if ev.Kind == shardcast.EventRestored {
+					m.restored <- struct{}{}
+				}
+			},
+		}.WithDefaults(),
+		Conn:  shardcast.ConnOptions{RecoveryInterval: 10 * time.Millisecond}.WithDefaults(),
+		Paths: 1,
+		Mode:  subconn.Classic,
+	})
+	m.c.SetRouter(m.r)
+	deliver := func(l *Link, key string, payload []byte) { m.c.DeliverFrom(l, 0, key, payload) }
+	for i, d := range dialers {
+		m.r.links = append(m.r.links, m.c.NewLink(d, i, deliver, nil))
+	}
+	t.Cleanup(func() {
+		m.c.Close(func() {
+			for _, l := range m.r.links {
+				l.Stop()
+			}
+		})
+	})
+	for _, l := range m.r.links {
+		l.Start()
+	}
+	m.c.Maintain(0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	m.ctx = ctx
+	require.NoError(t, m.c.Subscribe(ctx, []string{"ch"}))
+	m.publish(t, "before")
+	require.Equal(t, "before", m.next(t))
+	return m
+}
+
+func (m *movingRig) publish(t *testing.T, payload string) {
+	t.Helper()
+	_, err := m.srv.Do(m.ctx, "PUBLISH", "ch", payload)
+	require.NoError(t, err)
+}
+
+func (m *movingRig) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case p := <-m.got:
+		return p
+	case <-m.ctx.Done():
+		t.Fatal("no message")
+		return ""
+	}
 }
 
 // TestMoveFence: after a path moves to another link, messages published
@@ -167,55 +185,10 @@ func TestMoveFence(t *testing.T) {
 // not dropped as stale copies, which would leave the path silently dead.
 func TestFailedResubscribeKeepsTheOldOwner(t *testing.T) {
 	srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "limited", "on", ">pw", "~*", "&other:*", "+@all"))
-	got := make(chan string, 16)
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{
-			Raw:     true,
-			Handler: func(m shardcast.Message) { got <- string(m.Payload) },
-		}.WithDefaults(),
-		Conn:  shardcast.ConnOptions{RecoveryInterval: 10 * time.Millisecond}.WithDefaults(),
-		Paths: 1,
-		Mode:  subconn.Classic,
-	})
-	r := &movingRouter{}
-	c.SetRouter(r)
-	deliver := func(l *Link, key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) }
-	r.links = []*Link{
-		c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, deliver, nil),
+	m := newMovingRig(t, srv, subconn.Dialer{Addr: srv.Addr()},
 		// The link the path moves to may not subscribe "ch": NOPERM.
-		c.NewLink(subconn.Dialer{Addr: srv.Addr(), Username: "limited", Password: "pw"}, 1, deliver, nil),
-	}
-	t.Cleanup(func() {
-		c.Close(func() {
-			for _, l := range r.links {
-				l.Stop()
-			}
-		})
-	})
-	for _, l := range r.links {
-		l.Start()
-	}
-	c.Maintain(0, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, c.Subscribe(ctx, []string{"ch"}))
-	publish := func(payload string) {
-		t.Helper()
-		_, err := srv.Do(ctx, "PUBLISH", "ch", payload)
-		require.NoError(t, err)
-	}
-	next := func() string {
-		t.Helper()
-		select {
-		case p := <-got:
-			return p
-		case <-ctx.Done():
-			t.Fatal("no message")
-			return ""
-		}
-	}
-	publish("before")
-	require.Equal(t, "before", next())
+		subconn.Dialer{Addr: srv.Addr(), Username: "limited", Password: "pw"})
+	c, r := m.c, m.r
 
 	r.moveTo(1) // no interruption: the heal runs ahead of it
 	c.RequestRefresh()
@@ -223,7 +196,7 @@ func TestFailedResubscribeKeepsTheOldOwner(t *testing.T) {
 		return r.links[1].resubscribeCommands.Load() > 0 && c.Paths[0].owner.Load() == r.links[0]
 	}, 10*time.Second, time.Millisecond, "the refused resubscribe on the new link left the path owned by it")
 	require.Equal(t, r.links[0].Current(), c.Paths[0].ActiveWire(), "the path is still active on its old link")
-	publish("after")
-	assert.Equal(t, "after", next(), "the old link's messages are still taken")
+	m.publish(t, "after")
+	assert.Equal(t, "after", m.next(t), "the old link's messages are still taken")
 	assert.Zero(t, c.Stats().Stale)
 }
