@@ -267,4 +267,3 @@ func (r router) Carried(l *engine.Link) []int {
 func (r router) Links() []*engine.Link { return r.b.links }
 
 func (r router) Describe(p int) string { return "shard " + r.b.shards[p/r.b.conns].addr }
-
