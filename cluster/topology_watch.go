@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -125,7 +126,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 		b.mu.Unlock()
 		return
 	}
-	old := b.assign
+	old, oldSlots := b.assign, b.slots
 	b.slots, b.assign = slots, assign
 	stale := b.routeLocked(assign)
 	var started, stopped []*engine.Link
@@ -169,7 +170,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	b.mu.Unlock()
 
 	if old != nil {
-		b.reportMoves(old, assign, keep, healthy)
+		b.reportMoves(old, assign, oldSlots, keep, healthy)
 	}
 	for _, l := range started {
 		l.Start()
@@ -230,7 +231,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // partitions that are not already active on their new owner's wire (keep).
 // The loss of a moved partition dates from when its old master was last
 // known healthy.
-func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
+func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcast.SlotMap, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
 	if diff.Empty() {
 		return
@@ -250,7 +251,8 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
-		m := engine.Move{Path: mv.Partition, From: mv.From, To: mv.To, Since: since}
+		m := engine.Move{Path: mv.Partition, From: mv.From, To: mv.To, Since: since,
+			Failover: wasReplica(oldSlots, b.layout.Slot(mv.Partition), mv.To)}
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
 		}
@@ -259,4 +261,15 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, keep map[string][
 	b.core.InterruptMoved(moves, func(from, to string) error {
 		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)
 	})
+}
+
+// wasReplica reports whether addr was listed as a replica of the master
+// of slot in m: a move of that slot to addr is a failover.
+func wasReplica(m shardcast.SlotMap, slot uint16, addr string) bool {
+	for _, r := range m.Ranges {
+		if slot >= r.Start && slot <= r.End {
+			return slices.Contains(r.Replicas, addr)
+		}
+	}
+	return false
 }

@@ -149,10 +149,10 @@ func (m *movingRig) next(t *testing.T) string {
 	}
 }
 
-// TestMoveFence: after a path moves to another link, messages published
-// no later than the last one the old link delivered are dropped as
-// copies until moveFence has passed; later ones, and a path that never
-// moved, are taken.
+// TestMoveFence: after a failover moves a path to another link, messages
+// published no later than the last one the old link delivered are dropped
+// as copies until moveFence has passed; later ones, a path that never
+// moved, and a path whose slot migrated to another shard take everything.
 func TestMoveFence(t *testing.T) {
 	p := newPath(0)
 	a, b := &Link{}, &Link{}
@@ -161,6 +161,7 @@ func TestMoveFence(t *testing.T) {
 	assert.True(t, p.admit(200))
 	assert.True(t, p.admit(150), "no fence without a move: order across publishers is not judged")
 
+	p.failover.Store(true) // a failover move: the old node may still deliver
 	p.setOwner(b)
 	assert.False(t, p.admit(150), "published before the old link's last message")
 	assert.False(t, p.admit(200), "the old link's last message itself")
@@ -174,8 +175,15 @@ func TestMoveFence(t *testing.T) {
 
 	fresh := newPath(1)
 	fresh.setOwner(a)
+	fresh.failover.Store(true)
 	fresh.setOwner(b)
 	assert.True(t, fresh.admit(1), "a path that delivered nothing has nothing to fence")
+
+	migrated := newPath(2)
+	migrated.setOwner(a)
+	assert.True(t, migrated.admit(100))
+	migrated.setOwner(b) // a slot migrated to another shard: no copies come
+	assert.True(t, migrated.admit(50), "a move that is not a failover raises no fence")
 }
 
 // TestFailedResubscribeKeepsTheOldOwner: when a resubscribe on the link a

@@ -44,6 +44,9 @@ type Path struct {
 	// master can deliver it after the broker subscribed there), and a
 	// message published no later than the fence is taken to be one.
 	lastAt, fence, fenceUntil atomic.Int64
+	// failover is set by a move whose new node was a replica of the old
+	// one; the next change of owner fences, and clears it.
+	failover atomic.Bool
 
 	// Counters of the path's messages, and the total length (ns) of its
 	// closed interruptions; downSince dates the open one.
@@ -65,11 +68,11 @@ type Path struct {
 const moveFence = 500 * time.Millisecond
 
 // setOwner records that the path's channels are being subscribed on l,
-// and returns the link that owned them before. A change of link fences
-// off copies of what the old one delivered.
+// and returns the link that owned them before. A change of link after a
+// failover move fences off copies of what the old one delivered.
 func (p *Path) setOwner(l *Link) (prev *Link) {
 	prev = p.owner.Swap(l)
-	if prev == nil || prev == l {
+	if prev == nil || prev == l || !p.failover.Swap(false) {
 		return prev
 	}
 	if last := p.lastAt.Load(); last != 0 {

@@ -242,6 +242,11 @@ type Move struct {
 	// Keep is the new node's wire for the path; a path already active on
 	// it (a Subscribe re-activated it first) is not interrupted.
 	Keep *subconn.Conn
+	// Failover is set when To was a replica of From: the old node, not yet
+	// aware of its demotion, may still deliver for a moment what the new
+	// one delivers too, so the path fences off such copies (see
+	// Path.setOwner). A slot migrated to another shard brings no copies.
+	Failover bool
 }
 
 // InterruptMoved interrupts the moved paths not already active on their
@@ -268,6 +273,7 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 	var order []route
 	for _, mv := range moves {
 		p := c.Paths[mv.Path]
+		p.failover.Store(mv.Failover)
 		chans, ok := p.interruptUnlessLocked(mv.Keep, mv.Since)
 		if !ok {
 			continue
