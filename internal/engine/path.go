@@ -85,14 +85,16 @@ func (p *Path) setOwner(l *Link) (prev *Link) {
 // keepOwner undoes setOwner after a resubscribe that did not activate the
 // path on the new link, while the path is still active on prev's wire:
 // prev keeps delivering it (until a move interrupts it), so its messages
-// must not be taken for stale copies.
-func (p *Path) keepOwner(prev *Link) {
+// must not be taken for stale copies. failover is what the path's
+// failover mark was before setOwner: the retry of the move fences again.
+func (p *Path) keepOwner(prev *Link, failover bool) {
 	if prev == nil {
 		return
 	}
 	if w := p.ActiveWire(); w != nil && w == prev.Current() {
 		p.owner.Store(prev)
 		p.fence.Store(0)
+		p.failover.Store(failover)
 	}
 }
 

@@ -65,7 +65,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		return
 	}
 	prev := make(map[int]*Link, len(groups))
+	failover := make(map[int]bool, len(groups))
 	for _, g := range groups {
+		failover[g.Key] = c.Paths[g.Key].failover.Load()
 		prev[g.Key] = c.Paths[g.Key].setOwner(l)
 	}
 	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
@@ -82,12 +84,12 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	for _, g := range groups {
 		p := c.Paths[g.Key]
 		if failed[g.Key] {
-			p.keepOwner(prev[g.Key])
+			p.keepOwner(prev[g.Key], failover[g.Key])
 			continue
 		}
 		s, ok := p.activateIf(wire, seqs[g.Key])
 		if !ok {
-			p.keepOwner(prev[g.Key])
+			p.keepOwner(prev[g.Key], failover[g.Key])
 			// A slot move overtook the confirmation; the next heal retries
 			// on whichever node owns the slot by then.
 			c.RequestRefresh()
@@ -273,6 +275,8 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 	var order []route
 	for _, mv := range moves {
 		p := c.Paths[mv.Path]
+		// Set whether or not the path is still active on its old wire:
+		// the copies come over the bus to the new node either way.
 		p.failover.Store(mv.Failover)
 		chans, ok := p.interruptUnlessLocked(mv.Keep, mv.Since)
 		if !ok {
