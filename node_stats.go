@@ -29,6 +29,19 @@ type NodeStats struct {
 	Down time.Duration
 }
 
+// Add adds o's counters to s's: the counters of several connections to
+// one node, or of one node listed twice.
+func (s *NodeStats) Add(o NodeStats) {
+	s.Published += o.Published
+	s.Received += o.Received
+	s.Dropped += o.Dropped
+	s.BadFrames += o.BadFrames
+	s.Stale += o.Stale
+	s.Reconnects += o.Reconnects
+	s.ResubscribeCommands += o.ResubscribeCommands
+	s.Down += o.Down
+}
+
 // PartitionStats are the counters of one cluster partition.
 type PartitionStats struct {
 	// Partition is the partition's number.

@@ -260,8 +260,10 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 // While a partition's master is unreachable (a failover, a slot move) it
 // waits for the topology to settle, bounded by ctx. On error no channel of
 // this call is left newly subscribed, unless a later Subscribe asked for it
-// meanwhile; an undo that cannot finish within ctx finishes in the
-// background, ahead of any later call for its partition.
+// meanwhile: what it added on partitions that answered is unsubscribed
+// before it returns (bounded by Conn.CommandTimeout), and the undo of
+// commands ctx cut short finishes in the background, ahead of any later
+// call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	return b.core.Subscribe(ctx, channels)
 }
@@ -369,7 +371,7 @@ func (b *Broker) NodeStats() []shardcast.NodeStats {
 	}
 	for addr, links := range b.masters {
 		for _, l := range links {
-			engine.AddNodeStats(node(addr), l.NodeStats())
+			node(addr).Add(l.NodeStats())
 		}
 	}
 	b.mu.Unlock()

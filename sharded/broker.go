@@ -177,8 +177,10 @@ func (b *Broker) WireChannel(channel string) string { return channel }
 // Subscribe subscribes channels and returns once Redis confirmed every one.
 // While a shard is unreachable it waits, bounded by ctx. On error no
 // channel of this call is left newly subscribed, unless a later Subscribe
-// asked for it meanwhile; an undo that cannot finish within ctx finishes
-// in the background, ahead of any later call for these channels.
+// asked for it meanwhile: what it added on shards that answered is
+// unsubscribed before it returns (bounded by Conn.CommandTimeout), and the
+// undo of commands ctx cut short finishes in the background, ahead of any
+// later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	return b.core.Subscribe(ctx, channels)
 }
@@ -202,7 +204,7 @@ func (b *Broker) NodeStats() []shardcast.NodeStats {
 		out[i] = shardcast.NodeStats{Addr: sh.addr, Published: sh.pub.Published()}
 		if b.links != nil {
 			for _, l := range b.links[i*b.conns : (i+1)*b.conns] {
-				engine.AddNodeStats(&out[i], l.NodeStats())
+				out[i].Add(l.NodeStats())
 			}
 		}
 	}

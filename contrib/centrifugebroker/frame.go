@@ -167,18 +167,7 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 // travels in Offset and Epoch (map broker fan-out), the delta flag in
 // Delta, and the previous data of a delta in PrevData.
 func pubFromProto(p *protocol.Publication) (pub *centrifuge.Publication, sp centrifuge.StreamPosition, delta bool, prev *centrifuge.Publication) {
-	pub = &centrifuge.Publication{
-		Offset:  p.Offset,
-		Data:    p.Data,
-		Info:    infoFromProto(p.Info),
-		Tags:    p.Tags,
-		Time:    p.Time,
-		Channel: p.Channel,
-		Key:     p.Key,
-		Removed: p.Removed,
-		Score:   p.Score,
-		Version: p.Version,
-	}
+	pub = pubAt(p, p.Offset)
 	sp = centrifuge.StreamPosition{Offset: p.Offset, Epoch: p.Epoch}
 	delta = p.Delta
 	if len(p.PrevData) > 0 {

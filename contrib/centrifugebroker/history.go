@@ -256,7 +256,7 @@ func parseEntry(e any) (*centrifuge.Publication, error) {
 		if err := p.UnmarshalCF([]byte(data)); err != nil {
 			return nil, fmt.Errorf("centrifugebroker: history entry %s: %w", id, err)
 		}
-		return historyPub(&p, offset), nil
+		return pubAt(&p, offset), nil
 	}
 	return nil, fmt.Errorf("%w: history entry %s without data", errBadReply, id)
 }

@@ -67,7 +67,7 @@ func decodePositioned(k kind, body []byte, publishedAt time.Time) (frame, error)
 			if err := prev.UnmarshalCF(rest[:n]); err != nil {
 				return frame{}, fmt.Errorf("%s: previous publication: %w", k, err)
 			}
-			f.prevPub = historyPub(&prev, 0)
+			f.prevPub = pubAt(&prev, 0)
 		}
 		body = rest[n:]
 	}
@@ -75,7 +75,7 @@ func decodePositioned(k kind, body []byte, publishedAt time.Time) (frame, error)
 	if err := p.UnmarshalCF(body); err != nil {
 		return frame{}, fmt.Errorf("%s: %w", k, err)
 	}
-	f.pub = historyPub(&p, offset)
+	f.pub = pubAt(&p, offset)
 	if !publishedAt.IsZero() {
 		f.pub.Time = publishedAt.UnixMilli()
 	}
@@ -101,11 +101,11 @@ func cutDecimal(b []byte) (uint64, []byte, bool) {
 	return n, b[i+1:], true
 }
 
-// historyPub turns a Publication kept in a history stream, at offset,
-// into Centrifuge's. Its position is the stream's: the map broker fields
-// (Offset, Epoch, PrevData, Delta) a foreign writer may have set are not
-// used.
-func historyPub(p *protocol.Publication, offset uint64) *centrifuge.Publication {
+// pubAt turns a protocol Publication into Centrifuge's, at offset: the
+// stream's for a positioned frame or a history entry (the map broker
+// fields a foreign writer may have set are then not used), the frame's own
+// Offset for a plain publication.
+func pubAt(p *protocol.Publication, offset uint64) *centrifuge.Publication {
 	return &centrifuge.Publication{
 		Offset:  offset,
 		Data:    p.Data,

@@ -335,15 +335,7 @@ func (c *Collector) collectNodes(ch chan<- prometheus.Metric) {
 			merged = append(merged, n)
 			continue
 		}
-		m := &merged[i]
-		m.Published += n.Published
-		m.Received += n.Received
-		m.Dropped += n.Dropped
-		m.BadFrames += n.BadFrames
-		m.Stale += n.Stale
-		m.Reconnects += n.Reconnects
-		m.ResubscribeCommands += n.ResubscribeCommands
-		m.Down += n.Down
+		merged[i].Add(n)
 	}
 	for _, n := range merged {
 		for _, m := range c.nodeDescs {

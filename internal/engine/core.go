@@ -51,7 +51,7 @@ type Core struct {
 	partitions bool // paths are cluster partitions: events list them
 	resub      shardcast.Resubscriber
 
-	calls, published, reconnects, resubscribeCommands, stale atomic.Uint64
+	calls, published, reconnects, stale atomic.Uint64
 
 	// hot samples published and received messages for HotChannels; nil
 	// when detection is off.
@@ -225,18 +225,6 @@ func (l *Link) NodeStats() shardcast.NodeStats {
 	}
 }
 
-// AddNodeStats adds b's counters to a's (links of one node).
-func AddNodeStats(a *shardcast.NodeStats, b shardcast.NodeStats) {
-	a.Published += b.Published
-	a.Received += b.Received
-	a.Dropped += b.Dropped
-	a.BadFrames += b.BadFrames
-	a.Stale += b.Stale
-	a.Reconnects += b.Reconnects
-	a.ResubscribeCommands += b.ResubscribeCommands
-	a.Down += b.Down
-}
-
 // PathStats returns path p's counters as partition statistics (Master
 // names its carrier now).
 func (c *Core) PathStats(p int) shardcast.PartitionStats {
@@ -279,9 +267,6 @@ func (c *Core) Latency() shardcast.LatencyStats {
 	}
 	return c.Pool.Latency()
 }
-
-// ResubscribeCommands counts the subscribe commands resubscribes sent.
-func (c *Core) ResubscribeCommands() uint64 { return c.resubscribeCommands.Load() }
 
 // Close stops the broker in one order for every engine: later calls get
 // ErrClosed, work in progress is cut short, the core's goroutines end,

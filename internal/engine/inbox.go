@@ -18,14 +18,6 @@ type Inbox struct {
 	badFrames atomic.Uint64
 }
 
-// Deliver decodes payload (unless Raw) and submits the message. channel
-// is the application channel name. Both may be views of a read buffer,
-// valid only during the call.
-func (in *Inbox) Deliver(channel string, payload []byte) {
-	at, body, _ := in.Decode(payload)
-	in.Submit(channel, body, at)
-}
-
 // Decode counts a message read from Redis and unwraps its envelope: it
 // returns the publish time (zero in Raw mode or for a message that is not
 // an envelope, counted as a bad frame and delivered as it is) and the

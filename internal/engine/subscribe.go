@@ -16,8 +16,10 @@ import (
 // Redis confirmed every one. While a path's node is unreachable (a
 // reconnect, a failover, a slot move) it waits, bounded by ctx. On error no
 // channel of this call is left newly subscribed, unless a later Subscribe
-// asked for it meanwhile; an undo that cannot finish within ctx finishes
-// in the background, ahead of any later call for its path.
+// asked for it meanwhile: the channels it added on paths that succeeded
+// are unsubscribed before it returns (bounded by CommandTimeout, even once
+// ctx has ended), and the undo of a path whose commands ctx cut short
+// finishes in the background, ahead of any later call for that path.
 func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 	if err := CheckChannels(ctx, c.closed.Load(), channels); err != nil {
 		return err
@@ -36,11 +38,14 @@ func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 	if err == nil {
 		return nil
 	}
-	// Undo the paths that succeeded so the call has no partial effect.
-	// Channels subscribed before the call stay.
+	// Undo the paths that succeeded so the call has no partial effect,
+	// and wait for it even when ctx has ended (the undo is bounded by
+	// CommandTimeout): the caller must not see them subscribed after an
+	// error. Channels subscribed before the call stay.
+	undo := context.WithoutCancel(ctx)
 	for i, g := range groups {
 		if errs[i] == nil && len(added[i]) > 0 {
-			_ = c.unsubscribePath(ctx, c.Paths[g.Key], added[i], token)
+			_ = c.unsubscribePath(undo, c.Paths[g.Key], added[i], token)
 		}
 	}
 	return fmt.Errorf("shardcast: subscribe: %w", err)

@@ -73,7 +73,6 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
 		return FirstError(wire.Subscribe(ctx, cmd.Channels))
 	})
-	c.resubscribeCommands.Add(uint64(report.Commands))
 	l.resubscribeCommands.Add(uint64(report.Commands))
 	failed := make(map[int]bool, len(report.FailedKeys))
 	for _, k := range report.FailedKeys {
