@@ -489,55 +489,20 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 		return err
 	}
 	p := cfg.centPublishers
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	counts := make([]struct {
-		n atomic.Uint64
-		_ [56]byte
-	}, p)
-	var firstErr atomic.Value
-	for g := range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, max(cfg.payload, 8))
-			for i := range buf[8:] {
-				buf[8+i] = 'a' + byte(i%26)
-			}
-			idx := g
-			for !stop.Load() && ctx.Err() == nil {
-				engines.Stamp(buf, time.Now())
-				if err := publish(g, channels[idx%len(channels)], buf); err != nil {
-					firstErr.CompareAndSwap(nil, err.Error())
-					time.Sleep(time.Millisecond)
-				} else {
-					counts[g].n.Add(1)
-				}
-				idx += p
-			}
-		}()
-	}
-	sumPub := func() uint64 {
-		var s uint64
-		for i := range counts {
-			s += counts[i].n.Load()
-		}
-		return s
-	}
+	pubs := startPublishers(ctx, p, cfg.payload, channels, time.Millisecond, publish)
 	sleepCtx(ctx, cfg.warmup)
 	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
 	t0 := time.Now()
 	win.start.Store(t0.UnixNano())
-	pub0 := sumPub()
+	pub0 := pubs.sent()
 	sleepCtx(ctx, cfg.duration)
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
-	pub1 := sumPub()
+	pub1 := pubs.sent()
 	conns := masterConns(servers)
-	stop.Store(true)
-	wg.Wait()
+	pubs.halt()
 	// Every message a client receives was delivered to cfg.centFanout of them.
-	drain(&total, sumPub()*uint64(cfg.centFanout), 5*time.Second)
+	drain(&total, pubs.sent()*uint64(cfg.centFanout), 5*time.Second)
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
 
 	res.PubSubConns, res.PublishConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}
@@ -563,7 +528,7 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 		res.ClientCPUPerPub = float64(res.cpu) / float64(pub1-pub0)
 		res.RedisCPUPerPub = float64(res.redisCPU) / float64(pub1-pub0)
 	}
-	if v := firstErr.Load(); v != nil {
+	if v := pubs.firstErr.Load(); v != nil {
 		res.Note = "publish errors, first: " + v.(string)
 		if res.Delivered == 0 {
 			res.Error = res.Note

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -332,56 +331,22 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	}
 	res.Connections = measure.Clients(servers) - base
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	counts := make([]struct {
-		n    atomic.Uint64
-		_    [56]byte
-		errs atomic.Uint64
-	}, p)
-	var firstErr atomic.Value
-	for g := range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, cfg.payload)
-			for i := range buf[8:] {
-				buf[8+i] = 'a' + byte(i%26)
-			}
-			idx := g
-			for !stop.Load() && ctx.Err() == nil {
-				engines.Stamp(buf, time.Now())
-				if err := eng.Publish(ctx, names[idx%len(names)], buf); err != nil {
-					counts[g].errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				} else {
-					counts[g].n.Add(1)
-				}
-				idx += p
-			}
-		}()
-	}
-	sumPub := func() uint64 {
-		var s uint64
-		for i := range counts {
-			s += counts[i].n.Load()
-		}
-		return s
-	}
+	pubs := startPublishers(ctx, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
+		return eng.Publish(ctx, ch, buf)
+	})
 	sleepCtx(ctx, cfg.warmup)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
 	t0 := time.Now()
 	win.start.Store(t0.UnixNano())
-	pub0 := sumPub()
+	pub0 := pubs.sent()
 	sleepCtx(ctx, cfg.duration)
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
-	pub1 := sumPub()
-	stop.Store(true)
-	wg.Wait()
-	drain(&total, sumPub(), 5*time.Second)
+	pub1 := pubs.sent()
+	pubs.halt()
+	drain(&total, pubs.sent(), 5*time.Second)
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
 	runtime.ReadMemStats(&ms1)
 
@@ -399,7 +364,7 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 		res.AllocsPerMsg = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Delivered)
 		res.BytesPerMsg = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(res.Delivered)
 	}
-	if v := firstErr.Load(); v != nil {
+	if v := pubs.firstErr.Load(); v != nil {
 		res.Note = "publish errors, first: " + v.(string)
 		if res.Delivered == 0 {
 			res.Error = res.Note

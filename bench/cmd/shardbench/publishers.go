@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcast/shardcast/bench/internal/engines"
+)
+
+// publishers is a set of closed-loop publishing goroutines: goroutine g
+// publishes a time-stamped payload to channels g, g+n, g+2n, … as fast as
+// publish returns, until halt.
+type publishers struct {
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+	counts []struct {
+		n atomic.Uint64
+		_ [56]byte // one cache line per goroutine
+	}
+	// firstErr holds the first publish error's text.
+	firstErr atomic.Value
+}
+
+// startPublishers starts n publishers of payload-byte messages (at least
+// the 8-byte stamp). After a failed publish a goroutine waits pause.
+func startPublishers(ctx context.Context, n, payload int, channels []string, pause time.Duration,
+	publish func(g int, channel string, buf []byte) error) *publishers {
+	s := &publishers{}
+	s.counts = make([]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}, n)
+	for g := range n {
+		s.wg.Go(func() {
+			buf := make([]byte, max(payload, 8))
+			for i := range buf[8:] {
+				buf[8+i] = 'a' + byte(i%26)
+			}
+			for idx := g; !s.stop.Load() && ctx.Err() == nil; idx += n {
+				engines.Stamp(buf, time.Now())
+				if err := publish(g, channels[idx%len(channels)], buf); err != nil {
+					s.firstErr.CompareAndSwap(nil, err.Error())
+					if pause > 0 {
+						time.Sleep(pause)
+					}
+				} else {
+					s.counts[g].n.Add(1)
+				}
+			}
+		})
+	}
+	return s
+}
+
+// sent returns how many publishes succeeded so far.
+func (s *publishers) sent() uint64 {
+	var total uint64
+	for i := range s.counts {
+		total += s.counts[i].n.Load()
+	}
+	return total
+}
+
+// halt stops the publishers and waits for them.
+func (s *publishers) halt() {
+	s.stop.Store(true)
+	s.wg.Wait()
+}
