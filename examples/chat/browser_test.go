@@ -32,13 +32,13 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cluster, err := startLocalCluster(ctx, 3, 1)
+	addrs, stop, err := startLocalCluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cluster.stop)
+	t.Cleanup(stop)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nodes, err := startNodes(cluster.Addrs, 2, "127.0.0.1", 0, clientPath, logger)
+	nodes, err := startNodes(addrs, 2, "127.0.0.1", 0, clientPath, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shardcast/shardcast/examples/localredis"
 )
 
 func main() {
@@ -48,15 +50,15 @@ func run(ctx context.Context, n int, clusterAddrs, host string, port int, client
 		addrs = strings.Split(clusterAddrs, ",")
 	} else {
 		fmt.Println("starting a local Redis Cluster (3 masters, 3 replicas)…")
-		c, err := startLocalCluster(ctx, 3, 1)
+		local, stop, err := startLocalCluster(ctx)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			c.stop()
+			stop()
 			fmt.Println("Redis Cluster stopped")
 		}()
-		addrs = c.Addrs
+		addrs = local
 		fmt.Println("Redis Cluster up:", strings.Join(addrs, " "))
 	}
 
@@ -139,4 +141,19 @@ func (rs runningNodes) stop() {
 		_ = r.srv.Shutdown(ctx)
 		<-r.done
 	}
+}
+
+// startLocalCluster starts a local Redis Cluster of 3 masters and 3
+// replicas from redis-server and redis-cli on PATH, and returns its nodes'
+// addresses and the function that stops it.
+func startLocalCluster(ctx context.Context) (addrs []string, stop func(), err error) {
+	servers, err := localredis.New("chat")
+	if err != nil {
+		return nil, nil, err
+	}
+	if addrs, err = servers.Cluster(ctx, 3, 1); err != nil {
+		servers.Stop()
+		return nil, nil, err
+	}
+	return addrs, servers.Stop, nil
 }

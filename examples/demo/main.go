@@ -1,7 +1,7 @@
 // Command demo runs shardcast end to end on Redis.
 //
 // Without flags it starts its own servers from redis-server and redis-cli
-// on PATH (see localredis.go): a cluster of 6 masters with one replica each,
+// on PATH (see examples/localredis): a cluster of 6 masters with one replica each,
 // and 4 standalone instances. It then
 //
 //  1. runs two cluster brokers, one subscribing and one publishing, and
@@ -31,6 +31,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/examples/localredis"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -75,17 +76,17 @@ func run(ctx context.Context, engine string, seeds, shards []string, channels, r
 	for i := range names {
 		names[i] = fmt.Sprintf("room:%d", i)
 	}
-	var local *localRedis
+	var local *localredis.Servers
 	defer func() {
 		if local != nil {
-			local.stop()
+			local.Stop()
 		}
 	}()
 	// startLocal starts servers with start, printing what and how long.
-	startLocal := func(what string, start func(*localRedis) ([]string, error)) ([]string, error) {
+	startLocal := func(what string, start func(*localredis.Servers) ([]string, error)) ([]string, error) {
 		if local == nil {
 			var err error
-			if local, err = newLocalRedis(); err != nil {
+			if local, err = localredis.New("demo"); err != nil {
 				return nil, err
 			}
 		}
@@ -104,7 +105,7 @@ func run(ctx context.Context, engine string, seeds, shards []string, channels, r
 		if len(seeds) == 0 {
 			var err error
 			seeds, err = startLocal("a local Redis Cluster: 6 masters with 1 replica each",
-				func(l *localRedis) ([]string, error) { return l.cluster(ctx, 6, 1) })
+				func(l *localredis.Servers) ([]string, error) { return l.Cluster(ctx, 6, 1) })
 			if err != nil {
 				return err
 			}
@@ -117,7 +118,7 @@ func run(ctx context.Context, engine string, seeds, shards []string, channels, r
 		if len(shards) == 0 {
 			var err error
 			shards, err = startLocal("4 local standalone Redis instances",
-				func(l *localRedis) ([]string, error) { return l.standalone(ctx, 4) })
+				func(l *localredis.Servers) ([]string, error) { return l.Standalone(ctx, 4) })
 			if err != nil {
 				return err
 			}
@@ -340,7 +341,7 @@ func subscribeAndDeliver(ctx context.Context, sub, pub shardcast.Broker, got *co
 		return err
 	}
 	want := int64(len(names) * rounds)
-	err := waitUntil(ctx, func(context.Context) error {
+	err := localredis.WaitUntil(ctx, func(context.Context) error {
 		if n := got.n.Load(); n < want {
 			return fmt.Errorf("delivered %d of %d", n, want)
 		}
@@ -378,24 +379,4 @@ func publishAll(ctx context.Context, b shardcast.Broker, names []string, rounds 
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-// waitUntil calls check every 10 ms until it returns nil, giving up after
-// 30 s (or when ctx ends) with check's last error.
-func waitUntil(ctx context.Context, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
 }

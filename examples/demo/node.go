@@ -35,10 +35,6 @@ func withNode(ctx context.Context, addr string, f func(*node) error) error {
 	return f(&node{c: c})
 }
 
-func (n *node) ping(ctx context.Context) error {
-	return n.c.Do(ctx, n.c.B().Ping().Build()).Error()
-}
-
 // info returns one INFO section as field → value.
 func (n *node) info(ctx context.Context, section string) (map[string]string, error) {
 	text, err := n.c.Do(ctx, n.c.B().Info().Section(section).Build()).ToString()
@@ -48,19 +44,10 @@ func (n *node) info(ctx context.Context, section string) (map[string]string, err
 	return fields(text), nil
 }
 
-// clusterInfo returns CLUSTER INFO as field → value.
-func (n *node) clusterInfo(ctx context.Context) (map[string]string, error) {
-	text, err := n.c.Do(ctx, n.c.B().ClusterInfo().Build()).ToString()
-	if err != nil {
-		return nil, err
-	}
-	return fields(text), nil
-}
-
-// fields parses the "field:value" lines of INFO and CLUSTER INFO.
+// fields parses the "field:value" lines of INFO.
 func fields(text string) map[string]string {
-	// Over RESP3 both replies are verbatim strings, which rueidis hands over
-	// with their "txt:" format marker in front.
+	// Over RESP3 the reply is a verbatim string, which rueidis hands over
+	// with its "txt:" format marker in front.
 	text = strings.TrimPrefix(text, "txt:")
 	out := make(map[string]string)
 	for line := range strings.Lines(text) {
