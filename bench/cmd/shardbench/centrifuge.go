@@ -559,17 +559,7 @@ func centMedian(rs []centResult, servers []string) centResult {
 	if len(ok) == 0 {
 		return m
 	}
-	medf := func(get func(centResult) float64) float64 {
-		v := make([]float64, len(ok))
-		for i, r := range ok {
-			v[i] = get(r)
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
+	medf := func(get func(centResult) float64) float64 { return medianOf(ok, get) }
 	m.PubRate = medf(func(r centResult) float64 { return r.PubRate })
 	m.ClientCPUPerPub = medf(func(r centResult) float64 { return r.ClientCPUPerPub })
 	m.RedisCPUPerPub = medf(func(r centResult) float64 { return r.RedisCPUPerPub })

@@ -240,6 +240,19 @@ func tpRow(r tpResult, runs int) []string {
 		fmtDur(time.Duration(r.ClientCPUns)), allocs, fmtDur(time.Duration(r.RedisCPUns)), strconv.Itoa(r.Connections), loss, strconv.Itoa(runs)}
 }
 
+// medianOf returns the median of get over rs (rs not empty).
+func medianOf[T any](rs []T, get func(T) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = get(r)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
 // median combines the error-free runs of one engine: every numeric
 // column is the median of that column over the runs (so one disturbed
 // round moves no column far), published/delivered are summed.
@@ -256,17 +269,7 @@ func median(rs []tpResult) tpResult {
 		}
 		return tpResult{}
 	}
-	med := func(get func(tpResult) float64) float64 {
-		v := make([]float64, len(ok))
-		for i, r := range ok {
-			v[i] = get(r)
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
+	med := func(get func(tpResult) float64) float64 { return medianOf(ok, get) }
 	m := ok[0]
 	m.Round = 0
 	m.Published, m.Delivered = 0, 0
