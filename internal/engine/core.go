@@ -51,7 +51,7 @@ type Core struct {
 	partitions bool // paths are cluster partitions: events list them
 	resub      shardcast.Resubscriber
 
-	calls, published, reconnects, stale atomic.Uint64
+	calls, published, reconnects atomic.Uint64
 
 	// hot samples published and received messages for HotChannels; nil
 	// when detection is off.
@@ -209,7 +209,6 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 }
 
 func (c *Core) dropStale(l *Link, p *Path) {
-	c.stale.Add(1)
 	l.stale.Add(1)
 	p.stale.Add(1)
 }
@@ -247,13 +246,16 @@ func (c *Core) CheckChannel(ctx context.Context, channel string) error {
 
 // Stats returns the broker's counters.
 func (c *Core) Stats() shardcast.Stats {
-	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load(), Stale: c.stale.Load()}
+	st := shardcast.Stats{Published: c.published.Load(), Reconnects: c.reconnects.Load()}
 	if c.Pool != nil {
 		st.Delivered, st.Dropped = c.Pool.Delivered(), c.Pool.Dropped()
-		st.Received, st.BadFrames = c.Inbox.Received(), c.Inbox.BadFrames()
 		st.QueueDepth, st.QueueHighWater = c.Pool.QueueDepth(), c.Pool.QueueHighWater()
+		// The paths count what was read, so the hot path counts it once.
 		for _, p := range c.Paths {
 			st.Channels += p.WantedCount()
+			st.Received += p.received.Load()
+			st.BadFrames += p.badFrames.Load()
+			st.Stale += p.stale.Load()
 		}
 	}
 	return st

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -12,24 +11,20 @@ import (
 // Inbox turns wire messages into shardcast.Messages and hands them to the
 // worker pool. It runs on socket read loops, so it never blocks.
 type Inbox struct {
-	Pool      *shardcast.WorkerPool
-	Raw       bool
-	received  atomic.Uint64
-	badFrames atomic.Uint64
+	Pool *shardcast.WorkerPool
+	Raw  bool
 }
 
-// Decode counts a message read from Redis and unwraps its envelope: it
+// Decode unwraps a message's envelope: it
 // returns the publish time (zero in Raw mode or for a message that is not
 // an envelope, counted as a bad frame and delivered as it is) and the
 // body, a view of payload; ok is false for a bad frame.
 func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
-	in.received.Add(1)
 	if in.Raw {
 		return time.Time{}, payload, true
 	}
 	t, b, err := envelope.Decode(payload)
 	if err != nil {
-		in.badFrames.Add(1)
 		return time.Time{}, payload, false
 	}
 	return t, b, true
@@ -51,9 +46,3 @@ func (in *Inbox) Submit(channel string, body []byte, at time.Time) bool {
 	}
 	return in.Pool.Submit(m)
 }
-
-// Received returns how many messages were read from Redis.
-func (in *Inbox) Received() uint64 { return in.received.Load() }
-
-// BadFrames returns how many messages failed to decode.
-func (in *Inbox) BadFrames() uint64 { return in.badFrames.Load() }
