@@ -114,7 +114,12 @@ const (
 	// messages may have been lost.
 	EventRestored
 	// EventDropped reports messages dropped because a worker queue was
-	// full (the handler was slower than the publish rate).
+	// full (the handler was slower than the publish rate; Err is nil), or
+	// because, for a moment after a failover, they arrived behind a later
+	// message of their channel (the demoted master relays late what
+	// publishers still send it) and were dropped to keep the channel's
+	// order: Err then wraps ErrPartitionMoved, and Since..Until spans their
+	// publish times, on the publishers' clocks.
 	EventDropped
 	// EventTopologyChanged reports that partitions moved between Redis
 	// masters, or masters were added or removed.
@@ -361,6 +366,8 @@ type Stats struct {
 	// Stale counts messages dropped because they arrived on a connection
 	// their partition had moved away from: after a failover or a slot move
 	// the old node may deliver for a moment what the new one delivers too.
+	// It also counts those dropped to keep a channel's order after a
+	// failover, which an EventDropped reports.
 	Stale uint64
 	// QueueDepth is the number of messages waiting in worker queues now,
 	// summed over workers.

@@ -53,6 +53,9 @@ type Core struct {
 
 	calls, published, reconnects atomic.Uint64
 
+	// late reports the messages the paths' order fences dropped.
+	late lateReport
+
 	// hot samples published and received messages for HotChannels; nil
 	// when detection is off.
 	hot *shardcast.HotTracker
@@ -105,6 +108,7 @@ func NewCore(cfg CoreConfig) *Core {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.Emitter = shardcast.NewEmitter(cfg.Options.OnEvent, c.Log)
+	c.late.emit = c.Emitter.Emit
 	c.hot = shardcast.NewHotTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
 		c.Pool = shardcast.NewWorkerPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
@@ -112,6 +116,13 @@ func NewCore(cfg CoreConfig) *Core {
 		c.Paths = make([]*Path, cfg.Paths)
 		for i := range c.Paths {
 			c.Paths[i] = newPath(i)
+			// A shardcast publisher routed to a demoted master notices
+			// within a HealthInterval (its ROLE check); the second one
+			// covers its slot-map poll, the bus's delay and this
+			// broker's own move, which may come late.
+			if cfg.Conn.HealthInterval > 0 {
+				c.Paths[i].orderSpan = 2 * cfg.Conn.HealthInterval
+			}
 		}
 	}
 	return c
@@ -176,8 +187,10 @@ func (c *Core) HotChannels() []shardcast.HotChannel { return c.hot.HotChannels()
 // subscription has moved to another link since (the old node still
 // delivers what the new one delivers too), or it moved here a moment ago
 // and the message was published before the old link's last one (see
-// Path.setOwner). Copies are dropped and counted in Stats.Stale. It runs
-// on l's reader.
+// Path.setOwner). Copies are dropped and counted in Stats.Stale. So is a
+// message the path's order fence holds back, published before one of its
+// channel already taken since a failover (see orderFence), which is also
+// reported as dropped. It runs on l's reader.
 func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	path := c.Paths[p]
 	l.received.Add(1)
@@ -200,6 +213,15 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	}
 	if path.probe != nil && channel == path.probe.channel {
 		c.probeArrived(l, path, body)
+		return
+	}
+	if !at.IsZero() && !path.order.admit(channel, at.UnixNano()) {
+		c.dropStale(l, path)
+		part := -1
+		if c.partitions {
+			part = p
+		}
+		c.late.add(l.Addr, part, channel, at)
 		return
 	}
 	if !c.Inbox.Submit(channel, body, at) {
@@ -283,6 +305,7 @@ func (c *Core) Close(teardown func()) {
 		c.background.Close()
 		c.wg.Wait()
 		teardown()
+		c.late.close()
 		if c.Pool != nil {
 			c.Pool.Close()
 		}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -47,6 +48,11 @@ type Path struct {
 	// failover is set by a move whose new node was a replica of the old
 	// one; the next change of owner fences, and clears it.
 	failover atomic.Bool
+	// order keeps each channel in publish order for orderSpan after a
+	// failover move: the demoted master relays, late, what publishers
+	// still routed to it send (see orderFence).
+	order     orderFence
+	orderSpan time.Duration
 
 	// Counters of the path's messages, and the total length (ns) of its
 	// closed interruptions; downSince dates the open one.
@@ -67,18 +73,26 @@ type Path struct {
 // time the move took could lose messages in this span.
 const moveFence = 500 * time.Millisecond
 
+// orderSpan is how long, by default, a failover move keeps the path's
+// channels in publish order: twice the default HealthInterval (see
+// NewCore).
+const orderSpan = 2 * shardcast.DefaultHealthInterval
+
 // setOwner records that the path's channels are being subscribed on l,
 // and returns the link that owned them before. A change of link after a
-// failover move fences off copies of what the old one delivered.
+// failover move fences off copies of what the old one delivered, and arms
+// the order fence.
 func (p *Path) setOwner(l *Link) (prev *Link) {
 	prev = p.owner.Swap(l)
 	if prev == nil || prev == l || !p.failover.Swap(false) {
 		return prev
 	}
+	now := time.Now()
 	if last := p.lastAt.Load(); last != 0 {
-		p.fenceUntil.Store(time.Now().Add(moveFence).UnixNano())
+		p.fenceUntil.Store(now.Add(moveFence).UnixNano())
 		p.fence.Store(last)
 	}
+	p.order.arm(now, p.orderSpan)
 	return prev
 }
 
@@ -115,7 +129,7 @@ func (p *Path) admit(ns int64) bool {
 }
 
 func newPath(id int) *Path {
-	return &Path{ID: id, turn: NewTurn(), wanted: ChannelSet{}}
+	return &Path{ID: id, turn: NewTurn(), wanted: ChannelSet{}, orderSpan: orderSpan}
 }
 
 func (p *Path) lock(ctx context.Context, closing <-chan struct{}) error {
@@ -199,6 +213,11 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 		return time.Time{}, false
 	}
 	p.wire = wire
+	if p.order.armed() {
+		// The order fence runs from the move's confirmation, however
+		// long the resubscribe took.
+		p.order.extend(time.Now(), p.orderSpan)
+	}
 	since = p.downSince
 	p.downSince = time.Time{}
 	if !since.IsZero() {

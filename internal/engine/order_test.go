@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOrderFence: after a failover move, a message published before one
+// of its channel already taken is refused, each channel on its own, until
+// the fence expires; a path that never moved, or whose slot migrated to
+// another shard, takes everything.
+func TestOrderFence(t *testing.T) {
+	p := newPath(0)
+	a, b := &Link{}, &Link{}
+	p.setOwner(a)
+	assert.True(t, p.order.admit("x", 200))
+	assert.True(t, p.order.admit("x", 100), "no order fence without a failover")
+
+	p.failover.Store(true)
+	p.setOwner(b)
+	require.True(t, p.order.armed())
+	// The reader passes views of its buffer: the fence keeps copies.
+	buf := []byte("x")
+	assert.True(t, p.order.admit(unsafe.String(unsafe.SliceData(buf), len(buf)), 300), "the first message of a channel")
+	buf[0] = 'z' // the reader's next message
+	assert.False(t, p.order.admit("x", 250), "published before the channel's last one: relayed late")
+	assert.True(t, p.order.admit("y", 250), "each channel is judged on its own")
+	assert.True(t, p.order.admit("x", 300), "equal publish times cannot be ordered")
+	assert.True(t, p.order.admit("x", 400))
+	assert.False(t, p.order.admit("x", 350))
+	assert.False(t, p.order.admit("y", 249))
+
+	p.order.until.Store(time.Now().Add(-time.Nanosecond).UnixNano())
+	assert.True(t, p.order.admit("x", 1), "an expired fence takes everything")
+	assert.False(t, p.order.armed(), "and is down")
+
+	migrated := newPath(1)
+	migrated.setOwner(a)
+	migrated.setOwner(b)
+	assert.False(t, migrated.order.armed(), "a slot migrated to another shard brings no late relays")
+}
+
+// TestOrderFenceExtends: the fence runs from the move's confirmation: an
+// activation after a slow resubscribe keeps it up for a whole span.
+func TestOrderFenceExtends(t *testing.T) {
+	var f orderFence
+	start := time.Now()
+	f.arm(start, time.Second)
+	f.extend(start.Add(5*time.Second), time.Second)
+	assert.Equal(t, start.Add(6*time.Second).UnixNano(), f.until.Load())
+	f.extend(start, time.Second)
+	assert.Equal(t, start.Add(6*time.Second).UnixNano(), f.until.Load(), "extend never shortens")
+
+	var down orderFence
+	down.extend(start, time.Second)
+	assert.False(t, down.armed(), "extend does not arm")
+}
+
+// TestOvertakenReported: a message the order fence drops never reaches the
+// Handler, is counted in Stats.Stale and is reported by an EventDropped
+// that names its channel and partition, whose window is the dropped
+// messages' publish times and whose Err says why.
+func TestOvertakenReported(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	var events []shardcast.Event
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Handler: func(m shardcast.Message) {
+				mu.Lock()
+				got = append(got, m.Channel+"="+string(m.Payload))
+				mu.Unlock()
+			},
+			OnEvent: func(ev shardcast.Event) {
+				mu.Lock()
+				events = append(events, ev)
+				mu.Unlock()
+			},
+		}.WithDefaults(),
+		Conn:       shardcast.ConnOptions{}.WithDefaults(),
+		Paths:      4,
+		Partitions: true,
+		Mode:       subconn.Sharded,
+	})
+	old, promoted := &Link{Addr: "old:1"}, &Link{Addr: "new:1"}
+	r := &movingRouter{links: []*Link{old, promoted}}
+	c.SetRouter(r)
+	p := c.Paths[2]
+	p.setOwner(old)
+	p.failover.Store(true)
+	p.setOwner(promoted)
+
+	base := time.Now().Truncate(time.Microsecond)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	deliver := func(ch string, ms int, body string) {
+		c.DeliverFrom(promoted, 2, ch, envelope.Append(nil, at(ms), []byte(body)))
+	}
+	deliver("a", 10, "a10") // sent to the new master directly
+	deliver("a", 5, "a5")   // sent earlier to the old one, relayed late
+	deliver("b", 3, "b3")   // another channel, in its own order
+	deliver("a", 7, "a7")
+	deliver("a", 11, "a11")
+	c.Close(func() {})
+
+	assert.ElementsMatch(t, []string{"a=a10", "b=b3", "a=a11"}, got)
+	assert.Equal(t, uint64(2), c.Stats().Stale)
+	var dropped []shardcast.Event
+	for _, ev := range events {
+		if ev.Kind == shardcast.EventDropped {
+			dropped = append(dropped, ev)
+		}
+	}
+	require.Len(t, dropped, 1, "one report for drops close together")
+	ev := dropped[0]
+	assert.Equal(t, "new:1", ev.Shard)
+	assert.Equal(t, []string{"a"}, ev.Channels)
+	assert.Equal(t, []int{2}, ev.Partitions)
+	assert.Equal(t, uint64(2), ev.Count)
+	assert.True(t, ev.Since.Equal(at(5)), "since %v", ev.Since)
+	assert.True(t, ev.Until.Equal(at(7)), "until %v", ev.Until)
+	assert.ErrorIs(t, ev.Err, shardcast.ErrPartitionMoved)
+}
