@@ -202,7 +202,7 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 		c.probeArrived(l, path, body)
 		return
 	}
-	if !c.Inbox.Submit(channel, body, at) {
+	if !c.Inbox.Submit(l.feeder, channel, body, at) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)
 	}
