@@ -228,8 +228,10 @@ type Options struct {
 	// Workers is the number of handler goroutines (default 16). Messages of
 	// one channel always go to the same worker.
 	Workers int
-	// QueueSize is the number of messages each worker can hold before new
-	// ones are dropped (default 1024).
+	// QueueSize is the number of messages each worker can hold queued
+	// before new ones are dropped (default 1024). A worker takes queued
+	// messages in batches of up to 64, so it may hold up to
+	// min(QueueSize, 64) more that it has taken and not handled yet.
 	QueueSize int
 	// SubscribeBatch is the most channels sent in one subscribe command
 	// (default 512).

@@ -233,3 +233,29 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		h.Record(time.Duration(i&0xffff) * time.Microsecond)
 	}
 }
+
+// TestHistogramRecordOwned: the single-writer path counts exactly what
+// Record counts, negative durations and both ends of the range included,
+// and a snapshot taken while the owner records (run with -race) is safe.
+func TestHistogramRecordOwned(t *testing.T) {
+	var shared, owned Histogram
+	r := rand.New(rand.NewPCG(7, 7))
+	durations := []time.Duration{-time.Second, -1, 0, HistogramMin - 1, HistogramMin, HistogramMax, HistogramMax + time.Hour}
+	for range 5000 {
+		durations = append(durations, time.Duration(r.Int64N(int64(2*time.Minute)))-time.Second)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_ = owned.Snapshot()
+		}
+	}()
+	for _, d := range durations {
+		shared.Record(d)
+		owned.recordOwned(d)
+	}
+	<-done
+	assert.Equal(t, shared.Snapshot(), owned.Snapshot())
+	assert.Equal(t, uint64(len(durations)), owned.Snapshot().Count+owned.Snapshot().Negative)
+}

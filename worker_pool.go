@@ -56,30 +56,44 @@ type WorkerPool struct {
 	closeOnce    sync.Once
 }
 
-// poolWorker is one worker's queue and counters. The padding keeps the
-// fields written by submitters and those written by the worker goroutine on
-// different cache lines, so the two cores do not fight over one line for
-// every message.
+// poolWorker is one worker's queue and counters. The queue is a ring
+// guarded by mu: the worker takes up to takeBatch messages per lock, and a
+// submitter wakes it only when it found the worker asleep on an empty
+// queue, so a busy worker costs its submitters no wake-up at all. The
+// padding keeps the fields written by submitters and those written by the
+// worker goroutine on different cache lines.
 type poolWorker struct {
-	mu      sync.Mutex // guards closed and sends on queue against Close
-	closed  bool
-	queue   chan Message
-	dropped atomic.Uint64
-	_       [64]byte
+	mu       sync.Mutex
+	closed   bool
+	sleeping bool // the worker waits on wake; the next submitter sends
+	ring     []Message
+	head, n  int           // ring[head], … the n queued messages, wrapping
+	wake     chan struct{} // capacity 1
+	dropped  atomic.Uint64
+	_        [64]byte
 
+	// delivered, lag and handling are written by the worker goroutine
+	// only (see Histogram.recordOwned).
 	delivered atomic.Uint64
 	panics    atomic.Uint64
-	// highWater is the deepest the queue was when the worker took a
-	// message. The worker measures it, not Submit: depth peaks just before
-	// a take, and Submit stays as cheap as it was.
+	// highWater is the deepest the queue was when the worker took from
+	// it. The worker measures it, not Submit: depth peaks just before a
+	// take, and Submit stays as cheap as it was.
 	highWater atomic.Int64
 	lag       Histogram
 	handling  Histogram
 	_         [64]byte
 }
 
+// takeBatch is the most messages a worker takes from its queue at once.
+// It bounds the worker's private copy (takeBatch Messages on its stack)
+// and how far QueueDepth can under-count: the messages a worker took and
+// has not handled yet are no longer queued.
+const takeBatch = 64
+
 // NewWorkerPool starts workers goroutines, each with a queue of queueSize
-// messages, that pass messages to handler, plus one reporter goroutine that
+// messages (plus the batch of up to 64 it has taken from the queue and
+// not handled yet), that pass messages to handler, plus one reporter goroutine that
 // passes loss events to emit. A workers or queueSize of zero or less takes
 // DefaultWorkers or DefaultQueueSize. A nil handler discards messages; a
 // nil emit discards events. emit is called from the reporter goroutine
@@ -119,7 +133,8 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 	p.workersDone.Add(workers)
 	for i := range p.workers {
 		w := &p.workers[i]
-		w.queue = make(chan Message, queueSize)
+		w.ring = make([]Message, queueSize)
+		w.wake = make(chan struct{}, 1)
 		go p.work(w)
 	}
 	go p.report()
@@ -127,7 +142,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 }
 
 // Submit queues m for its channel's worker and reports whether it was
-// queued. It never blocks and allocates nothing while the queue has room.
+// queued. It never blocks and allocates nothing.
 //
 // When the worker's queue is full, m is dropped: the drop is counted (see
 // Dropped) and its channel recorded. The first drop opens a report window;
@@ -139,24 +154,142 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 // After Close, Submit returns false without queueing or counting m: the
 // pool is gone, not overloaded.
 func (p *WorkerPool) Submit(m Message) bool {
-	w := &p.workers[xxhash.Sum64String(m.Channel)%uint64(len(p.workers))]
+	i := p.workerOf(m.Channel)
+	queued, asleep := p.push(i, m)
+	if asleep {
+		p.workers[i].wakeUp()
+	}
+	return queued
+}
+
+// workerOf returns the index of the worker that handles channel.
+func (p *WorkerPool) workerOf(channel string) int {
+	return int(xxhash.Sum64String(channel) % uint64(len(p.workers)))
+}
+
+// push queues m for worker i, or counts it as dropped when that queue is
+// full, and reports whether m was queued and whether the worker is asleep
+// and must be woken for it.
+func (p *WorkerPool) push(i int, m Message) (queued, asleep bool) {
+	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return false
+		return false, false
 	}
-	select {
-	case w.queue <- m:
+	if w.n == len(w.ring) {
 		w.mu.Unlock()
-		return true
-	default:
+		w.dropped.Add(1)
+		if p.drops.add(m.Channel, nil) {
+			p.wakeReporter()
+		}
+		return false, false
 	}
+	at := w.head + w.n
+	if at >= len(w.ring) {
+		at -= len(w.ring)
+	}
+	w.ring[at] = m
+	w.n++
+	asleep = w.sleeping
 	w.mu.Unlock()
-	w.dropped.Add(1)
-	if p.drops.add(m.Channel, nil) {
-		p.wakeReporter()
+	return true, asleep
+}
+
+// wakeUp wakes the worker if it is still asleep: of several submitters
+// that saw it asleep, only the first sends.
+func (w *poolWorker) wakeUp() {
+	w.mu.Lock()
+	asleep := w.sleeping
+	w.sleeping = false
+	w.mu.Unlock()
+	if asleep {
+		w.wake <- struct{}{} // never blocks: one send per sleep, capacity 1
 	}
-	return false
+}
+
+// take moves up to len(dst) queued messages into dst, sleeping while the
+// queue is empty, and returns how many it moved and whether it slept; n is
+// 0 once the pool is closed and the queue drained.
+func (w *poolWorker) take(dst []Message) (n int, slept bool) {
+	w.mu.Lock()
+	for w.n == 0 {
+		if w.closed {
+			w.mu.Unlock()
+			return 0, slept
+		}
+		w.sleeping = true
+		w.mu.Unlock()
+		<-w.wake
+		slept = true
+		w.mu.Lock()
+	}
+	depth := int64(w.n)
+	n = min(w.n, len(dst))
+	first := copy(dst[:n], w.ring[w.head:])
+	copy(dst[first:n], w.ring)
+	// Clear the slots so the ring does not keep handled payloads alive.
+	clear(w.ring[w.head:min(w.head+n, len(w.ring))])
+	clear(w.ring[:n-first])
+	w.head += n
+	if w.head >= len(w.ring) {
+		w.head -= len(w.ring)
+	}
+	w.n -= n
+	w.mu.Unlock()
+	if depth > w.highWater.Load() {
+		w.highWater.Store(depth)
+	}
+	return n, slept
+}
+
+// queued returns the number of messages in w's queue now.
+func (w *poolWorker) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// A Feeder submits messages to a pool from one goroutine, a socket read
+// loop, and defers waking idle workers until Flush: a burst of messages
+// read from one socket then wakes each worker it feeds once, instead of
+// once per message, and workers that are busy are never woken at all. A
+// message queued for a sleeping worker waits until Flush, so the feeding
+// goroutine must call Flush before it blocks (a read loop: before every
+// read from its socket).
+//
+// A Feeder is not safe for concurrent use; each read loop has its own.
+type Feeder struct {
+	p       *WorkerPool
+	pending []int  // workers asleep with messages from this feeder
+	marked  []bool // marked[i]: i is in pending
+}
+
+// NewFeeder returns a Feeder for p.
+func (p *WorkerPool) NewFeeder() *Feeder {
+	return &Feeder{p: p, marked: make([]bool, len(p.workers))}
+}
+
+// Submit is WorkerPool.Submit, except that a worker asleep on an empty
+// queue is woken at the next Flush instead of now.
+func (f *Feeder) Submit(m Message) bool {
+	i := f.p.workerOf(m.Channel)
+	queued, asleep := f.p.push(i, m)
+	if asleep && !f.marked[i] {
+		f.marked[i] = true
+		f.pending = append(f.pending, i)
+	}
+	return queued
+}
+
+// Flush wakes the workers that were asleep when this feeder queued
+// messages for them.
+func (f *Feeder) Flush() {
+	for _, i := range f.pending {
+		f.marked[i] = false
+		f.p.workers[i].wakeUp()
+	}
+	f.pending = f.pending[:0]
 }
 
 // Dropped returns the number of messages Submit dropped because a queue was
@@ -194,7 +327,7 @@ func (p *WorkerPool) Panics() uint64 {
 func (p *WorkerPool) QueueDepth() int {
 	n := 0
 	for i := range p.workers {
-		n += len(p.workers[i].queue)
+		n += p.workers[i].queued()
 	}
 	return n
 }
@@ -209,7 +342,7 @@ func (p *WorkerPool) QueueHighWater() int {
 		w := &p.workers[i]
 		// A worker stuck in its handler has not measured the backlog
 		// behind it yet; the queue's length now covers that.
-		hw = max(hw, w.highWater.Load(), int64(len(w.queue)))
+		hw = max(hw, w.highWater.Load(), int64(w.queued()))
 	}
 	return int(hw)
 }
@@ -243,8 +376,8 @@ func (p *WorkerPool) Close() {
 			w := &p.workers[i]
 			w.mu.Lock()
 			w.closed = true
-			close(w.queue)
 			w.mu.Unlock()
+			w.wakeUp()
 		}
 		p.workersDone.Wait()
 		close(p.stop)
@@ -253,45 +386,42 @@ func (p *WorkerPool) Close() {
 }
 
 // work runs w's messages through the handler and records, per message,
-// the queue's depth, the lag (when the message has a PublishedAt) and the
-// handler's duration. Its clock reads the monotonic clock only, and once
-// per message while the queue has a backlog: the moment a handler returned
-// is also the moment the next queued message is taken.
+// the lag (when the message has a PublishedAt) and the handler's duration,
+// and per take the queue's depth. Its clock reads the monotonic clock
+// only, and once per message while the queue has a backlog: the moment a
+// handler returned is also the moment the next queued message is taken.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
 		clock workerClock
-		m     Message
-		ok    bool
+		batch [takeBatch]Message
 		taken time.Duration
-		ended time.Duration // -1: no handler end to reuse
+		ended time.Duration = -1 // -1: no handler end to reuse
 	)
-	ended = -1
 	for {
-		select {
-		case m, ok = <-w.queue:
-			taken = ended
-		default:
-			m, ok = <-w.queue
-			taken = -1
-		}
-		if !ok {
+		n, slept := w.take(batch[:])
+		if n == 0 {
 			return
 		}
-		if taken < 0 || taken >= workerClockRebase {
-			taken = clock.read()
-		}
-		if depth := int64(len(w.queue)) + 1; depth > w.highWater.Load() {
-			w.highWater.Store(depth)
-		}
-		if !m.PublishedAt.IsZero() {
-			w.lag.Record(clock.lag(taken, m.PublishedAt))
-		}
-		if p.handle(w, m) {
-			ended = clock.since()
-			w.handling.Record(ended - taken)
-		} else {
+		if slept {
 			ended = -1
+		}
+		for i := range n {
+			m := batch[i]
+			batch[i] = Message{}
+			taken = ended
+			if taken < 0 || taken >= workerClockRebase {
+				taken = clock.read()
+			}
+			if !m.PublishedAt.IsZero() {
+				w.lag.recordOwned(clock.lag(taken, m.PublishedAt))
+			}
+			if p.handle(w, m) {
+				ended = clock.since()
+				w.handling.recordOwned(ended - taken)
+			} else {
+				ended = -1
+			}
 		}
 	}
 }
@@ -305,7 +435,7 @@ func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 		}
 	}()
 	p.handler(m)
-	w.delivered.Add(1)
+	w.delivered.Store(w.delivered.Load() + 1) // only this worker writes it
 	return true
 }
 

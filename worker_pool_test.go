@@ -124,14 +124,14 @@ func TestWorkerPoolDefaults(t *testing.T) {
 
 	p := NewWorkerPool(0, -5, nil, nil)
 	assert.Len(t, p.workers, DefaultWorkers)
-	assert.Equal(t, DefaultQueueSize, cap(p.workers[0].queue))
+	assert.Equal(t, DefaultQueueSize, len(p.workers[0].ring))
 	assert.True(t, p.Submit(Message{Channel: "a"}), "a nil handler still accepts messages")
 	p.Close()
 	assert.Equal(t, uint64(1), p.Delivered())
 
 	p = NewWorkerPool(3, 7, func(Message) {}, nil)
 	assert.Len(t, p.workers, 3)
-	assert.Equal(t, 7, cap(p.workers[0].queue))
+	assert.Equal(t, 7, len(p.workers[0].ring))
 	p.Close()
 }
 
@@ -569,4 +569,53 @@ func BenchmarkWorkerPoolSubmitFull(b *testing.B) {
 			b.Fatal("a full queue accepted a message")
 		}
 	}
+}
+
+// asleep reports whether worker i waits on its wake channel, and how many
+// messages its queue holds.
+func (p *WorkerPool) asleep(i int) (bool, int) {
+	w := &p.workers[i]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sleeping, w.n
+}
+
+// TestFeederWakesAtFlush: a Feeder queues for a sleeping worker without
+// waking it; Flush wakes it, once, and the messages are handled in order.
+// A busy worker needs no wake-up, and Close hands over what a Feeder
+// queued without a Flush.
+func TestFeederWakesAtFlush(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	got := make(chan Message, 16)
+	p := NewWorkerPool(1, 16, func(m Message) { got <- m }, nil)
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+
+	f := p.NewFeeder()
+	for i := range 3 {
+		require.True(t, f.Submit(Message{Channel: fmt.Sprintf("c%d", i)}))
+	}
+	sleeping, queued := p.asleep(0)
+	assert.True(t, sleeping, "the feeder must not wake the worker before Flush")
+	assert.Equal(t, 3, queued)
+	assert.Len(t, f.pending, 1, "one pending wake-up per worker, not per message")
+
+	f.Flush()
+	assert.Empty(t, f.pending)
+	for i := range 3 {
+		select {
+		case m := <-got:
+			assert.Equal(t, fmt.Sprintf("c%d", i), m.Channel)
+		case <-time.After(wptDeadline):
+			t.Fatalf("message %d not handled after Flush", i)
+		}
+	}
+
+	// Queued without a Flush: Close still wakes the worker and drains.
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+	require.True(t, f.Submit(Message{Channel: "last"}))
+	p.Close()
+	assert.Equal(t, "last", (<-got).Channel)
+	assert.Equal(t, uint64(4), p.Delivered())
+	assert.False(t, f.Submit(Message{Channel: "closed"}), "a closed pool accepts nothing")
 }

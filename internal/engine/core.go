@@ -224,7 +224,7 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 		c.late.add(l.Addr, part, channel, at)
 		return
 	}
-	if !c.Inbox.Submit(channel, body, at) {
+	if !c.Inbox.Submit(l.feeder, channel, body, at) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)
 	}

@@ -30,13 +30,14 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 	return t, b, true
 }
 
-// Submit hands a decoded message to the worker pool. channel and body may
+// Submit hands a decoded message to the worker pool through f, the
+// feeder of the read loop it came from. channel and body may
 // be views of a read buffer: Submit copies both into one allocation, the
 // message's only one. The body is placed after the channel's bytes, so a
 // handler writing into it (which it must not do) could still never change
 // the channel string.
 // It reports whether the pool queued the message (false: dropped).
-func (in *Inbox) Submit(channel string, body []byte, at time.Time) bool {
+func (in *Inbox) Submit(f *shardcast.Feeder, channel string, body []byte, at time.Time) bool {
 	buf := make([]byte, len(channel)+len(body))
 	copy(buf, channel)
 	copy(buf[len(channel):], body)
@@ -44,5 +45,5 @@ func (in *Inbox) Submit(channel string, body []byte, at time.Time) bool {
 	if len(body) > 0 {
 		m.Payload = buf[len(channel):]
 	}
-	return in.Pool.Submit(m)
+	return f.Submit(m)
 }

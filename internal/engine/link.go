@@ -23,6 +23,10 @@ type Link struct {
 
 	dial  subconn.Dialer
 	hooks subconn.Hooks
+	// feeder hands this link's messages to the worker pool (nil on a
+	// publish-only broker). Only the wire's reader goroutine uses it, and
+	// a link runs one wire at a time.
+	feeder *shardcast.Feeder
 
 	mu   sync.Mutex
 	wire *subconn.Conn // nil while down
@@ -64,6 +68,10 @@ func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link, key 
 	ctx, cancel := context.WithCancel(c.ctx)
 	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	l.hooks.OnMessage = func(key string, payload []byte) { onMessage(l, key, payload) }
+	if c.Pool != nil {
+		l.feeder = c.Pool.NewFeeder()
+		l.hooks.OnIdle = l.feeder.Flush
+	}
 	if onLost != nil {
 		l.hooks.OnLost = func(key string) { onLost(l, key) }
 	}

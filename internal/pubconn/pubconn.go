@@ -66,6 +66,10 @@ type Pub struct {
 	// published counts the publishes and commands of Do that succeeded.
 	published atomic.Uint64
 
+	// cur is w, readable without mu: the path every call takes while the
+	// wire is up. It is stored wherever w is, and cleared by Close.
+	cur atomic.Pointer[wire]
+
 	mu      sync.Mutex
 	w       *wire         // nil until dialled, or after it failed
 	dialing chan struct{} // closed when the dial in progress ends
@@ -249,19 +253,23 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 	} else {
 		w.mu.Unlock()
 	}
-	select {
-	case <-c.done:
-		err, value := c.err, c.value
-		c.err, c.value = nil, nil
-		calls.Put(c)
-		if err == nil && cmd.publishes() {
-			p.published.Add(1)
+	if done := ctx.Done(); done == nil {
+		<-c.done // a plain receive costs less than a select
+	} else {
+		select {
+		case <-c.done:
+		case <-done:
+			// The reply may still come: c stays with the wire, not the pool.
+			return nil, ctx.Err()
 		}
-		return value, err
-	case <-ctx.Done():
-		// The reply may still come: c stays with the wire, not the pool.
-		return nil, ctx.Err()
 	}
+	err, value := c.err, c.value
+	c.err, c.value = nil, nil
+	calls.Put(c)
+	if err == nil && cmd.publishes() {
+		p.published.Add(1)
+	}
+	return value, err
 }
 
 // watchdog runs from w.watch, armed while commands wait for replies. It
@@ -340,6 +348,9 @@ func (w *wire) flush(timeout time.Duration) {
 // that arrive during a dial wait for it; waited reports that this call
 // dialled or waited for a dial.
 func (p *Pub) wire(ctx context.Context) (_ *wire, waited bool, _ error) {
+	if w := p.cur.Load(); w != nil {
+		return w, false, nil
+	}
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -389,6 +400,7 @@ func (p *Pub) wire(ctx context.Context) (_ *wire, waited bool, _ error) {
 			err, p.dialErr = ErrClosed, ErrClosed
 		case err == nil:
 			p.w = w
+			p.cur.Store(w)
 			p.lastDialErr = nil
 			p.wires.Add(1)
 			go p.read(w)
@@ -505,6 +517,7 @@ func (p *Pub) read(w *wire) {
 	p.mu.Lock()
 	if p.w == w {
 		p.w = nil
+		p.cur.Store(nil)
 	}
 	closed := p.closed
 	p.mu.Unlock()
@@ -554,6 +567,7 @@ func lineValue(line []byte) (any, error) {
 func (p *Pub) Close() {
 	p.mu.Lock()
 	p.closed = true
+	p.cur.Store(nil)
 	w := p.w
 	cancelDial := p.cancelDial
 	p.mu.Unlock()

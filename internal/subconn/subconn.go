@@ -20,6 +20,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Hooks struct {
 	// a matching unsubscribe command from this connection: in a cluster this
 	// means the channel's slot moved to another node.
 	OnLost func(channel string)
+	// OnIdle, when set, is called each time the reader has consumed
+	// everything it read and is about to wait for more from the socket:
+	// the moment to pass on work batched from the messages before it.
+	OnIdle func()
 }
 
 // Dialer says how to reach and authenticate to one Redis node.
@@ -341,8 +346,15 @@ func (c *Conn) wait(ctx context.Context, cl *call) error {
 // every queued call.
 func (c *Conn) read() {
 	defer close(c.readerDone)
-	rd := resp.NewReader(bufio.NewReaderSize(c.nc, readBufferSize))
+	var src io.Reader = c.nc
+	if c.hooks.OnIdle != nil {
+		src = idleReader{c.nc, c.hooks.OnIdle}
+	}
+	rd := resp.NewReader(bufio.NewReaderSize(src, readBufferSize))
 	err := c.readLoop(rd)
+	if c.hooks.OnIdle != nil {
+		c.hooks.OnIdle() // a reply cut short by the failure ends a batch too
+	}
 	if c.closing.Load() {
 		err = ErrClosed
 	}
@@ -361,6 +373,18 @@ func (c *Conn) read() {
 	}
 	// Last, so that once Done is closed every command fails with Err.
 	close(c.done)
+}
+
+// idleReader calls idle before every read from r: the buffered reader
+// above it reads only once it has handed out everything it holds.
+type idleReader struct {
+	r    io.Reader
+	idle func()
+}
+
+func (ir idleReader) Read(p []byte) (int, error) {
+	ir.idle()
+	return ir.r.Read(p)
 }
 
 func (c *Conn) readLoop(rd *resp.Reader) error {

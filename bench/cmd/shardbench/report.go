@@ -145,7 +145,7 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 	for _, s := range sections {
 		all = append(all, s.Targets...)
 	}
-	b.WriteString("## Targets of issue 5\n\n")
+	b.WriteString("## Targets\n\n")
 	var trows [][]string
 	for _, t := range all {
 		trows = append(trows, []string{t.Goal, t.Got, t.Met})

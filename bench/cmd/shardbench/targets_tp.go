@@ -7,7 +7,7 @@ import (
 )
 
 // throughputTargets renders the ratios between engines and checks the
-// throughput targets of issue 5 against the medians.
+// throughput targets of issues 5 and 15 against the medians.
 func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []target) {
 	var b strings.Builder
 	var ts []target
@@ -71,6 +71,7 @@ func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []targ
 				fmt.Sprintf("%.0f%% (%s of %s)", 100*a.Rate/c.Rate, fmtRate(a.Rate), fmtRate(c.Rate)), "reported"})
 		}
 	}
+	ts = append(ts, speedTargets(m, add)...)
 	// The target rows were added to the ratio table too; rebuild it without duplicates.
 	seen := map[string]bool{}
 	var uniq [][]string
@@ -101,4 +102,39 @@ func sortedKeys[V any](m map[int]V) []int {
 		}
 	}
 	return out
+}
+
+// speedTargets checks the targets of issue 15 (make Redis, not the Go
+// client, the bottleneck) against the medians; add is throughputTargets'
+// ratio-row helper.
+func speedTargets(m map[string]map[int]map[string]tpResult, add func(topo string, p int, a, c string) (tpResult, tpResult, bool)) []target {
+	var ts []target
+	for _, c := range []struct {
+		p    int
+		want float64
+	}{{128, 0.8}, {8, 0.5}} {
+		if a, r, ok := add("standalone", c.p, "shardcast", ceiling); ok {
+			f := a.Rate / r.Rate
+			ts = append(ts, target{fmt.Sprintf("speed (issue 15), GOMAXPROCS 1, %d publishers: delivered/s ≥ %.1f× the redis-benchmark ceiling", c.p, c.want),
+				fmt.Sprintf("%.2f× (%s of %s)", f, fmtRate(a.Rate), fmtRate(r.Rate)), metStr(f >= c.want)})
+		}
+	}
+	if a, c, ok := add(allCores, 128, "shardcast", "centrifuge"); ok {
+		r, cr := a.Rate/c.Rate, a.ClientCPUns/c.ClientCPUns
+		ts = append(ts, target{"speed (issue 15), every core, 128 publishers: ≥ 1.6× Centrifuge delivered/s, client CPU/msg ≤ 0.5×, p99 no worse",
+			fmt.Sprintf("%.2f× (%s vs %s), CPU/msg %.2f× (%s vs %s), p99 %s vs %s", r, fmtRate(a.Rate), fmtRate(c.Rate),
+				cr, fmtDur(time.Duration(a.ClientCPUns)), fmtDur(time.Duration(c.ClientCPUns)),
+				fmtDur(time.Duration(a.P99us*1e3)), fmtDur(time.Duration(c.P99us*1e3))),
+			metStr(r >= 1.6 && cr <= 0.5 && a.P99us <= c.P99us)})
+	}
+	if a, c, ok := add("cluster-3", 128, "shardcast-cluster", "centrifuge-sharded"); ok {
+		r := a.Rate / c.Rate
+		ts = append(ts, target{"speed (issue 15), 3-master cluster, 128 publishers: ≥ 2.5× Centrifuge (centrifuge-sharded)",
+			fmt.Sprintf("%.2f× (%s vs %s)", r, fmtRate(a.Rate), fmtRate(c.Rate)), metStr(r >= 2.5)})
+	}
+	if a, ok := m["standalone"][128]["shardcast"]; ok && a.ClientCPUns > 0 {
+		ts = append(ts, target{"speed (issue 15), client CPU per delivered message at 128 publishers ≤ 1.2µs",
+			fmtDur(time.Duration(a.ClientCPUns)), metStr(a.ClientCPUns <= 1200)})
+	}
+	return ts
 }
