@@ -131,6 +131,24 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 		},
 		"failover":      failover(false),
 		"failoverforce": failover(true),
+		// SIGKILL every node, masters and replicas, then start them all
+		// again from their nodes.conf: the whole cluster is down at once
+		// and comes back with the roles it last agreed on.
+		"restartall": func(ctx context.Context) error {
+			nodes := c.Nodes()
+			logf("  SIGKILL all %d nodes, then restart them", len(nodes))
+			for _, n := range nodes {
+				if err := n.Kill(); err != nil {
+					return err
+				}
+			}
+			for _, n := range nodes {
+				if err := n.Restart(ctx); err != nil {
+					return err
+				}
+			}
+			return c.WaitConverged(ctx)
+		},
 		// Add a master, move three partitions' slots to it, let traffic
 		// flow, move them back and remove the node.
 		"addremove": func(ctx context.Context) error {

@@ -96,7 +96,7 @@ func main() {
 }
 
 var (
-	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove"}
+	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall"}
 	shardedFaultNames = []string{"clientkill", "kill", "pause"}
 )
 
