@@ -81,7 +81,7 @@ func New(cfg Config) (*Broker, error) {
 		b.core.Close(b.teardown)
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
-	b.core.StartProbes(b.Publish)
+	b.core.StartProbes(b.publish)
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
 	b.core.Go(b.watchRoles)
@@ -116,7 +116,7 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 }
 
 // publish is Publish after the argument check, without counting the
-// message in Stats.Published.
+// message in Stats.Published: delivery probes are sent with it.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
 	p := b.layout.Partition(channel)
 	now := time.Now()

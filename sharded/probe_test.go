@@ -52,6 +52,7 @@ func TestProbesCatchASilentPath(t *testing.T) {
 		require.NoError(t, pub.Publish(ctx, "watched", []byte("after")))
 		waitFor(t, "delivery after the restore", func() bool { return rec.count("watched") == 2 })
 		assert.Equal(t, 1, sub.Stats().Channels, "probe channels are not counted")
+		assert.Zero(t, sub.Stats().Published, "nor are probes counted as Publish calls")
 	})
 
 	t.Run("no probes", func(t *testing.T) {
