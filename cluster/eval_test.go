@@ -62,14 +62,18 @@ func testEval(t *testing.T, c *redistest.Cluster) {
 // TestEvalFollowsSlotMove: while a channel's slot migrates to another
 // master and its key has gone ahead, the old master answers ASK and the
 // broker resends the script to the new one after ASKING (without it the
-// new master would send it back with MOVED); once the slot moved, a broker
-// that still routes it to the old master gets MOVED and resends it to the
-// new one. The script runs on the new master, against the migrated key,
-// each time.
+// new master would send it back with MOVED). A script on two keys, one
+// of them not migrated, meets TRYAGAIN there and is resent until the
+// migration is over. Once the slot moved, a broker that still routes it
+// to the old master gets MOVED and resends it to the new one. The scripts
+// run on the new master, against the migrated keys, once each.
 func TestEvalFollowsSlotMove(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := testCtx(t, time.Minute)
-	pub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Hour, Options: shardcast.Options{Raw: true}})
+	// Resends after TRYAGAIN wait 0.2 s, then 0.4, 0.8 and 1.6 s: the
+	// migration below has seconds to finish.
+	pub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Hour, Options: shardcast.Options{Raw: true},
+		Conn: shardcast.ConnOptions{ReconnectMin: 200 * time.Millisecond, ReconnectMax: 2 * time.Second}})
 	l := pub.Layout()
 	ch := "moving"
 	key := counterKey(pub, ch)
@@ -114,16 +118,45 @@ func TestEvalFollowsSlotMove(t *testing.T) {
 	assert.Equal(t, calls+1, nowCalls, "the source ran the publish")
 	assert.Equal(t, after["asking"], commandCalls(t, to, "asking"), "no ASKING for the publish")
 
+	// A script on two keys, one moved and one not created yet: the source
+	// redirects it with ASK (it holds neither), the new master refuses it
+	// with TRYAGAIN (it holds one; the migration is half done), and the
+	// broker resends it, with backoff, until the migration is over.
+	other := l.PartitionKey(l.Partition(ch), "other:"+ch)
+	_, rejected := cmdStats(t, to, "evalsha")
+	both := make(chan error, 1)
+	go func() {
+		_, err := pub.Eval(ctx, ch, countBoth, []string{key, other})
+		both <- err
+	}()
+	require.True(t, waitFor(10*time.Second, func() bool {
+		_, now := cmdStats(t, to, "evalsha")
+		return now > rejected
+	}), "the new master never refused the two-key script")
+	select {
+	case err := <-both:
+		t.Fatalf("the two-key script returned while the migration was half done: %v", err)
+	default:
+	}
+
 	for _, m := range masters {
 		_, err = m.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", to.ID())
 		require.NoError(t, err)
 	}
+	require.NoError(t, <-both, "the two-key script waited out the migration")
 	require.NoError(t, c.WaitConverged(ctx))
 	require.Equal(t, from.Addr(), pub.masterOf(l.Partition(ch)), "the broker's route is still stale")
 	v, err = pub.Eval(ctx, ch, countAndPublish, []string{key}, pub.WireChannel(ch))
 	require.NoError(t, err, "the script follows MOVED")
-	assert.Equal(t, int64(3), v)
-	n, err := to.Do(ctx, "GET", key)
-	require.NoError(t, err)
-	assert.Equal(t, "3", n)
+	assert.Equal(t, int64(4), v, "the two-key script ran once")
+	for k, want := range map[string]string{key: "4", other: "1"} {
+		n, err := to.Do(ctx, "GET", k)
+		require.NoError(t, err)
+		assert.Equal(t, want, n, k)
+	}
 }
+
+// countBoth increments two counters of one slot.
+var countBoth = shardcast.NewScript(`
+redis.call('INCR', KEYS[1])
+return redis.call('INCR', KEYS[2])`)

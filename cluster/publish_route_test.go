@@ -38,9 +38,17 @@ func routedTo(b *Broker, p int, addr string) bool {
 // call.
 func spublishStats(t *testing.T, s *redistest.Server) (calls, rejected int64) {
 	t.Helper()
+	return cmdStats(t, s, "spublish")
+}
+
+// cmdStats returns INFO commandstats calls and rejected_calls of the
+// command named (lower case) on s: a command refused before it ran (MOVED,
+// ASK, TRYAGAIN) counts as rejected, not as a call.
+func cmdStats(t *testing.T, s *redistest.Server, name string) (calls, rejected int64) {
+	t.Helper()
 	info, err := s.Info(testCtx(t, 5*time.Second), "commandstats")
 	require.NoError(t, err)
-	for field := range strings.SplitSeq(info["cmdstat_spublish"], ",") {
+	for field := range strings.SplitSeq(info["cmdstat_"+name], ",") {
 		k, v, _ := strings.Cut(field, "=")
 		n, _ := strconv.ParseInt(v, 10, 64)
 		switch k {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
@@ -12,9 +13,9 @@ import (
 )
 
 // A publish or script the broker resends follows at most maxRedirects
-// redirections, and is resent at most maxResends times after it could
-// not be sent, with backoff (ReconnectMin, doubling up to ReconnectMax)
-// between attempts.
+// redirections in a row, and is resent at most maxResends times after it
+// could not be sent (or was refused for now), with backoff (ReconnectMin,
+// doubling up to ReconnectMax) between attempts.
 const (
 	maxRedirects = 5
 	maxResends   = 5
@@ -35,10 +36,12 @@ func resendable(ctx context.Context, err error) bool {
 // pub means there was no route to try. A redirection sends it on to the
 // node named, on the broker's publishing connection to that node (opened
 // if the broker has none), after ASKING for an ASK. A command that did
-// not leave goes, after a backoff, to whichever master the route names by
-// then (the topology loop, kicked by the caller, may have found the new
-// owner), or to any master when there is none: its MOVED names the owner.
-// It returns the last attempt's error.
+// not leave, or that a node it was redirected to refused for now (see
+// refusedForNow: a migration half done), goes, after a backoff, to
+// whichever master the route names by then (the topology loop, kicked by
+// the caller, may have found the new owner), or to any master when there
+// is none: its MOVED names the owner. It returns the last attempt's
+// error.
 func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error, send func(ctx context.Context, pub *pubconn.Pub, asking bool) error) error {
 	redirects, resends := 0, 0
 	for {
@@ -60,7 +63,7 @@ func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error,
 			}
 			asking = r.Ask
 		} else {
-			if err != nil && !errors.Is(err, pubconn.ErrNotSent) {
+			if err != nil && !errors.Is(err, pubconn.ErrNotSent) && !refusedForNow(err) {
 				return err
 			}
 			if resends == maxResends {
@@ -71,7 +74,7 @@ func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error,
 					return errors.Join(err, serr)
 				}
 			}
-			resends++
+			resends, redirects = resends+1, 0
 			if pub = b.routeOf(p); pub == nil {
 				if pub = b.anyPub(); pub == nil {
 					err = errNoMaster
@@ -83,6 +86,23 @@ func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error,
 			return err
 		}
 	}
+}
+
+// refusedForNow reports whether err is a reply by which Redis Cluster
+// refused a command without running it, for a while: TRYAGAIN (a
+// multi-key command during a slot migration, on the node its redirection
+// led to), CLUSTERDOWN, LOADING.
+func refusedForNow(err error) bool {
+	se, ok := resp.IsServerError(err)
+	if !ok {
+		return false
+	}
+	for _, p := range []string{"TRYAGAIN ", "CLUSTERDOWN ", "LOADING "} {
+		if strings.HasPrefix(se.Msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // redirection returns the MOVED or ASK reply err holds.
