@@ -33,7 +33,8 @@ func (e *ServerError) IsMoved() bool {
 type Redirect struct {
 	// Ask is set for ASK (the slot is being migrated: resend once, after
 	// ASKING, on Addr) and clear for MOVED (Addr owns the slot).
-	Ask  bool
+	Ask bool
+	// Slot is the hash slot of the command's keys.
 	Slot uint16
 	// Addr is the node to resend to, "host:port" as net.JoinHostPort
 	// builds it. Its host is empty when Redis does not know the node's
