@@ -75,7 +75,8 @@ var (
 	// deliver it twice. A Publish error without it (a timeout, a connection
 	// lost while the reply was due) leaves unknown whether Redis ran the
 	// command. An engine may resend unsent messages itself before it
-	// returns; the cluster engine does, through its cluster client.
+	// returns; the cluster engine does, to the master its refreshed slot
+	// map names.
 	ErrNotSent = errors.New("shardcast: not sent")
 )
 

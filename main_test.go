@@ -10,7 +10,6 @@ import (
 // TestMain fails the package if a test or an Example leaves a goroutine
 // behind, after stopping the Redis servers the Examples started (see
 // example_redis_test.go).
-// Two rueidis goroutines are exempt (see redistest.RueidisLeaks).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.StoppingOnDemand(m), redistest.RueidisLeaks()...)
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m))
 }

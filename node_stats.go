@@ -10,10 +10,10 @@ import "time"
 type NodeStats struct {
 	// Addr is the node's host:port.
 	Addr string
-	// Published counts publishes (and scripts) the node accepted on the
-	// broker's publishing connection to it. Publishes the cluster engine
-	// resent through its cluster client after a redirect are not counted
-	// here.
+	// Published counts publishes (and scripts, and delivery probes) the
+	// node accepted on the broker's publishing connection to it; a publish
+	// the cluster engine resent after a redirect counts on the node that
+	// took it.
 	Published uint64
 	// Received counts messages read on the broker's subscribe
 	// connections to the node; Dropped those of them a full worker queue

@@ -15,9 +15,11 @@ import (
 // well.
 var ErrBadTopology = errors.New("shardcast: bad cluster topology")
 
-// ParseClusterSlotsFrom turns a CLUSTER SLOTS reply, in the shape rueidis'
-// ToAny returns for RESP2 or RESP3, into a SlotMap; queried is the address
-// ("host:port" or a bare host) of the node the reply came from. Redis lists
+// ParseClusterSlotsFrom turns a CLUSTER SLOTS reply, decoded as arrays
+// ([]any), strings and int64 (the shape of rueidis' ToAny for RESP2 or
+// RESP3, and of the cluster engine's own RESP2 reader), into a SlotMap;
+// queried is the address ("host:port" or a bare host) of the node the
+// reply came from. Redis lists
 // only usable replicas in this reply and keeps a slot with its source master
 // until CLUSTER SETSLOT … NODE, which makes it the reply to trust on Redis
 // 7.0 (CLUSTER SHARDS there lists dead masters and loading replicas).

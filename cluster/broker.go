@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -26,7 +25,6 @@ type Broker struct {
 	cfg    settings
 	core   *engine.Core
 	layout *shardcast.Layout
-	client rueidis.Client // topology, and publishes that need a redirect
 	// route maps each partition to the publishing connection of its
 	// master, rebuilt whenever the assignment changes; keyPrefix holds
 	// each partition's "{tag}." and layout prefix.
@@ -45,9 +43,14 @@ type Broker struct {
 
 var _ shardcast.Broker = (*Broker)(nil)
 
-// New connects to the cluster, reads its slot map and returns a broker. A
-// broker with a Handler opens one subscribe connection per master in the
-// background; Subscribe waits for them.
+// New reads the cluster's slot map from the first seed that answers and
+// returns a broker; it fails if none does (unreachable, a wrong password,
+// not a cluster node). A broker holds at most two connections per master:
+// one that publishes and also carries its slot-map polls and health
+// checks, opened on first use, and, with a Handler, one subscribe
+// connection (Conn.SubscribeConns of them), opened in the background;
+// Subscribe waits for them. A seed that is not a master it publishes to
+// is asked on a connection of its own, closed after the answer.
 func New(cfg Config) (*Broker, error) {
 	s, err := cfg.settings()
 	if err != nil {
@@ -57,14 +60,9 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := rueidis.NewClient(s.clientOption())
-	if err != nil {
-		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", s.seeds, err)
-	}
 	b := &Broker{
 		cfg:     s,
 		layout:  layout,
-		client:  client,
 		pubs:    make(map[string]*pubconn.Pub),
 		masters: make(map[string][]*engine.Link),
 	}
@@ -80,10 +78,10 @@ func New(cfg Config) (*Broker, error) {
 	slots, err := b.pollSlots(pollCtx)
 	pollCancel()
 	if err != nil {
-		b.core.Close(client.Close)
+		b.core.Close(b.teardown)
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
-	b.core.StartProbes(b.Publish)
+	b.core.StartProbes(b.publish)
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
 	b.core.Go(b.watchRoles)
@@ -99,39 +97,63 @@ func (b *Broker) Fingerprint() string { return b.layout.Fingerprint() }
 
 // Publish sends payload with SPUBLISH to the master owning channel's
 // partition, on that master's pipelined publishing connection. A publish
-// that connection could not send (its master is unreachable) or that the
-// master redirected (MOVED, ASK: the slot moved) goes through rueidis,
-// which follows redirections, and makes the broker refresh its slot map.
+// the master redirected (MOVED, ASK: the slot moved) is resent to the
+// node named, on the broker's connection to it, and one that could not be
+// sent (its master is unreachable) is resent a few times, with backoff, to
+// whichever master the slot map names by then; either makes the broker
+// refresh its slot map. Nothing that may have run is resent: an error
+// that wraps shardcast.ErrNotSent means the message was certainly not
+// published.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
 	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
 		return err
 	}
+	if err := b.publish(ctx, channel, payload); err != nil {
+		return err
+	}
+	b.core.Published()
+	return nil
+}
+
+// publish is Publish after the argument check, without counting the
+// message in Stats.Published: delivery probes are sent with it.
+func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
 	p := b.layout.Partition(channel)
 	now := time.Now()
-	route := b.route.Load()
-	if route == nil || (*route)[p] == nil {
-		// The slot map the broker holds names no master for p's slot: ask
-		// for a fresh one, and let rueidis find the owner meanwhile.
-		b.core.Kick()
-	} else {
-		err := (*route)[p].SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
+	pub := b.routeOf(p)
+	var err error
+	if pub != nil {
+		err = pub.SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
 		if err == nil {
-			b.core.Published()
 			return nil
 		}
-		// Any failure may mean a stale route: a master that froze (the
-		// publish timed out), died or gave its slot away.
-		b.core.Kick()
-		// Resend only what certainly did not run: a command that never
-		// left, or one the master refused with a redirection.
-		if b.core.Closed() {
-			return shardcast.ErrClosed // Close cut the call short
-		}
-		if ctx.Err() != nil || !(errors.Is(err, pubconn.ErrNotSent) || engine.IsMoved(err)) {
-			return fmt.Errorf("shardcast: publish: %w", err)
-		}
 	}
-	return b.publishRedirected(ctx, channel, payload, now)
+	// No route (the slot map names no master for p's slot), or a failure
+	// that may mean a stale one: a master that froze (the publish timed
+	// out), died or gave its slot away.
+	b.core.Kick()
+	if pub == nil || resendable(ctx, err) {
+		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+			if !asking {
+				return pub.SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
+			}
+			// Redis 7 serves SPUBLISH on a migrating slot's source rather
+			// than redirecting it with ASK; this path is for servers that do.
+			msg := payload
+			if !b.core.Options.Raw {
+				msg = envelope.Append(nil, now, payload)
+			}
+			_, err := pub.DoAsking(ctx, "SPUBLISH", b.layout.Key(channel), string(msg))
+			return err
+		})
+	}
+	if err == nil {
+		return nil
+	}
+	if b.core.Closed() {
+		return shardcast.ErrClosed // Close cut the call short
+	}
+	return fmt.Errorf("shardcast: publish: %w", err)
 }
 
 // Eval runs script s on the master that owns channel's partition, with
@@ -144,9 +166,9 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 // SPUBLISHes to WireChannel(channel) reaches the channel's subscribers,
 // atomically with what else it does; its payload must be a shardcast
 // envelope unless Options.Raw is set. Like Publish, a script the master
-// redirected (its slot moved) or that never left is resent through the
-// cluster client, which follows redirections; an error that wraps
-// shardcast.ErrNotSent means it certainly did not run.
+// redirected (its slot moved, or is moving: ASK) or that never left is
+// resent, to the node named or to the slot's master by then; an error
+// that wraps shardcast.ErrNotSent means it certainly did not run.
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
 	if err := b.core.CheckChannel(ctx, channel); err != nil {
 		return nil, err
@@ -160,87 +182,46 @@ func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, 
 			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, b.layout.Slot(p))
 		}
 	}
-	route := b.route.Load()
-	if route == nil || (*route)[p] == nil {
-		b.core.Kick()
-	} else {
-		v, err := engine.Eval(ctx, (*route)[p], s, keys, args)
+	pub := b.routeOf(p)
+	var v any
+	var err error
+	if pub != nil {
+		v, err = engine.Eval(ctx, pub, s, keys, args)
 		if err == nil {
 			return v, nil
 		}
 		if b.core.Closed() {
 			return nil, shardcast.ErrClosed
 		}
-		if !(errors.Is(err, pubconn.ErrNotSent) || engine.IsMoved(err)) || ctx.Err() != nil {
+		if !resendable(ctx, err) {
 			if _, isReply := resp.IsServerError(err); !isReply {
 				b.core.Kick() // a timeout or a lost wire may mean a stale route
 			}
 			return nil, err
 		}
-		b.core.Kick()
 	}
-	return b.evalRedirected(ctx, s, keys, args)
-}
-
-// ErrInvalidKey is returned by Eval for a key outside the channel's slot.
-var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
-
-// evalRedirected runs a script through the rueidis cluster client.
-func (b *Broker) evalRedirected(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-	v, err := b.client.Do(ctx, b.client.B().Evalsha().Sha1(s.SHA()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).ToAny()
-	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
-		v, err = b.client.Do(ctx, b.client.B().Eval().Script(s.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).ToAny()
-	}
+	b.core.Kick()
+	err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+		var err error
+		if asking {
+			v, err = engine.EvalAsking(ctx, pub, s, keys, args)
+		} else {
+			v, err = engine.Eval(ctx, pub, s, keys, args)
+		}
+		return err
+	})
 	if err != nil && b.core.Closed() {
 		return nil, shardcast.ErrClosed
 	}
 	return v, err
 }
 
+// ErrInvalidKey is returned by Eval for a key outside the channel's slot.
+var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
+
 // WireChannel returns the name channel has on the wire ("{tag}." + Prefix
 // + channel): the channel a script run by Eval SPUBLISHes to.
 func (b *Broker) WireChannel(channel string) string { return b.layout.Key(channel) }
-
-// publishRedirected publishes through the rueidis cluster client.
-func (b *Broker) publishRedirected(ctx context.Context, channel string, payload []byte, now time.Time) error {
-	frame := engine.NewKeyedFrame(b.layout, channel, payload, b.core.Options.Raw, now)
-	cmd := b.client.B().Spublish().Channel(frame.Key()).Message(frame.String()).Build()
-	for attempt := 0; ; attempt++ {
-		err := b.client.Do(ctx, cmd).Error()
-		if err == nil {
-			break
-		}
-		if attempt < publishDialRetries && isDialError(err) && ctx.Err() == nil {
-			// The command never left: the client's slot map still names a
-			// master that is gone (a failover or a removed node), and the
-			// failed dial made rueidis refresh its map. Resending cannot
-			// publish twice.
-			if b.sleep(ctx, engine.Backoff(attempt, b.cfg.Conn.ReconnectMin, b.cfg.Conn.ReconnectMax)) == nil {
-				continue
-			}
-		}
-		// The frame is not returned to the pool: after any failure (a
-		// dead pipe, an abandoned context) rueidis's writer may still hold
-		// it, and a reused buffer would be overwritten under it.
-		if b.core.Closed() {
-			return shardcast.ErrClosed
-		}
-		return fmt.Errorf("shardcast: publish: %w", err)
-	}
-	frame.Release()
-	b.core.Published()
-	return nil
-}
-
-// publishDialRetries bounds how often Publish resends after a failed dial.
-const publishDialRetries = 5
-
-// isDialError reports whether err is a failure to connect, after which the
-// command was certainly not sent.
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
 
 // sleep waits for d, bounded by ctx and by Close.
 func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
@@ -431,5 +412,4 @@ func (b *Broker) teardown() {
 			l.Stop()
 		}
 	}
-	b.client.Close()
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -109,21 +108,4 @@ func (s settings) dialer(addr string) subconn.Dialer {
 	d := s.node
 	d.Addr = addr
 	return d
-}
-
-func (s settings) clientOption() rueidis.ClientOption {
-	opt := rueidis.ClientOption{
-		InitAddress:  s.seeds,
-		Username:     s.node.Username,
-		Password:     s.node.Password,
-		TLSConfig:    s.node.TLS,
-		DisableCache: true,
-		// rueidis carries only the publishes shardcast's own connections
-		// cannot (a redirect, a master that is gone); it refreshes its map
-		// on MOVED and on connection errors by itself, so a slow periodic
-		// scan is enough (each asks several nodes for CLUSTER SLOTS).
-		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: s.TopologyInterval},
-	}
-	opt.Dialer.Timeout = s.Conn.DialTimeout
-	return opt
 }

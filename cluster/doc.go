@@ -16,6 +16,10 @@
 //
 // Publishes go out on one pipelined connection per master, routed by the
 // broker's slot map; concurrent ones share writes without a flush delay. A
-// publish the master redirects (MOVED, ASK) or that cannot reach it goes
-// through rueidis, which follows redirections, and prompts a slot-map poll.
+// publish the master redirects (MOVED, ASK) is resent to the node named,
+// and one that cannot reach its master is resent, after a backoff, to the
+// master the slot map names by then; either prompts a slot-map poll. The
+// same connection carries the slot-map polls and the masters' ROLE checks,
+// so a broker holds two connections per master: one to publish, one to
+// subscribe (none on a publish-only broker).
 package cluster

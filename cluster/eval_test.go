@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,18 +59,26 @@ func testEval(t *testing.T, c *redistest.Cluster) {
 	assert.ErrorIs(t, err, ErrInvalidKey)
 }
 
-// TestEvalFollowsSlotMove: once a channel's slot (and its keys) moved to
-// another master, a broker that still routes it to the old one gets MOVED,
-// resends through the cluster client, and the script runs on the new
-// master against the migrated key.
+// TestEvalFollowsSlotMove: while a channel's slot migrates to another
+// master and its key has gone ahead, the old master answers ASK and the
+// broker resends the script to the new one after ASKING (without it the
+// new master would send it back with MOVED). A script on two keys, one
+// of them not migrated, meets TRYAGAIN there and is resent until the
+// migration is over. Once the slot moved, a broker that still routes it
+// to the old master gets MOVED and resends it to the new one. The scripts
+// run on the new master, against the migrated keys, once each.
 func TestEvalFollowsSlotMove(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := testCtx(t, time.Minute)
-	pub := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Raw: true}})
+	// Resends after TRYAGAIN wait 0.2 s, then 0.4, 0.8 and 1.6 s: the
+	// migration below has seconds to finish.
+	pub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Hour, Options: shardcast.Options{Raw: true},
+		Conn: shardcast.ConnOptions{ReconnectMin: 200 * time.Millisecond, ReconnectMax: 2 * time.Second}})
 	l := pub.Layout()
 	ch := "moving"
+	key := counterKey(pub, ch)
 	slot := l.Slot(l.Partition(ch))
-	v, err := pub.Eval(ctx, ch, countAndPublish, []string{counterKey(pub, ch)}, pub.WireChannel(ch))
+	v, err := pub.Eval(ctx, ch, countAndPublish, []string{key}, pub.WireChannel(ch))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), v)
 
@@ -81,11 +90,73 @@ func TestEvalFollowsSlotMove(t *testing.T) {
 	if to.Addr() == from.Addr() {
 		to = masters[1]
 	}
-	require.NoError(t, c.MoveSlot(ctx, slot, to))
-	v, err = pub.Eval(ctx, ch, countAndPublish, []string{counterKey(pub, ch)}, pub.WireChannel(ch))
-	require.NoError(t, err, "the script follows its slot")
-	assert.Equal(t, int64(2), v, "it ran against the migrated counter")
-	n, err := to.Do(ctx, "GET", counterKey(pub, ch))
+	// A migration under way, as redis-cli runs one, with the key moved.
+	s := strconv.Itoa(int(slot))
+	_, err = to.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", from.ID())
 	require.NoError(t, err)
-	assert.Equal(t, "2", n)
+	_, err = from.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", to.ID())
+	require.NoError(t, err)
+	_, err = from.Do(ctx, "MIGRATE", "127.0.0.1", strconv.Itoa(to.Port()), "", "0", "5000", "KEYS", key)
+	require.NoError(t, err)
+	before, err := to.CommandStats(ctx)
+	require.NoError(t, err)
+	v, err = pub.Eval(ctx, ch, countAndPublish, []string{key}, pub.WireChannel(ch))
+	require.NoError(t, err, "the script follows ASK")
+	assert.Equal(t, int64(2), v, "it ran against the migrated counter")
+	after, err := to.CommandStats(ctx)
+	require.NoError(t, err)
+	// The new master did not know the script: EVALSHA met NOSCRIPT, and
+	// EVAL followed, each after an ASKING.
+	assert.Equal(t, before["asking"]+2, after["asking"], "ASKING went before each command")
+	assert.Equal(t, before["eval"]+1, after["eval"], "the script ran on the new master")
+
+	// A publish meanwhile is served by the source, not redirected: Redis
+	// checks keys, not shard channels, against a migration.
+	calls, _ := spublishStats(t, from)
+	require.NoError(t, pub.Publish(ctx, ch, []byte("x")))
+	nowCalls, _ := spublishStats(t, from)
+	assert.Equal(t, calls+1, nowCalls, "the source ran the publish")
+	assert.Equal(t, after["asking"], commandCalls(t, to, "asking"), "no ASKING for the publish")
+
+	// A script on two keys, one moved and one not created yet: the source
+	// redirects it with ASK (it holds neither), the new master refuses it
+	// with TRYAGAIN (it holds one; the migration is half done), and the
+	// broker resends it, with backoff, until the migration is over.
+	other := l.PartitionKey(l.Partition(ch), "other:"+ch)
+	_, rejected := cmdStats(t, to, "evalsha")
+	both := make(chan error, 1)
+	go func() {
+		_, err := pub.Eval(ctx, ch, countBoth, []string{key, other})
+		both <- err
+	}()
+	require.True(t, waitFor(10*time.Second, func() bool {
+		_, now := cmdStats(t, to, "evalsha")
+		return now > rejected
+	}), "the new master never refused the two-key script")
+	select {
+	case err := <-both:
+		t.Fatalf("the two-key script returned while the migration was half done: %v", err)
+	default:
+	}
+
+	for _, m := range masters {
+		_, err = m.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", to.ID())
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-both, "the two-key script waited out the migration")
+	require.NoError(t, c.WaitConverged(ctx))
+	require.Equal(t, from.Addr(), pub.masterOf(l.Partition(ch)), "the broker's route is still stale")
+	v, err = pub.Eval(ctx, ch, countAndPublish, []string{key}, pub.WireChannel(ch))
+	require.NoError(t, err, "the script follows MOVED")
+	assert.Equal(t, int64(4), v, "the two-key script ran once")
+	for k, want := range map[string]string{key: "4", other: "1"} {
+		n, err := to.Do(ctx, "GET", k)
+		require.NoError(t, err)
+		assert.Equal(t, want, n, k)
+	}
 }
+
+// countBoth increments two counters of one slot.
+var countBoth = shardcast.NewScript(`
+redis.call('INCR', KEYS[1])
+return redis.call('INCR', KEYS[2])`)

@@ -20,9 +20,8 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind: Close
 // must stop everything a broker started.
-// Two rueidis goroutines are exempt (see redistest.RueidisLeaks).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.StoppingOnDemand(m), redistest.RueidisLeaks()...)
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m))
 }
 
 // waitTick is how often the tests re-check a condition they wait for.
@@ -218,7 +217,7 @@ func inPartitions(l *shardcast.Layout, channels []string, parts []int) []string 
 }
 
 // publishAll publishes payload once to every channel, from a few
-// goroutines so that rueidis can pipeline.
+// goroutines so that publishes share writes.
 func publishAll(t *testing.T, pub *Broker, channels []string, payload string) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
@@ -500,9 +499,8 @@ func (b *Broker) masterOf(part int) string {
 	return ""
 }
 
-// publishKnows reports whether publishes are still routed to addr. (The
-// rueidis client, which carries only redirected publishes, may know addr
-// longer; it follows MOVED from it.)
+// publishKnows reports whether the broker still holds a publishing
+// connection to addr.
 func (b *Broker) publishKnows(addr string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

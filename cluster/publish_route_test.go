@@ -38,9 +38,17 @@ func routedTo(b *Broker, p int, addr string) bool {
 // call.
 func spublishStats(t *testing.T, s *redistest.Server) (calls, rejected int64) {
 	t.Helper()
+	return cmdStats(t, s, "spublish")
+}
+
+// cmdStats returns INFO commandstats calls and rejected_calls of the
+// command named (lower case) on s: a command refused before it ran (MOVED,
+// ASK, TRYAGAIN) counts as rejected, not as a call.
+func cmdStats(t *testing.T, s *redistest.Server, name string) (calls, rejected int64) {
+	t.Helper()
 	info, err := s.Info(testCtx(t, 5*time.Second), "commandstats")
 	require.NoError(t, err)
-	for field := range strings.SplitSeq(info["cmdstat_spublish"], ",") {
+	for field := range strings.SplitSeq(info["cmdstat_"+name], ",") {
 		k, v, _ := strings.Cut(field, "=")
 		n, _ := strconv.ParseInt(v, 10, 64)
 		switch k {
@@ -120,7 +128,7 @@ func followedTo(t *testing.T, sub *Broker, p int, addr string) {
 
 // TestPublishFollowsSlotMove moves a partition's slot while a publish-only
 // broker still routes it to the old master. Its next publishes meet MOVED
-// there, are resent through rueidis and arrive exactly once each, in order;
+// there, are resent to the new master and arrive exactly once each, in order;
 // the broker then routes the partition to the new master's connection and
 // publishes there directly, leaving the old master alone.
 func TestPublishFollowsSlotMove(t *testing.T) {
@@ -173,23 +181,14 @@ func TestPublishFollowsSlotMove(t *testing.T) {
 	assert.Equal(t, uint64(50*len(channels)), pub.Stats().Published)
 }
 
-// rueidis refreshes its own slot map with CLUSTER SLOTS too (on Redis 7),
-// sent to up to rueidisRefreshFanout nodes at once. Under a steady stream
-// of errors one refresh follows another after a random delay of up to 1 s
-// (below 100 nodes), 0.5 s on average: rueidisRefreshRate, in refreshes per
-// second, allows twice that mean rate.
-const (
-	rueidisRefreshFanout = 4
-	rueidisRefreshRate   = 4.0
-)
-
 // pollBound is the most CLUSTER SLOTS calls one broker may make in d when
 // publish failures do not hurry its topology loop: a poll per
 // RecoveryInterval (the spacing of publish-prompted polls) and per
 // TopologyInterval, the polls in progress at either end, and one question to
-// every master whose partitions changed hands (confirmMoves); plus what
-// its rueidis client sends (see rueidisRefreshRate), and extra for the
-// immediate polls a subscriber asks for after a lost connection.
+// every master whose partitions changed hands (confirmMoves); plus, for a
+// subscriber, the immediate polls it asks for after a lost connection.
+// Nothing else asks: the broker has no cluster client refreshing a slot
+// map of its own.
 func pollBound(cfg Config, d time.Duration, masters int, subscriber bool) int {
 	st, err := cfg.settings()
 	if err != nil {
@@ -199,7 +198,7 @@ func pollBound(cfg Config, d time.Duration, masters int, subscriber bool) int {
 	if subscriber {
 		loop += 2 * masters * st.Conn.SubscribeConns
 	}
-	return loop + rueidisRefreshFanout*(int(rueidisRefreshRate*d.Seconds())+2)
+	return loop
 }
 
 // clusterSlotsCalls returns CLUSTER SLOTS calls per node address.
@@ -252,7 +251,7 @@ func storm(f *feeder, pub *Broker, channels []string, timeout time.Duration) {
 
 // TestPublishOnlyFailover kills a master while publish-only brokers publish
 // to every partition from many goroutines. Their publishes to the dead
-// master fail (or are resent through rueidis) and each failure asks for a
+// master fail (or are resent to its successor) and each failure asks for a
 // slot-map poll, yet the brokers poll no more than their RecoveryInterval
 // spacing allows. Once the replica is promoted they route its partitions
 // to it and their publishes succeed and arrive again; no message arrives
@@ -444,7 +443,7 @@ func TestCloseWithRetiredPubs(t *testing.T) {
 	wg.Wait()
 	assert.ErrorIs(t, retired.Ping(ctx), pubconn.ErrClosed, "Close closed the retired connection")
 	assert.ErrorIs(t, pub.Publish(ctx, channels[0], []byte("x")), shardcast.ErrClosed)
-	goleak.VerifyNone(t, append(redistest.RueidisLeaks(), leaks)...)
+	goleak.VerifyNone(t, leaks)
 }
 
 // TestPublishOnlyFollowsDemotion: after CLUSTER FAILOVER the demoted

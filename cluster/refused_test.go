@@ -40,7 +40,8 @@ func TestRefusedUnsubscribeDropsTheWire(t *testing.T) {
 	assert.Equal(t, 1, sub.Stats().Channels)
 
 	// The same credentials given as a redis:// URL seed reach every node:
-	// the subscribe and publishing connections and the rueidis client.
+	// the subscribe and publishing connections and the seed's slot-map
+	// question.
 	rec := newRecorder()
 	viaURL := newBroker(t, Config{Addrs: []string{"redis://app:pw@" + c.Seeds()[0]},
 		Options: shardcast.Options{Handler: rec.handle}})

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
@@ -27,11 +27,39 @@ func (b *Broker) poll(ctx context.Context) {
 	b.applySlots(ctx, slots)
 }
 
-// pollSlots asks the known nodes, one after the other, for CLUSTER SLOTS.
+// pollSlots asks for CLUSTER SLOTS, one node after the other until one
+// answers: the masters the broker publishes to, on their publishing
+// connections, then the replicas of the slot map it holds and the seeds,
+// each on a connection of its own, closed after the question (when the
+// masters are all gone, or at startup, when none is known yet).
 func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
+	b.mu.Lock()
+	pubs := make(map[string]*pubconn.Pub, len(b.pubs))
+	maps.Copy(pubs, b.pubs)
+	var others []string
+	for _, r := range b.slots.Ranges {
+		others = append(others, r.Replicas...)
+	}
+	others = append(others, b.cfg.seeds...)
+	b.mu.Unlock()
+
 	var errs []error
-	for addr, node := range b.client.Nodes() {
-		m, err := b.slotsFrom(ctx, addr, node)
+	for addr, pub := range pubs {
+		m, err := b.slotsFrom(ctx, pub)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			return shardcast.SlotMap{}, errors.Join(errs...)
+		}
+		others = slices.DeleteFunc(others, func(a string) bool { return a == addr })
+	}
+	for i, addr := range others {
+		if slices.Contains(others[:i], addr) {
+			continue
+		}
+		m, err := b.slotsOnce(ctx, addr)
 		if err == nil {
 			return m, nil
 		}
@@ -46,20 +74,36 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	return shardcast.SlotMap{}, errors.Join(errs...)
 }
 
-// slotsFrom asks one node for CLUSTER SLOTS, bounded by SlotsTimeout.
-func (b *Broker) slotsFrom(ctx context.Context, addr string, node rueidis.Client) (shardcast.SlotMap, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.SlotsTimeout)
-	defer cancel()
-	reply, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToAny()
+// slotsOnce asks the node at addr for CLUSTER SLOTS on a connection of
+// its own, made (bounded by DialTimeout) for the question and closed after
+// it.
+func (b *Broker) slotsOnce(ctx context.Context, addr string) (shardcast.SlotMap, error) {
+	pub := pubconn.New(b.cfg.dialer(addr), engine.PubTimeouts(b.cfg.Conn))
+	defer pub.Close()
+	dialCtx, cancel := context.WithTimeout(ctx, b.cfg.Conn.DialTimeout)
+	err := pub.Ping(dialCtx)
+	cancel()
 	if err != nil {
 		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
 	}
-	m, err := shardcast.ParseClusterSlotsFrom(reply, addr)
+	return b.slotsFrom(ctx, pub)
+}
+
+// slotsFrom asks the node pub reaches for CLUSTER SLOTS, bounded by
+// SlotsTimeout.
+func (b *Broker) slotsFrom(ctx context.Context, pub *pubconn.Pub) (shardcast.SlotMap, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.SlotsTimeout)
+	defer cancel()
+	reply, err := pub.Do(ctx, "CLUSTER", "SLOTS")
+	if err != nil {
+		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", pub.Addr(), err)
+	}
+	m, err := shardcast.ParseClusterSlotsFrom(reply, pub.Addr())
 	if err == nil && len(m.Ranges) == 0 {
 		err = errors.New("empty slot map")
 	}
 	if err != nil {
-		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
+		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", pub.Addr(), err)
 	}
 	return m, nil
 }
@@ -68,7 +112,9 @@ func (b *Broker) slotsFrom(ctx context.Context, addr string, node rueidis.Client
 // the polled map moves it to does not claim the slot itself. The node that
 // answered the poll may not have heard of a slot move yet (resharding tells
 // the new owner first, the rest later), and following its stale map would
-// move subscriptions away and back again. A destination that cannot be
+// move subscriptions away and back again. A destination is asked on the
+// broker's publishing connection to it (opened now if need be: it is
+// about to carry the moved partitions' publishes); one that cannot be
 // asked is trusted.
 func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) shardcast.Assignment {
 	b.mu.Lock()
@@ -85,8 +131,8 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 		}
 		view, asked := views[dest]
 		if !asked {
-			if node, ok := b.client.Nodes()[dest]; ok {
-				if m, err := b.slotsFrom(ctx, dest, node); err == nil {
+			if pub := b.pubFor(dest); pub != nil {
+				if m, err := b.slotsFrom(ctx, pub); err == nil {
 					view = &m
 				}
 			}
@@ -194,11 +240,7 @@ func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub)
 		if addr == "" {
 			continue
 		}
-		pub := b.pubs[addr]
-		if pub == nil {
-			pub = pubconn.New(b.cfg.dialer(addr), engine.PubTimeouts(b.cfg.Conn))
-			b.pubs[addr] = pub
-		}
+		pub := b.pubForLocked(addr)
 		route[p] = pub
 		owners[addr] = true
 	}
@@ -214,7 +256,8 @@ func (b *Broker) routeLocked(assign shardcast.Assignment) (stale []*pubconn.Pub)
 
 // retire closes the publishing connection of a master that owns nothing
 // any more, after ReplyTimeout: publishes already sent on it get their
-// replies (a MOVED sends them on through rueidis) instead of an error.
+// replies (a MOVED sends them on to the slot's new master) instead of an
+// error.
 func (b *Broker) retire(p *pubconn.Pub) {
 	b.core.Go(func() {
 		t := time.NewTimer(b.cfg.Conn.ReplyTimeout)

@@ -32,7 +32,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, redistest.RueidisLeaks()...)
+	goleak.VerifyTestMain(m)
 }
 
 const installHint = "run `bash interop/install.sh` from the repository root"

@@ -83,7 +83,7 @@ func New(cfg Config) (*Broker, error) {
 				b.links = append(b.links, b.core.NewLink(d, j, deliver, nil))
 			}
 		}
-		b.core.StartProbes(b.Publish)
+		b.core.StartProbes(b.publish)
 		for _, l := range b.links {
 			l.Start()
 		}
@@ -136,6 +136,16 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
 		return err
 	}
+	if err := b.publish(ctx, channel, payload); err != nil {
+		return err
+	}
+	b.core.Published()
+	return nil
+}
+
+// publish is Publish after the argument check, and without counting the
+// message in Stats.Published: delivery probes are sent with it.
+func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
 	sh := &b.shards[b.Shard(channel)]
 	if err := sh.pub.Publish(ctx, channel, payload, b.core.Options.Raw, time.Now()); err != nil {
 		if b.core.Closed() {
@@ -143,7 +153,6 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 		}
 		return fmt.Errorf("shardcast: publish to shard %s: %w", sh.addr, err)
 	}
-	b.core.Published()
 	return nil
 }
 

@@ -8,16 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package if a command leaves a goroutine behind; the
-// two rueidis goroutines the cluster engine may leave are exempt (see
-// redistest.RueidisLeaks).
+// TestMain fails the package if a command leaves a goroutine behind.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, redistest.RueidisLeaks()...)
+	goleak.VerifyTestMain(m)
 }
 
 // syncBuffer is a bytes.Buffer safe for a command writing in one goroutine

@@ -11,19 +11,12 @@ import (
 // must stop everything the Broker and its engine started, and the tests
 // shut down every node and client they start.
 //
-// Two rueidis goroutines are exempt, as in the cluster package's tests:
-// both are owned by rueidis, have no stop path and end on their own (a
-// delayed close of connections to nodes that left its slot map, and a
-// refresh scheduled after a MOVED reply).
-//
-// So is one Centrifuge goroutine: a node unsubscribes an emptied channel
+// One Centrifuge goroutine is exempt: a node unsubscribes an emptied channel
 // from its broker a second later, on a worker Node.Shutdown does not wait
 // for; the worker sleeps out that second, gets ErrClosed from the closed
 // Broker, and exits.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(redistest.StoppingOnDemand(m),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 		goleak.IgnoreAnyFunction("github.com/centrifugal/centrifuge.(*Node).unsubscribeFromBrokerWhenEmpty.func1"),
 	)
 }

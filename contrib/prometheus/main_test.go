@@ -8,8 +8,7 @@ import (
 )
 
 // TestMain fails the package if a test leaves a goroutine behind, the
-// brokers' included; the two rueidis goroutines redistest.RueidisLeaks
-// names are exempt, as in the engines' own tests.
+// brokers' included.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.StoppingOnDemand(m), redistest.RueidisLeaks()...)
+	goleak.VerifyTestMain(redistest.StoppingOnDemand(m))
 }

@@ -41,25 +41,6 @@ func TestChecks(t *testing.T) {
 	assert.ErrorIs(t, FirstError([]error{nil, context.Canceled, shardcast.ErrClosed}), context.Canceled)
 }
 
-func TestKeyedFrame(t *testing.T) {
-	l, err := shardcast.NewLayout(128, "p:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range []string{"a", "{x}y", "room:42"} {
-		f := NewKeyedFrame(l, ch, []byte("body"), true, time.Time{})
-		assert.Equal(t, l.Key(ch), f.Key())
-		assert.Equal(t, "body", f.String())
-		f.Release()
-	}
-	f := NewKeyedFrame(nil, "", []byte("body"), true, time.Time{})
-	assert.Equal(t, "", f.Key())
-	assert.Equal(t, "body", f.String())
-	assert.Zero(t, testing.AllocsPerRun(100, func() {
-		NewKeyedFrame(l, "room:42", []byte("body"), false, time.Now()).Release()
-	}))
-}
-
 func TestBackground(t *testing.T) {
 	var g Background
 	ran := make(chan struct{})

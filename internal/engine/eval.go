@@ -14,12 +14,23 @@ import (
 // answers NOSCRIPT (it then knows the script for later calls on any
 // connection, until its script cache is flushed or it restarts).
 func Eval(ctx context.Context, pub *pubconn.Pub, s *shardcast.Script, keys, args []string) (any, error) {
+	return eval(ctx, pub.Do, s, keys, args)
+}
+
+// EvalAsking is Eval with ASKING before each command (see
+// pubconn.Pub.DoAsking): a script redirected with ASK, resent to the node
+// importing its slot.
+func EvalAsking(ctx context.Context, pub *pubconn.Pub, s *shardcast.Script, keys, args []string) (any, error) {
+	return eval(ctx, pub.DoAsking, s, keys, args)
+}
+
+func eval(ctx context.Context, do func(context.Context, ...string) (any, error), s *shardcast.Script, keys, args []string) (any, error) {
 	cmd := evalArgs("EVALSHA", s.SHA(), keys, args)
-	v, err := pub.Do(ctx, cmd...)
+	v, err := do(ctx, cmd...)
 	if IsNoScript(err) {
 		cmd[1] = s.Source()
 		cmd[0] = "EVAL"
-		v, err = pub.Do(ctx, cmd...)
+		v, err = do(ctx, cmd...)
 	}
 	return v, err
 }

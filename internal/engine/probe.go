@@ -26,7 +26,10 @@ type probeState struct {
 // the broker subscribes: each path gets a probe channel of its own (found
 // by trying names until one maps to the path), and a goroutine publishes
 // through publish, once per interval, a probe on every path that holds
-// subscriptions. Call it once the router is set, before the links start.
+// subscriptions. publish must be the engine's send without the counting
+// and sampling of its Publish: probes are not the application's publishes
+// (Stats.Published, HotChannels). Call it once the router is set, before
+// the links start.
 func (c *Core) StartProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
 	if c.Conn.ProbeInterval <= 0 || c.Paths == nil {
 		return

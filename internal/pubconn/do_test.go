@@ -62,3 +62,43 @@ func TestDo(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestDoAsking: ASKING precedes each command of DoAsking, its reply (here
+// an error: the server is not a cluster node) is swallowed, and the
+// pipeline stays matched while other callers' commands interleave.
+func TestDoAsking(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	_, err := p.DoAsking(ctx)
+	assert.Error(t, err)
+
+	const rounds = 100
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			key := "a" + strconv.Itoa(g)
+			for i := 1; i <= rounds; i++ {
+				do := p.Do
+				if g%2 == 0 {
+					do = p.DoAsking
+				}
+				v, err := do(ctx, "INCR", key)
+				assert.NoError(t, err)
+				assert.Equal(t, int64(i), v, key)
+			}
+		})
+	}
+	wg.Wait()
+	stats, err := s.CommandStats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2*rounds), stats["asking"], "one ASKING per command of DoAsking")
+	assert.Equal(t, int64(4*rounds), stats["incr"])
+
+	before := p.Published()
+	_, err = p.DoAsking(ctx, "SPUBLISH", "ch", "x")
+	require.NoError(t, err)
+	_, err = p.Do(ctx, "PUBLISH", "ch", "x")
+	require.NoError(t, err)
+	assert.Equal(t, before+2, p.Published(), "publishes sent with Do count as published")
+}

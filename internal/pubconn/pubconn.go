@@ -168,7 +168,23 @@ func (p *Pub) Do(ctx context.Context, args ...string) (any, error) {
 	return p.do(ctx, command{args: args})
 }
 
-// Published returns how many publishes and scripts (EVAL, EVALSHA) succeeded.
+// DoAsking is Do with ASKING sent just before the command, in the same
+// write, so that no other command comes between them: the way to resend a
+// command Redis Cluster redirected with ASK (a slot being migrated) to the
+// node named. ASKING's own reply is not returned; were it refused, the
+// command would meet a redirection of its own.
+func (p *Pub) DoAsking(ctx context.Context, args ...string) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("pubconn: empty command")
+	}
+	return p.do(ctx, command{args: args, asking: true})
+}
+
+// Addr returns the address of the server p publishes to.
+func (p *Pub) Addr() string { return p.dial.Addr }
+
+// Published returns how many publishes (also those sent with Do) and
+// scripts (EVAL, EVALSHA) succeeded.
 func (p *Pub) Published() uint64 { return p.published.Load() }
 
 // Ping connects if needed and runs a PING through the pipeline: it proves
@@ -181,7 +197,8 @@ func (p *Pub) Ping(ctx context.Context) error {
 
 // command is one command to encode; a value, so encoding allocates nothing.
 type command struct {
-	args      []string // a command of Do; the fields below are then unused
+	args      []string // a command of Do; the fields below but asking are then unused
+	asking    bool     // ASKING goes just before args
 	ping      bool
 	sharded   bool
 	keyPrefix string
@@ -195,7 +212,8 @@ type command struct {
 // or a script (which may).
 func (cmd *command) publishes() bool {
 	if cmd.args != nil {
-		return strings.HasPrefix(strings.ToUpper(cmd.args[0]), "EVAL")
+		name := strings.ToUpper(cmd.args[0])
+		return strings.HasPrefix(name, "EVAL") || name == "SPUBLISH" || name == "PUBLISH"
 	}
 	return !cmd.ping
 }
@@ -231,14 +249,14 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 		calls.Put(c)
 		return nil, &notSent{err}
 	}
-	w.buf = cmd.append(w.buf)
-	if w.head > 0 && len(w.queue) == cap(w.queue) {
-		n := copy(w.queue, w.queue[w.head:])
-		clear(w.queue[n:])
-		w.queue, w.head = w.queue[:n], 0
+	if cmd.asking {
+		// ASKING's reply goes to a call nobody waits for (done is
+		// buffered); at dates it for the watchdog.
+		w.buf = append(w.buf, "*1\r\n$6\r\nASKING\r\n"...)
+		w.enqueue(&call{done: make(chan struct{}, 1), at: c.at})
 	}
-	w.queue = append(w.queue, c)
-	w.queued++
+	w.buf = cmd.append(w.buf)
+	w.enqueue(c)
 	if p.t.Reply > 0 && !w.armed {
 		w.armed = true
 		if w.watch == nil {
@@ -270,6 +288,18 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 		p.published.Add(1)
 	}
 	return value, err
+}
+
+// enqueue appends c to the calls waiting for replies. The caller holds
+// w.mu and has appended c's command to w.buf.
+func (w *wire) enqueue(c *call) {
+	if w.head > 0 && len(w.queue) == cap(w.queue) {
+		n := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[n:])
+		w.queue, w.head = w.queue[:n], 0
+	}
+	w.queue = append(w.queue, c)
+	w.queued++
 }
 
 // watchdog runs from w.watch, armed while commands wait for replies. It

@@ -164,9 +164,9 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"busy, so it is latency at saturation, queueing included, not at a fixed rate. *client CPU/msg* is getrusage of the whole process — nodes, "+
 		"brokers and clients — per delivered message; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user over the masters. Connections "+
 		"are counted with CLIENT LIST on each master (in slot order) at the end of the measured window, minus those present before the nodes "+
-		"started: *pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *publish* last ran SPUBLISH, PUBLISH, EVAL(SHA) or FCALL, *other* "+
-		"is the rest: for the adapter, the connections of the engine's rueidis cluster client, which polls CLUSTER SLOTS (one per node "+
-		"and master it has asked); a connection idle since its handshake also counts here. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
+		"started: *pubsub* holds at least one SUBSCRIBE or SSUBSCRIBE, *publish* last ran SPUBLISH, PUBLISH, EVAL(SHA) or FCALL, or "+
+		"CLUSTER SLOTS or ROLE, which the adapter's engine sends on its publishing connections (it holds no other), *other* is the rest, "+
+		"such as a connection idle since its handshake. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n", cfg.warmup, cfg.duration, cfg.rounds)
 	head := []string{"broker", "publish", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "pubsub conns per master",
 		"publish conns per master", "other conns per master", "loss", "runs"}
 	var rows, rrows, hrows, hrrows [][]string

@@ -8,9 +8,10 @@ import (
 )
 
 // connKinds counts one server's connections by kind: those holding a
-// subscription, those whose last command published, and the rest (slot
-// map polling, connections idle since their handshake, and this query's
-// own connection).
+// subscription, those whose last command published or was one of the
+// checks a publishing connection also carries (CLUSTER SLOTS, ROLE), and
+// the rest (connections idle since their handshake, and this query's own
+// connection).
 type connKinds struct{ pubsub, publish, other int }
 
 func countConnKinds(addr string) (k connKinds) {
@@ -34,9 +35,12 @@ func countConnKinds(addr string) (k connKinds) {
 	return k
 }
 
-// publishCmd reports whether a CLIENT LIST line's last command published.
+// publishCmd reports whether a CLIENT LIST line's last command published,
+// or checked the topology or the node's role: shardcast's publishing
+// connections (and rueidis's, inside Centrifuge) carry those between
+// publishes.
 func publishCmd(line string) bool {
-	for _, c := range []string{"spublish", "publish", "evalsha", "eval", "fcall"} {
+	for _, c := range []string{"spublish", "publish", "evalsha", "eval", "fcall", "cluster|slots", "role"} {
 		if strings.Contains(line, " cmd="+c+" ") {
 			return true
 		}

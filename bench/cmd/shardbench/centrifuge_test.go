@@ -45,8 +45,12 @@ func TestCentChannelsSpreadSubscribersOverNodes(t *testing.T) {
 func TestPublishCmd(t *testing.T) {
 	assert.True(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=spublish user=default"))
 	assert.True(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=evalsha user=default"))
-	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=cluster|slots user=default"))
+	// A publishing connection also polls the slot map and checks ROLE.
+	assert.True(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=cluster|slots user=default"))
+	assert.True(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=role user=default"))
 	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=publishx user=default"))
+	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=NULL user=default"))
+	assert.False(t, publishCmd("id=1 addr=x sub=0 ssub=0 cmd=cluster|nodes user=default"))
 }
 
 // -cent-history on adds one server-path run with history after the runs

@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/resp"
+)
+
+// A publish or script the broker resends follows at most maxRedirects
+// redirections in a row, and is resent at most maxResends times after it
+// could not be sent (or was refused for now), with backoff (ReconnectMin,
+// doubling up to ReconnectMax) between attempts.
+const (
+	maxRedirects = 5
+	maxResends   = 5
+)
+
+// errNoMaster is the error of a resend that found no master to go to.
+var errNoMaster = fmt.Errorf("%w: no master known for the slot", pubconn.ErrNotSent)
+
+// resendable reports whether a command that failed with err certainly did
+// not run (it never left, or a master redirected it) and ctx still allows
+// sending it again.
+func resendable(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, pubconn.ErrNotSent) || engine.IsMoved(err))
+}
+
+// resend sends a command of partition p again, with send, after a first
+// attempt on pub failed with err without running (see resendable); a nil
+// pub means there was no route to try. A redirection sends it on to the
+// node named, on the broker's publishing connection to that node (opened
+// if the broker has none), after ASKING for an ASK. A command that did
+// not leave, or that a node it was redirected to refused for now (see
+// refusedForNow: a migration half done), goes, after a backoff, to
+// whichever master the route names by then (the topology loop, kicked by
+// the caller, may have found the new owner), or to any master when there
+// is none: its MOVED names the owner. It returns the last attempt's
+// error.
+func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error, send func(ctx context.Context, pub *pubconn.Pub, asking bool) error) error {
+	redirects, resends := 0, 0
+	for {
+		asking := false
+		if r, ok := redirection(err); ok {
+			if redirects == maxRedirects {
+				return err
+			}
+			redirects++
+			addr := r.Addr
+			if host, port, _ := net.SplitHostPort(addr); host == "" && pub != nil {
+				// The node does not know its endpoint: it is reached at
+				// the host of the one that answered.
+				h, _, _ := net.SplitHostPort(pub.Addr())
+				addr = net.JoinHostPort(h, port)
+			}
+			if pub = b.pubFor(addr); pub == nil {
+				return err // closing
+			}
+			asking = r.Ask
+		} else {
+			if err != nil && !errors.Is(err, pubconn.ErrNotSent) && !refusedForNow(err) {
+				return err
+			}
+			if resends == maxResends {
+				return err
+			}
+			if resends > 0 {
+				if serr := b.sleep(ctx, engine.Backoff(resends-1, b.cfg.Conn.ReconnectMin, b.cfg.Conn.ReconnectMax)); serr != nil {
+					return errors.Join(err, serr)
+				}
+			}
+			resends, redirects = resends+1, 0
+			if pub = b.routeOf(p); pub == nil {
+				if pub = b.anyPub(); pub == nil {
+					err = errNoMaster
+					continue
+				}
+			}
+		}
+		if err = send(ctx, pub, asking); err == nil || b.core.Closed() || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// refusedForNow reports whether err is a reply by which Redis Cluster
+// refused a command without running it, for a while: TRYAGAIN (a
+// multi-key command during a slot migration, on the node its redirection
+// led to), CLUSTERDOWN, LOADING.
+func refusedForNow(err error) bool {
+	se, ok := resp.IsServerError(err)
+	if !ok {
+		return false
+	}
+	for _, p := range []string{"TRYAGAIN ", "CLUSTERDOWN ", "LOADING "} {
+		if strings.HasPrefix(se.Msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// redirection returns the MOVED or ASK reply err holds.
+func redirection(err error) (resp.Redirect, bool) {
+	se, ok := resp.IsServerError(err)
+	if !ok {
+		return resp.Redirect{}, false
+	}
+	return se.Redirect()
+}
+
+// routeOf returns the publishing connection of partition p's master, or
+// nil while the slot map names none.
+func (b *Broker) routeOf(p int) *pubconn.Pub {
+	route := b.route.Load()
+	if route == nil {
+		return nil
+	}
+	return (*route)[p]
+}
+
+// anyPub returns one of the broker's publishing connections, or nil.
+func (b *Broker) anyPub() *pubconn.Pub {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, pub := range b.pubs {
+		return pub
+	}
+	return nil
+}
+
+// pubFor returns the broker's publishing connection to the node at addr,
+// and makes one (it dials on first use) when the broker has none: a
+// redirection or a slot map named a master the route does not know yet.
+// The next slot-map update keeps it if the node owns partitions by then,
+// and retires it otherwise. It returns nil once Close has begun.
+func (b *Broker) pubFor(addr string) *pubconn.Pub {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping {
+		return nil
+	}
+	return b.pubForLocked(addr)
+}
+
+// pubForLocked is pubFor for a caller that holds b.mu.
+func (b *Broker) pubForLocked(addr string) *pubconn.Pub {
+	pub := b.pubs[addr]
+	if pub == nil {
+		pub = pubconn.New(b.cfg.dialer(addr), engine.PubTimeouts(b.cfg.Conn))
+		b.pubs[addr] = pub
+	}
+	return pub
+}
