@@ -3,6 +3,8 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/shardcast/shardcast/internal/resp"
 )
@@ -53,3 +55,59 @@ func (c *Conn) Do(ctx context.Context, args ...string) (any, error) {
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.close() }
+
+// Info runs INFO <section> on the held connection and returns its fields,
+// as Server.Info does.
+func (c *Conn) Info(ctx context.Context, section string) (map[string]string, error) {
+	reply, err := c.Do(ctx, "INFO", section)
+	if err != nil {
+		return nil, fmt.Errorf("redistest: INFO %s: %w", section, err)
+	}
+	text, ok := reply.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: INFO answered %T", ErrProtocol, reply)
+	}
+	return parseInfo(text), nil
+}
+
+// ClientsOpen returns how many connections count against the server's
+// maxclients now: its clients (this one included) and, on a cluster node,
+// its cluster bus links.
+func (c *Conn) ClientsOpen(ctx context.Context) (int, error) {
+	info, err := c.Info(ctx, "clients")
+	if err != nil {
+		return 0, err
+	}
+	return infoInts(info, "connected_clients", "cluster_connections")
+}
+
+// RejectedConnections returns how many connections the server refused at
+// maxclients since it started.
+func (c *Conn) RejectedConnections(ctx context.Context) (int, error) {
+	info, err := c.Info(ctx, "stats")
+	if err != nil {
+		return 0, err
+	}
+	return infoInts(info, "rejected_connections")
+}
+
+// SetMaxClients sets the server's maxclients. Redis takes a value below
+// the connections already open: it keeps them and refuses new ones until
+// enough have closed.
+func (c *Conn) SetMaxClients(ctx context.Context, n int) error {
+	_, err := c.Do(ctx, "CONFIG", "SET", "maxclients", strconv.Itoa(n))
+	return err
+}
+
+// infoInts returns the sum of integer INFO fields.
+func infoInts(info map[string]string, fields ...string) (int, error) {
+	sum := 0
+	for _, f := range fields {
+		n, err := strconv.Atoi(info[f])
+		if err != nil {
+			return 0, fmt.Errorf("%w: INFO field %s = %q", ErrProtocol, f, info[f])
+		}
+		sum += n
+	}
+	return sum, nil
+}

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -91,41 +90,4 @@ func TestTLSStandalone(t *testing.T) {
 	buf := make([]byte, 16)
 	n, _ := nc.Read(buf)
 	assert.NotEqual(t, "+PONG\r\n", string(buf[:n]))
-}
-
-// TestDialAtMaxClients: a held connection keeps working once the server
-// is at maxclients, while Dial then returns the server's refusal, and
-// succeeds again once a client slot frees.
-func TestDialAtMaxClients(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t, 30*time.Second)
-	s := StartStandalone(t)
-	admin, err := s.Dial(ctx)
-	require.NoError(t, err)
-	defer admin.Close()
-	filler, err := s.Dial(ctx)
-	require.NoError(t, err)
-	_, err = admin.Do(ctx, "CONFIG", "SET", "maxclients", "2")
-	require.NoError(t, err)
-
-	_, err = s.Dial(ctx)
-	require.ErrorContains(t, err, "max number of clients reached")
-	_, err = s.Do(ctx, "PING")
-	require.ErrorContains(t, err, "max number of clients reached")
-	info, err := admin.Do(ctx, "INFO", "stats")
-	require.NoError(t, err)
-	assert.Equal(t, "2", parseInfo(info.(string))["rejected_connections"])
-
-	require.NoError(t, filler.Close())
-	require.Eventually(t, func() bool {
-		c, err := s.Dial(ctx)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond)
-	_, err = admin.Do(ctx, "CONFIG", "SET", "maxclients", strconv.Itoa(10000))
-	require.NoError(t, err)
-	_, err = admin.Do(ctx)
-	assert.Error(t, err)
 }
