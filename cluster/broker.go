@@ -59,7 +59,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	client, err := rueidis.NewClient(s.clientOption())
 	if err != nil {
-		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", s.seeds, err)
+		return nil, fmt.Errorf("shardcast: connect to cluster %v: %w", s.seeds, s.explain(err))
 	}
 	b := &Broker{
 		cfg:     s,

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -126,4 +129,36 @@ func (s settings) clientOption() rueidis.ClientOption {
 	}
 	opt.Dialer.Timeout = s.Conn.DialTimeout
 	return opt
+}
+
+// explain adds to err, rueidis's failure to connect, what the seeds answer
+// a connection of the broker's own, when one answers with an error reply.
+// rueidis returns only the I/O error that ended its handshake: a node at
+// maxclients writes its refusal and closes the socket, and rueidis, which
+// pipelines several handshake commands, reads the refusal, then EOF, and
+// reports EOF. The seeds are asked at once, within one DialTimeout.
+func (s settings) explain(err error) error {
+	said := make([]error, len(s.seeds))
+	ctx, cancel := context.WithTimeout(context.Background(), s.Conn.DialTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, addr := range s.seeds {
+		wg.Go(func() {
+			c, err := subconn.Open(ctx, s.dialer(addr), subconn.Classic, subconn.Hooks{})
+			if err != nil {
+				if _, ok := resp.IsServerError(err); ok {
+					said[i] = err
+				}
+				return
+			}
+			c.Close()
+		})
+	}
+	wg.Wait()
+	for _, e := range said {
+		if e != nil {
+			err = fmt.Errorf("%w; %w", err, e)
+		}
+	}
+	return err
 }
