@@ -2,6 +2,8 @@ package sharded
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +83,78 @@ func TestMaxClients(t *testing.T) {
 	waitFor(t, "delivery after the restore", func() bool { return rec.count("limit") == 1 })
 	assert.Equal(t, "heard", string(rec.get("limit")[0].Payload))
 	t.Logf("%d reconnects refused, %d reported", attempts, len(evs.Of(shardcast.EventError)))
+}
+
+// eventCounts counts events and the channels they name, by kind, without
+// keeping the channel lists (which would weigh on the heap figures).
+type eventCounts struct {
+	mu     sync.Mutex
+	byKind map[shardcast.EventKind]kindCount
+}
+
+type kindCount struct{ events, channels int }
+
+func (e *eventCounts) add(ev shardcast.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.byKind == nil {
+		e.byKind = make(map[shardcast.EventKind]kindCount)
+	}
+	c := e.byKind[ev.Kind]
+	c.events++
+	c.channels += len(ev.Channels)
+	e.byKind[ev.Kind] = c
+}
+
+func (e *eventCounts) get(kind shardcast.EventKind) kindCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.byKind[kind]
+}
+
+// TestSlowResubscribeCompletes: Conn.CommandTimeout bounds each command of
+// a resubscribe, not the whole of it. Here every SUBSCRIBE waits behind a
+// DEBUG SLEEP of 50 ms, so resubscribing 50 commands' worth of channels
+// takes seconds, well past a CommandTimeout of one second; a deadline on
+// the whole resubscribe would cut every attempt short and the channels
+// would never come back (a subscriber with a million channels on a slow
+// link would stay interrupted for good).
+func TestSlowResubscribeCompletes(t *testing.T) {
+	const n, batch = 5000, 100
+	s := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	evs := &eventCounts{}
+	sub := newBroker(t, Config{Addrs: addrs(s),
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add, SubscribeBatch: batch},
+		Conn:    shardcast.ConnOptions{CommandTimeout: time.Second}})
+	require.NoError(t, sub.Subscribe(ctx, channelNames("slow:", n)...))
+
+	sleeper, err := s.Dial(ctx)
+	require.NoError(t, err)
+	var stop atomic.Bool
+	sleeping := make(chan error, 1)
+	go func() {
+		for !stop.Load() {
+			if _, err := sleeper.Do(context.Background(), "DEBUG", "SLEEP", "0.05"); err != nil {
+				sleeping <- err
+				return
+			}
+		}
+		sleeping <- nil
+	}()
+	defer func() {
+		stop.Store(true)
+		require.NoError(t, <-sleeping)
+		_ = sleeper.Close()
+	}()
+
+	killed := time.Now()
+	_, err = s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
+	waitFor(t, "the restore", func() bool { return evs.get(shardcast.EventRestored).events > 0 })
+	t.Logf("resubscribed %d channels in %d commands in %v against a CommandTimeout of 1s",
+		n, sub.NodeStats()[0].ResubscribeCommands, time.Since(killed).Round(time.Millisecond))
+	assert.Equal(t, kindCount{events: 1, channels: n}, evs.get(shardcast.EventRestored))
+	assert.Equal(t, n, pubsubChannels(t, s))
 }
