@@ -546,7 +546,9 @@ func (c *Conn) failed(err *resp.ServerError) error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 {
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: error reply %q with no command waiting", resp.ErrProtocol, err.Msg)
+		// Most likely the server refusing the connection (maxclients)
+		// before it closes it: its error is the wire's cause.
+		return fmt.Errorf("%w: error reply with no command waiting: %w", resp.ErrProtocol, err)
 	}
 	head := c.queue[0]
 	if head.kind == callUnsubscribe {
