@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,33 +86,6 @@ func TestMaxClients(t *testing.T) {
 	t.Logf("%d reconnects refused, %d reported", attempts, len(evs.Of(shardcast.EventError)))
 }
 
-// eventCounts counts events and the channels they name, by kind, without
-// keeping the channel lists (which would weigh on the heap figures).
-type eventCounts struct {
-	mu     sync.Mutex
-	byKind map[shardcast.EventKind]kindCount
-}
-
-type kindCount struct{ events, channels int }
-
-func (e *eventCounts) add(ev shardcast.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.byKind == nil {
-		e.byKind = make(map[shardcast.EventKind]kindCount)
-	}
-	c := e.byKind[ev.Kind]
-	c.events++
-	c.channels += len(ev.Channels)
-	e.byKind[ev.Kind] = c
-}
-
-func (e *eventCounts) get(kind shardcast.EventKind) kindCount {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.byKind[kind]
-}
-
 // TestSlowResubscribeCompletes: Conn.CommandTimeout bounds each command of
 // a resubscribe, not the whole of it. Here every SUBSCRIBE waits behind a
 // DEBUG SLEEP of 50 ms, so resubscribing 50 commands' worth of channels
@@ -124,13 +98,97 @@ func TestSlowResubscribeCompletes(t *testing.T) {
 	s := redistest.StartStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	evs := &eventCounts{}
+	evs := &brokertest.EventCounts{}
 	sub := newBroker(t, Config{Addrs: addrs(s),
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.add, SubscribeBatch: batch},
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add, SubscribeBatch: batch},
 		Conn:    shardcast.ConnOptions{CommandTimeout: time.Second}})
 	require.NoError(t, sub.Subscribe(ctx, channelNames("slow:", n)...))
 
-	sleeper, err := s.Dial(ctx)
+	slowDown(t, s)
+
+	killed := time.Now()
+	_, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
+	waitFor(t, "the restore", func() bool { return evs.Of(shardcast.EventRestored).Events > 0 })
+	t.Logf("resubscribed %d channels in %d commands in %v against a CommandTimeout of 1s",
+		n, sub.NodeStats()[0].ResubscribeCommands, time.Since(killed).Round(time.Millisecond))
+	assert.Equal(t, brokertest.KindCount{Events: 1, Channels: n}, evs.Of(shardcast.EventRestored))
+	assert.Equal(t, n, pubsubChannels(t, s))
+}
+
+// TestLatePingOnABusyWire: a health ping queued behind a long pipeline of
+// the broker's own commands comes back later than HealthTimeout, but the
+// replies before it keep arriving: the server is busy, not frozen, and
+// the wire is kept. Here one Subscribe sends 100,000 channels to a server
+// frozen 90 ms out of every 100, and pings time out after 300 ms.
+// Dropping the wire would resend the whole Subscribe into the same
+// backlog (a million channels at start-up on a loaded machine can keep a
+// ping waiting for seconds).
+func TestLatePingOnABusyWire(t *testing.T) {
+	const n = 100_000
+	s := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	evs := &brokertest.EventCounts{}
+	sub := newBroker(t, Config{Addrs: addrs(s),
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add},
+		Conn:    shardcast.ConnOptions{HealthInterval: 50 * time.Millisecond, HealthTimeout: 300 * time.Millisecond}})
+	require.NoError(t, sub.Subscribe(ctx, "first")) // the wire is up
+
+	stop := throttle(t, s)
+	began := time.Now()
+	err := sub.Subscribe(ctx, channelNames("busy:", n)...)
+	took := time.Since(began)
+	stop()
+	require.NoError(t, err)
+	t.Logf("subscribed %d channels in %v with pings timing out after 300 ms", n, took.Round(time.Millisecond))
+	assert.Zero(t, sub.Stats().Reconnects, "the busy wire was dropped")
+	assert.Zero(t, evs.Of(shardcast.EventInterrupted).Events)
+	assert.Equal(t, n+1, pubsubChannels(t, s))
+}
+
+// throttle freezes s (SIGSTOP) for 90 ms out of every 100 until the
+// returned function (also run when the test ends) is called: a server
+// that still answers, slowly.
+func throttle(t *testing.T, s *redistest.Server) (stop func()) {
+	t.Helper()
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if err := s.Pause(); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(90 * time.Millisecond)
+			if err := s.Resume(); err != nil {
+				done <- err
+				return
+			}
+			select {
+			case <-quit:
+				done <- nil
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(quit)
+			assert.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// slowDown keeps s busy with back-to-back DEBUG SLEEPs of 50 ms until the
+// test ends: each command of another client waits for the sleep under way.
+func slowDown(t *testing.T, s *redistest.Server) {
+	t.Helper()
+	sleeper, err := s.Dial(context.Background())
 	require.NoError(t, err)
 	var stop atomic.Bool
 	sleeping := make(chan error, 1)
@@ -143,18 +201,9 @@ func TestSlowResubscribeCompletes(t *testing.T) {
 		}
 		sleeping <- nil
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		stop.Store(true)
-		require.NoError(t, <-sleeping)
+		assert.NoError(t, <-sleeping)
 		_ = sleeper.Close()
-	}()
-
-	killed := time.Now()
-	_, err = s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
-	require.NoError(t, err)
-	waitFor(t, "the restore", func() bool { return evs.get(shardcast.EventRestored).events > 0 })
-	t.Logf("resubscribed %d channels in %d commands in %v against a CommandTimeout of 1s",
-		n, sub.NodeStats()[0].ResubscribeCommands, time.Since(killed).Round(time.Millisecond))
-	assert.Equal(t, kindCount{events: 1, channels: n}, evs.get(shardcast.EventRestored))
-	assert.Equal(t, n, pubsubChannels(t, s))
+	})
 }

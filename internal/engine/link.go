@@ -170,6 +170,10 @@ func (l *Link) open() (*subconn.Conn, error) {
 // true) or the link is stopped (false). A ping runs on its own goroutine
 // so that one still unanswered after a whole HealthInterval can raise
 // suspicion (see slow) long before HealthTimeout declares the wire dead.
+// A ping that timed out while the wire kept reading does not: it waited
+// behind replies to a long pipeline of commands (a Subscribe of a million
+// channels), and dropping the wire would only resend them into the same
+// backlog.
 func (l *Link) watch(wire *subconn.Conn) bool {
 	c := l.c
 	tick := time.NewTicker(c.Conn.HealthInterval)
@@ -177,6 +181,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 	pinged := make(chan error, 1)
 	var pingCancel context.CancelFunc // non-nil while a ping is out
 	var pingSent time.Time
+	var readsAtPing uint64
 	endPing := func() {
 		if pingCancel != nil {
 			pingCancel()
@@ -208,6 +213,8 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 			if err == nil {
 				l.slow.Store(false)
 				l.healthyAt.Store(pingSent.UnixNano())
+			} else if wire.Reads() != readsAtPing {
+				c.Log.Debug("shardcast: ping late behind replies still arriving", "node", l.Addr, "err", err)
 			} else if wire.Alive() && l.ctx.Err() == nil {
 				l.slow.Store(true) // the loss below dates from the last answer
 				c.Log.Warn("shardcast: node did not answer ping; dropping its connection", "node", l.Addr, "err", err)
@@ -221,7 +228,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 				}
 				continue
 			}
-			pingSent = time.Now()
+			pingSent, readsAtPing = time.Now(), wire.Reads()
 			ctx, cancel := context.WithTimeout(l.ctx, c.Conn.HealthTimeout)
 			go func() { pinged <- wire.Ping(ctx) }()
 			pingCancel = cancel

@@ -121,6 +121,10 @@ type Conn struct {
 	// deliver, on a wire the caller already gave up, messages the caller now
 	// receives elsewhere.
 	closing atomic.Bool
+
+	// reads counts the replies and pushes the reader has begun: a ping
+	// that is late while it grows waits behind replies still arriving.
+	reads atomic.Uint64
 }
 
 // readBufferSize is the socket read buffer; a payload that fits is handed
@@ -237,6 +241,12 @@ func (c *Conn) Ping(ctx context.Context) error {
 	}
 	return c.wait(ctx, cl)
 }
+
+// Reads returns how many replies and pushes the wire has read so far. A
+// ping that is overdue while the count still grows is queued behind
+// replies the server is sending (a long pipeline of subscribe commands):
+// the server is busy, not gone.
+func (c *Conn) Reads() uint64 { return c.reads.Load() }
 
 // Close closes the wire and waits for the reader goroutine to exit. Once
 // Close has begun, hooks for newly read pushes are skipped (one already
@@ -369,6 +379,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		if err != nil {
 			return err
 		}
+		c.reads.Add(1)
 		switch line[0] {
 		case '*':
 			n, err := resp.ParseInt(line[1:])
