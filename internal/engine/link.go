@@ -247,13 +247,14 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	err := wire.Err()
 	wire.Close()
 	var lost []*Path
-	var channels []string
+	var lists [][]string
 	for _, p := range c.Paths {
 		if chans, ok := p.interrupt(wire, since); ok {
 			lost = append(lost, p)
-			channels = append(channels, chans...)
+			lists = append(lists, chans)
 		}
 	}
+	channels := concat(lists)
 	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", len(lost), "err", err)
 	if len(lost) > 0 {
 		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, channels, since, err))
@@ -270,4 +271,22 @@ func (l *Link) Down() time.Duration {
 		d += time.Duration(time.Now().UnixNano() - at)
 	}
 	return d
+}
+
+// concat joins lists into one slice, allocated once: the channels of a
+// wire that carried a million of them would otherwise be copied again
+// at every doubling of an appended slice.
+func concat(lists [][]string) []string {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }

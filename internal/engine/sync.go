@@ -53,13 +53,12 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if p.ActiveWire() == wire {
 			continue
 		}
-		wanted := p.subscribed()
-		if len(wanted) == 0 {
+		keys := p.subscribed() // a fresh slice: turned into wire keys in place
+		if len(keys) == 0 {
 			empty = append(empty, p)
 			continue
 		}
-		keys := make([]string, len(wanted))
-		for i, ch := range wanted {
+		for i, ch := range keys {
 			keys[i] = c.router.Key(p.ID, ch)
 		}
 		groups = append(groups, shardcast.Group{Key: p.ID, Channels: keys})
@@ -128,11 +127,11 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 }
 
 func (c *Core) emitRestored(addr string, paths []*Path, since time.Time) {
-	var channels []string
-	for _, p := range paths {
-		channels = append(channels, p.Wanted()...)
+	lists := make([][]string, len(paths))
+	for i, p := range paths {
+		lists[i] = p.Wanted()
 	}
-	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, channels, since, nil))
+	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, concat(lists), since, nil))
 }
 
 // heal resubscribes every interrupted path whose link is up. Each link
