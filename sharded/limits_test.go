@@ -207,3 +207,50 @@ func slowDown(t *testing.T, s *redistest.Server) {
 		_ = sleeper.Close()
 	})
 }
+
+// TestCloseDuringReconnectStorm: four brokers, each with 20,000 channels
+// over two connections to each of two instances, have their subscribe
+// connections killed every few milliseconds while Subscribe calls wait
+// for them. Closed in the middle of it, after the instances froze, or
+// after they died, every broker's Close returns promptly, every call in
+// flight returns, and no goroutine is left (brokertest.Storm).
+func TestCloseDuringReconnectStorm(t *testing.T) {
+	for _, end := range []string{"storm", "frozen", "killed"} {
+		t.Run(end, func(t *testing.T) {
+			servers := startServers(t, 2)
+			storm := brokertest.Storm{
+				New: func(opts shardcast.Options) (shardcast.Broker, error) {
+					// Timeouts a Close must not wait out: a minute.
+					return New(Config{Addrs: addrs(servers...), Options: opts, Conn: shardcast.ConnOptions{
+						SubscribeConns: 2, ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond,
+						DialTimeout: time.Minute, CommandTimeout: time.Minute, HealthTimeout: time.Minute}})
+				},
+				Brokers: 4, Channels: 20_000,
+				KillSubscribers: func(ctx context.Context) error {
+					for _, s := range servers {
+						if _, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+			}
+			switch end {
+			case "frozen":
+				storm.Then = func(t *testing.T) {
+					for _, s := range servers {
+						require.NoError(t, s.Pause())
+						t.Cleanup(func() { _ = s.Resume() })
+					}
+				}
+			case "killed":
+				storm.Then = func(t *testing.T) {
+					for _, s := range servers {
+						require.NoError(t, s.Kill())
+					}
+				}
+			}
+			storm.Run(t)
+		})
+	}
+}
