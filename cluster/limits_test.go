@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +84,109 @@ func TestMaxClients(t *testing.T) {
 	require.True(t, waitFor(20*time.Second, func() bool { return rec.count("limit") == 2 }), "no delivery after the restore")
 	assert.Equal(t, []uint64{1, 3}, rec.seqs("limit"))
 	t.Logf("%d reconnects refused, %d reported; New at the limit: %v", attempts, len(events.Of(shardcast.EventError)), newErr)
+}
+
+// TestCloseDuringReconnectStorm: four brokers, each with 20,000 channels
+// over two masters (two subscribe connections to each), have their
+// subscribe connections killed every few milliseconds while Subscribe
+// calls wait for them. Closed in the middle of it, after the masters
+// froze, or after one died, every broker's Close returns promptly (it
+// does not wait out a slot-map poll of a frozen master), every call in
+// flight returns, and no goroutine is left (brokertest.Storm; rueidis
+// closes its connections to a frozen master a second after Close).
+func TestCloseDuringReconnectStorm(t *testing.T) {
+	c := redistest.StartCluster(t, 2, 0)
+	for _, end := range []string{"storm", "frozen", "killed"} {
+		if end == "killed" {
+			c = redistest.StartCluster(t, 2, 0) // the frozen one may not be back
+		}
+		t.Run(end, func(t *testing.T) {
+			masters, err := c.Masters(testCtx(t, time.Minute))
+			require.NoError(t, err)
+			storm := brokertest.Storm{
+				New: func(opts shardcast.Options) (shardcast.Broker, error) {
+					return New(Config{Addrs: c.Seeds(), Options: opts, SlotsTimeout: time.Minute, Conn: stormConn})
+				},
+				Brokers: 4, Channels: 20_000,
+				KillSubscribers: func(ctx context.Context) error {
+					for _, m := range masters {
+						if _, err := m.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+				Leaks: redistest.RueidisLeaks(),
+			}
+			switch end {
+			case "frozen":
+				storm.Then = func(t *testing.T) {
+					for _, m := range masters {
+						require.NoError(t, m.Pause())
+						t.Cleanup(func() { _ = m.Resume() })
+					}
+					// Unanswered pings ask for slot-map polls: Close once
+					// every broker's poll waits for a frozen master.
+					require.True(t, waitFor(30*time.Second, func() bool { return goroutinesIn("cluster.(*Broker).slotsFrom") >= storm.Brokers }),
+						"the brokers did not poll the frozen masters")
+				}
+			case "killed":
+				storm.Then = func(t *testing.T) { require.NoError(t, masters[0].Kill()) }
+			}
+			storm.Run(t)
+		})
+	}
+}
+
+// stormConn has the timeouts a Close must not wait out set to a minute
+// (see brokertest.Storm) and reconnects at once.
+var stormConn = shardcast.ConnOptions{
+	SubscribeConns: 2, ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond,
+	DialTimeout: time.Minute, CommandTimeout: time.Minute, HealthTimeout: time.Minute,
+}
+
+// goroutinesIn returns how many goroutines have fn on their stack.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, fn+"(") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSlotsPollOfAFrozenNode: a slot-map poll of a frozen node ends at
+// once when its ctx does (as Close ends it), however long SlotsTimeout,
+// and otherwise after SlotsTimeout, saying so.
+func TestSlotsPollOfAFrozenNode(t *testing.T) {
+	c := redistest.StartCluster(t, 1, 0)
+	node := c.Nodes()[0]
+	b := newBroker(t, Config{Addrs: c.Seeds(), SlotsTimeout: time.Hour})
+	client := b.client.Nodes()[node.Addr()]
+	require.NotNil(t, client)
+	short := newBroker(t, Config{Addrs: c.Seeds(), SlotsTimeout: 200 * time.Millisecond})
+	require.NoError(t, node.Pause())
+	defer func() { require.NoError(t, node.Resume()) }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.slotsFrom(ctx, node.Addr(), client)
+		done <- err
+	}()
+	require.True(t, waitFor(10*time.Second, func() bool { return goroutinesIn("cluster.(*Broker).slotsFrom") > 0 }))
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the poll did not end with its ctx")
+	}
+
+	_, err := short.slotsFrom(context.Background(), node.Addr(), short.client.Nodes()[node.Addr()])
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "no reply within 200ms")
 }

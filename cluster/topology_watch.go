@@ -46,12 +46,16 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	return shardcast.SlotMap{}, errors.Join(errs...)
 }
 
-// slotsFrom asks one node for CLUSTER SLOTS, bounded by SlotsTimeout.
+// slotsFrom asks one node for CLUSTER SLOTS, bounded by SlotsTimeout and
+// ctx.
 func (b *Broker) slotsFrom(ctx context.Context, addr string, node rueidis.Client) (shardcast.SlotMap, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.SlotsTimeout)
+	ctx, cancel := withoutDeadline(ctx, b.cfg.SlotsTimeout)
 	defer cancel()
 	reply, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToAny()
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause // the timeout, or why ctx ended, rather than "canceled"
+		}
 		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
 	}
 	m, err := shardcast.ParseClusterSlotsFrom(reply, addr)
@@ -272,4 +276,25 @@ func wasReplica(m shardcast.SlotMap, slot uint16, addr string) bool {
 		}
 	}
 	return false
+}
+
+// withoutDeadline returns a context that ends when ctx does or after
+// timeout (its cause then context.DeadlineExceeded), but carries no
+// deadline. On a connection with nothing else in flight, rueidis runs a
+// command whose context has a deadline synchronously, bounded only by
+// that deadline: cancelling the context does not end it, and Close would
+// wait out the poll of a frozen node (SlotsTimeout, or rueidis's 10 s
+// write timeout). Without a deadline rueidis queues the command and
+// returns as soon as the context ends.
+func withoutDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	timer := time.AfterFunc(timeout, func() {
+		cancel(fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded))
+	})
+	return out, func() {
+		stop()
+		timer.Stop()
+		cancel(nil)
+	}
 }
