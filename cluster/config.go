@@ -144,10 +144,10 @@ func (s settings) explain(err error) error {
 	var wg sync.WaitGroup
 	for i, addr := range s.seeds {
 		wg.Go(func() {
-			c, err := subconn.Open(ctx, s.dialer(addr), subconn.Classic, subconn.Hooks{})
-			if err != nil {
-				if _, ok := resp.IsServerError(err); ok {
-					said[i] = err
+			c, openErr := subconn.Open(ctx, s.dialer(addr), subconn.Classic, subconn.Hooks{})
+			if openErr != nil {
+				if _, ok := resp.IsServerError(openErr); ok {
+					said[i] = openErr
 				}
 				return
 			}

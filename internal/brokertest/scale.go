@@ -101,6 +101,7 @@ func liveHeap() (live, allocated uint64) {
 	return m.HeapAlloc, m.TotalAlloc
 }
 
+// String formats r for a test log, in MiB.
 func (r HeapReport) String() string {
 	return fmt.Sprintf("live heap %.1f MiB before, %.1f MiB after; peak %.1f MiB; %.1f MiB allocated",
 		mib(r.LiveBefore), mib(r.LiveAfter), mib(r.Peak), mib(r.Allocated))
