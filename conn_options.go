@@ -50,9 +50,11 @@ type ConnOptions struct {
 	// and the cluster slot map polled, while something is interrupted
 	// (default 250ms).
 	RecoveryInterval time.Duration
-	// CommandTimeout bounds the subscribe commands a broker sends on its
-	// own: resubscribes after a reconnect or a move, and the unsubscribes
-	// that finish a call whose ctx ended (default 10s).
+	// CommandTimeout bounds each subscribe command a broker sends on its
+	// own: the commands of a resubscribe after a reconnect or a move (a
+	// resubscribe of many channels may take longer in all; one command
+	// that times out ends it, to be retried), and the unsubscribes that
+	// finish a call whose ctx ended (default 10s).
 	CommandTimeout time.Duration
 
 	// HealthInterval is how often each subscribe connection is pinged

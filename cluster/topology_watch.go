@@ -84,6 +84,9 @@ func (b *Broker) slotsOnce(ctx context.Context, addr string) (shardcast.SlotMap,
 	err := pub.Ping(dialCtx)
 	cancel()
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause // the timeout, or why ctx ended, rather than "canceled"
+		}
 		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", addr, err)
 	}
 	return b.slotsFrom(ctx, pub)

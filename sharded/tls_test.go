@@ -1,18 +1,8 @@
 package sharded
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -27,10 +17,9 @@ import (
 // server that wants client certificates takes the broker's and refuses a
 // broker without one.
 func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	pool := writeSelfSignedCert(t, dir)
-	tlsAddr := startTLSServer(t, dir, "no")
-	conn := shardcast.ConnOptions{TLS: &tls.Config{RootCAs: pool}}
+	certs := redistest.NewCerts(t)
+	tlsAddr := startTLSServer(t, certs, "no")
+	conn := shardcast.ConnOptions{TLS: &tls.Config{RootCAs: certs.Pool}}
 	for name, cfg := range map[string]Config{
 		"url":       {Addrs: []string{"rediss://" + tlsAddr}, Conn: conn},
 		"host:port": {Addrs: []string{tlsAddr}, Conn: conn},
@@ -38,18 +27,15 @@ func TestTLS(t *testing.T) {
 		t.Run(name, func(t *testing.T) { roundTrip(t, cfg) })
 	}
 	t.Run("mutual TLS", func(t *testing.T) {
-		mutual := startTLSServer(t, dir, "yes")
-		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
-		require.NoError(t, err)
-		roundTrip(t, Config{Addrs: []string{"rediss://" + mutual},
-			Conn: shardcast.ConnOptions{TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}})
+		mutual := startTLSServer(t, certs, "yes")
+		roundTrip(t, Config{Addrs: []string{"rediss://" + mutual}, Conn: shardcast.ConnOptions{TLS: certs.ClientTLS()}})
 		b, err := New(Config{Addrs: []string{mutual}, Conn: conn})
 		require.Error(t, err, "no client certificate")
 		require.Nil(t, b)
 	})
 	t.Run("wrong CA", func(t *testing.T) {
-		other := writeSelfSignedCert(t, t.TempDir())
-		b, err := New(Config{Addrs: []string{tlsAddr}, Conn: shardcast.ConnOptions{TLS: &tls.Config{RootCAs: other}}})
+		other := redistest.NewCerts(t)
+		b, err := New(Config{Addrs: []string{tlsAddr}, Conn: shardcast.ConnOptions{TLS: &tls.Config{RootCAs: other.Pool}}})
 		require.Error(t, err)
 		require.Nil(t, b)
 		var unknown x509.UnknownAuthorityError
@@ -62,48 +48,10 @@ func TestTLS(t *testing.T) {
 	})
 }
 
-// startTLSServer starts a standalone Redis with a TLS port serving the
-// certificate in dir (clients must present one when authClients is "yes")
-// and returns the TLS port's address.
-func startTLSServer(t *testing.T, dir, authClients string) string {
+// startTLSServer starts a standalone Redis that speaks only TLS, serving
+// certs (clients must present a certificate when authClients is "yes"),
+// and returns its address.
+func startTLSServer(t *testing.T, certs *redistest.Certs, authClients string) string {
 	t.Helper()
-	port := redistest.ReservePort(t)
-	redistest.StartStandalone(t, redistest.WithArgs(
-		"--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", filepath.Join(dir, "cert.pem"),
-		"--tls-key-file", filepath.Join(dir, "key.pem"),
-		"--tls-ca-cert-file", filepath.Join(dir, "cert.pem"),
-		"--tls-auth-clients", authClients,
-	))
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
-// writeSelfSignedCert writes cert.pem and key.pem for 127.0.0.1 into dir
-// and returns a pool that trusts the certificate.
-func writeSelfSignedCert(t *testing.T, dir string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "shardcast test"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
+	return redistest.StartStandalone(t, redistest.WithTLS(certs), redistest.WithArgs("--tls-auth-clients", authClients)).Addr()
 }

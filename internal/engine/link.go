@@ -178,6 +178,10 @@ func (l *Link) open() (*subconn.Conn, error) {
 // true) or the link is stopped (false). A ping runs on its own goroutine
 // so that one still unanswered after a whole HealthInterval can raise
 // suspicion (see slow) long before HealthTimeout declares the wire dead.
+// A ping that timed out while the wire kept reading does not: it waited
+// behind replies to a long pipeline of commands (a Subscribe of a million
+// channels), and dropping the wire would only resend them into the same
+// backlog.
 func (l *Link) watch(wire *subconn.Conn) bool {
 	c := l.c
 	tick := time.NewTicker(c.Conn.HealthInterval)
@@ -185,6 +189,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 	pinged := make(chan error, 1)
 	var pingCancel context.CancelFunc // non-nil while a ping is out
 	var pingSent time.Time
+	var readsAtPing uint64
 	endPing := func() {
 		if pingCancel != nil {
 			pingCancel()
@@ -216,6 +221,8 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 			if err == nil {
 				l.slow.Store(false)
 				l.healthyAt.Store(pingSent.UnixNano())
+			} else if wire.Reads() != readsAtPing {
+				c.Log.Debug("shardcast: ping late behind replies still arriving", "node", l.Addr, "err", err)
 			} else if wire.Alive() && l.ctx.Err() == nil {
 				l.slow.Store(true) // the loss below dates from the last answer
 				c.Log.Warn("shardcast: node did not answer ping; dropping its connection", "node", l.Addr, "err", err)
@@ -229,7 +236,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 				}
 				continue
 			}
-			pingSent = time.Now()
+			pingSent, readsAtPing = time.Now(), wire.Reads()
 			ctx, cancel := context.WithTimeout(l.ctx, c.Conn.HealthTimeout)
 			go func() { pinged <- wire.Ping(ctx) }()
 			pingCancel = cancel
@@ -248,13 +255,14 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	err := wire.Err()
 	wire.Close()
 	var lost []*Path
-	var channels []string
+	var lists [][]string
 	for _, p := range c.Paths {
 		if chans, ok := p.interrupt(wire, since); ok {
 			lost = append(lost, p)
-			channels = append(channels, chans...)
+			lists = append(lists, chans)
 		}
 	}
+	channels := concat(lists)
 	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", len(lost), "err", err)
 	if len(lost) > 0 {
 		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, channels, since, err))
@@ -271,4 +279,22 @@ func (l *Link) Down() time.Duration {
 		d += time.Duration(time.Now().UnixNano() - at)
 	}
 	return d
+}
+
+// concat joins lists into one slice, allocated once: the channels of a
+// wire that carried a million of them would otherwise be copied again
+// at every doubling of an appended slice.
+func concat(lists [][]string) []string {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }

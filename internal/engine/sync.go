@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -25,12 +26,19 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 	}()
 	// Stopping the link or closing the broker ends a sync at once, even
-	// one stuck on a frozen server.
-	ctx, cancel := context.WithTimeout(l.ctx, c.Conn.CommandTimeout)
+	// one stuck on a frozen server. CommandTimeout bounds the wait for the
+	// paths' turns and each command, not the whole sync: resubscribing a
+	// million channels takes thousands of round trips, and a deadline on
+	// all of them would cut every attempt short on a slow link, for good.
+	// A command that times out ends the sync: the node stopped answering,
+	// and every other command would wait out the same timeout.
+	ctx, stop := context.WithCancel(l.ctx)
+	defer stop()
+	lockCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
 	defer cancel()
 	for _, id := range ids {
 		p := c.Paths[id]
-		if err := p.lock(ctx, c.closing); err != nil {
+		if err := p.lock(lockCtx, c.closing); err != nil {
 			return
 		}
 		locked = append(locked, p)
@@ -45,13 +53,12 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if p.ActiveWire() == wire {
 			continue
 		}
-		wanted := p.subscribed()
-		if len(wanted) == 0 {
+		keys := p.subscribed() // a fresh slice: turned into wire keys in place
+		if len(keys) == 0 {
 			empty = append(empty, p)
 			continue
 		}
-		keys := make([]string, len(wanted))
-		for i, ch := range wanted {
+		for i, ch := range keys {
 			keys[i] = c.router.Key(p.ID, ch)
 		}
 		groups = append(groups, shardcast.Group{Key: p.ID, Channels: keys})
@@ -71,7 +78,13 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		prev[g.Key] = c.Paths[g.Key].setOwner(l)
 	}
 	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
-		return FirstError(wire.Subscribe(ctx, cmd.Channels))
+		cmdCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
+		defer cancel()
+		err := FirstError(wire.Subscribe(cmdCtx, cmd.Channels))
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			stop()
+		}
+		return err
 	})
 	l.resubscribeCommands.Add(uint64(report.Commands))
 	failed := make(map[int]bool, len(report.FailedKeys))
@@ -114,11 +127,11 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 }
 
 func (c *Core) emitRestored(addr string, paths []*Path, since time.Time) {
-	var channels []string
-	for _, p := range paths {
-		channels = append(channels, p.Wanted()...)
+	lists := make([][]string, len(paths))
+	for i, p := range paths {
+		lists[i] = p.Wanted()
 	}
-	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, channels, since, nil))
+	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, concat(lists), since, nil))
 }
 
 // heal resubscribes every interrupted path whose link is up. Each link

@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -102,4 +106,60 @@ func parkedIn(fn string) bool {
 		}
 	}
 	return false
+}
+
+// fanRouter carries paths p0 … p(n-1), channel "p<i>" on path i, all on
+// one link.
+type fanRouter struct{ link *Link }
+
+func (r *fanRouter) PathOf(ch string) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(ch, "p"))
+	return i
+}
+func (r *fanRouter) Key(_ int, ch string) string { return ch }
+func (r *fanRouter) Carrier(int) *Link           { return r.link }
+func (r *fanRouter) Carried(*Link) []int         { return nil }
+func (r *fanRouter) Links() []*Link              { return []*Link{r.link} }
+func (r *fanRouter) Describe(p int) string       { return "path " + strconv.Itoa(p) }
+
+// TestSyncGivesUpOnAFrozenNode: CommandTimeout bounds each command of a
+// resubscribe, and the first command that times out ends the whole sync:
+// the node stopped answering, so the groups not yet sent are not sent to
+// wait out the same timeout one round of workers after another (64 paths
+// over 16 workers would hold the link four timeouts long, unwatched).
+func TestSyncGivesUpOnAFrozenNode(t *testing.T) {
+	const paths, workers = 64, 16
+	srv := redistest.StartStandalone(t)
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}}.WithDefaults(),
+		Conn:    shardcast.ConnOptions{CommandTimeout: 200 * time.Millisecond}.WithDefaults(),
+		Paths:   paths,
+		Mode:    subconn.Classic,
+	})
+	r := &fanRouter{}
+	c.SetRouter(r)
+	r.link = c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, func(*Link, string, []byte) {}, nil)
+	r.link.Start()
+	t.Cleanup(func() { c.Close(r.link.Stop) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ids := make([]int, paths)
+	chans := make([]string, paths)
+	for i := range ids {
+		ids[i], chans[i] = i, "p"+strconv.Itoa(i)
+	}
+	require.NoError(t, c.Subscribe(ctx, chans))
+
+	// A second wire the paths are not active on, then the node freezes.
+	wire, err := subconn.Open(ctx, subconn.Dialer{Addr: srv.Addr()}, subconn.Classic, subconn.Hooks{})
+	require.NoError(t, err)
+	defer wire.Close()
+	require.NoError(t, srv.Pause())
+	c.Sync(r.link, wire, ids)
+	require.NoError(t, srv.Resume())
+	sent := r.link.resubscribeCommands.Load()
+	assert.LessOrEqual(t, sent, uint64(workers), "commands sent to a frozen node")
+	for _, p := range c.Paths {
+		assert.False(t, p.ActiveWire() == wire, "path %d active on the frozen wire", p.ID)
+	}
 }

@@ -522,6 +522,12 @@ func (p *Pub) read(w *wire) {
 		}
 		w.mu.Lock()
 		if w.head == len(w.queue) {
+			if res != nil && w.werr == nil {
+				// An error before any command: the server refused the
+				// connection (maxclients) and is closing it. Its words are
+				// the cause, not the closed socket a write then meets.
+				w.werr = res
+			}
 			w.mu.Unlock()
 			err = fmt.Errorf("%w: reply with no command waiting", resp.ErrProtocol)
 			break

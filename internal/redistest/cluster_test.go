@@ -229,7 +229,7 @@ func TestClusterMoveSlot(t *testing.T) {
 	// old owner must be told the slot left.
 	_, err = src.Do(ctx, "SET", "{foo}.k", "v")
 	require.NoError(t, err)
-	sub, err := dialRESP(ctx, src.Addr())
+	sub, err := src.dial(ctx)
 	require.NoError(t, err)
 	defer sub.close()
 	replies, err := sub.do(ctx, []string{"SSUBSCRIBE", channel})

@@ -3,7 +3,10 @@
 // redis-server processes on loopback, with the faults tests need (SIGKILL,
 // SIGSTOP/SIGCONT, restart, failover, slot moves, added and removed
 // masters) and ways to look inside (INFO, command counters, CLIENT LIST,
-// CLUSTER KEYSLOT).
+// CLUSTER KEYSLOT). WithTLS starts servers and clusters that speak only
+// TLS, with a certificate NewCerts generates; Server.Dial holds a
+// connection open, for an admin that must get in once the server refuses
+// new clients.
 //
 //	func TestFailover(t *testing.T) {
 //		c := redistest.StartCluster(t, 3, 1) // ready: state ok, maps agreed, replicas linked

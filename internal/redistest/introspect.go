@@ -133,7 +133,7 @@ func (s *Server) KeySlots(ctx context.Context, keys ...string) ([]uint16, error)
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	c, err := dialRESP(ctx, s.Addr())
+	c, err := s.dial(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,8 @@ package redistest
 type Option func(*options)
 
 type options struct {
-	args []string
+	args  []string
+	certs *Certs // WithTLS
 }
 
 // WithArgs appends redis-server command-line arguments (such as

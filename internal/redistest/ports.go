@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
-	"testing"
 )
 
 // Client ports are drawn from [portMin, portMax). A cluster node also
@@ -88,19 +87,4 @@ func portFree(port int) bool {
 
 func lockDirError(err error) error {
 	return fmt.Errorf("redistest: port lock directory: %w", err)
-}
-
-// ReservePort returns a loopback port below the ephemeral range that no
-// other user of this package holds and nothing listens on, reserved until
-// tb ends: for a second listener of a server the harness starts, such as a
-// TLS port, which outgoing connections cannot take the way they can take
-// a port the kernel hands out.
-func ReservePort(tb testing.TB) int {
-	tb.Helper()
-	res, err := reservePort()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(res.release)
-	return res.port
 }

@@ -19,7 +19,7 @@ func TestProxy(t *testing.T) {
 	p := StartProxy(t, s.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sub, err := dialRESP(ctx, p.Addr())
+	sub, err := dialRESP(ctx, p.Addr(), nil)
 	require.NoError(t, err)
 	defer sub.close()
 	_, err = sub.do(ctx, []string{"SUBSCRIBE", "kept", "cut"}, []string{"SSUBSCRIBE", "skept"})

@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,12 +33,29 @@ type respConn struct {
 	wbuf []byte
 }
 
-// dialRESP connects to addr, bounded by ctx (or defaultCallTimeout).
-func dialRESP(ctx context.Context, addr string) (*respConn, error) {
+// dial opens a harness connection to s: over TLS when s was started
+// WithTLS.
+func (s *Server) dial(ctx context.Context) (*respConn, error) {
+	return dialRESP(ctx, s.Addr(), s.tls)
+}
+
+// dialRESP connects to addr, over TLS when cfg is set, bounded by ctx (or
+// defaultCallTimeout).
+func dialRESP(ctx context.Context, addr string, cfg *tls.Config) (*respConn, error) {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var (
+		nc  net.Conn
+		err error
+	)
+	if cfg == nil {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		// tls.Dialer takes the server name from addr.
+		d := tls.Dialer{Config: cfg}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redistest: dial %s: %w", addr, ctxErr(ctx, err))
 	}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +46,9 @@ type Server struct {
 	port    int
 	cluster bool
 	res     *portReservation
+	// tls is the harness's client configuration for a server started
+	// WithTLS, nil for plain TCP.
+	tls *tls.Config
 
 	mu     sync.Mutex
 	inst   instance
@@ -78,6 +82,9 @@ func StartStandalone(tb testing.TB, opts ...Option) *Server {
 		err error
 	)
 	if b == backendDocker {
+		if o.certs != nil {
+			tb.Fatal("redistest: WithTLS needs redis-server from PATH, not the Docker backend")
+		}
 		s, err = startDocker(ctx, tbEnv(tb), dir, o)
 	} else {
 		s, err = startProcess(ctx, tbEnv(tb), dir, false, o)
@@ -94,7 +101,7 @@ func StartStandalone(tb testing.TB, opts ...Option) *Server {
 // serverArgs is the redis-server command line. Everything is tuned for
 // throwaway test servers: no persistence, loopback only, fast replication
 // and failure detection, and topology changes only when a test asks.
-func serverArgs(port int, dir string, cluster bool, extra []string) []string {
+func serverArgs(port int, dir string, cluster bool, o options) []string {
 	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
@@ -128,7 +135,11 @@ func serverArgs(port int, dir string, cluster bool, extra []string) []string {
 			"--repl-ping-replica-period", "1",
 		)
 	}
-	return append(args, extra...)
+	if o.certs != nil {
+		// After --port, which it turns off.
+		args = append(args, tlsArgs(strconv.Itoa(port), o.certs)...)
+	}
+	return append(args, o.args...)
 }
 
 // startProcess starts redis-server as a child process, retrying on a new
@@ -144,8 +155,11 @@ func startProcess(ctx context.Context, e env, dir string, cluster bool, o option
 		if err != nil {
 			return nil, err
 		}
-		inst := newProcessInstance(redisServerBin, dir, serverArgs(res.port, dir, cluster, o.args))
+		inst := newProcessInstance(redisServerBin, dir, serverArgs(res.port, dir, cluster, o))
 		s := &Server{env: e, dir: dir, port: res.port, cluster: cluster, res: res, inst: inst}
+		if o.certs != nil {
+			s.tls = o.certs.ClientTLS()
+		}
 		if err = s.launch(ctx); err == nil {
 			return s, nil
 		}
@@ -395,7 +409,7 @@ func (s *Server) doMulti(ctx context.Context, cmds ...[]string) ([]any, error) {
 			return nil, errors.New("redistest: empty command")
 		}
 	}
-	c, err := dialRESP(ctx, s.Addr())
+	c, err := s.dial(ctx)
 	if err != nil {
 		return nil, err
 	}

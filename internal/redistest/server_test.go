@@ -70,7 +70,7 @@ func TestStandaloneDoAndIntrospection(t *testing.T) {
 	assert.Zero(t, stats["spublish"])
 
 	// A named connection shows up; the harness's own does not.
-	sub, err := dialRESP(ctx, s.Addr())
+	sub, err := s.dial(ctx)
 	require.NoError(t, err)
 	defer sub.close()
 	_, err = sub.do(ctx, []string{"CLIENT", "SETNAME", "watcher"}, []string{"SUBSCRIBE", "news"})

@@ -126,6 +126,10 @@ type Conn struct {
 	// deliver, on a wire the caller already gave up, messages the caller now
 	// receives elsewhere.
 	closing atomic.Bool
+
+	// reads counts the replies and pushes the reader has begun: a ping
+	// that is late while it grows waits behind replies still arriving.
+	reads atomic.Uint64
 }
 
 // readBufferSize is the socket read buffer; a payload that fits is handed
@@ -242,6 +246,12 @@ func (c *Conn) Ping(ctx context.Context) error {
 	}
 	return c.wait(ctx, cl)
 }
+
+// Reads returns how many replies and pushes the wire has read so far. A
+// ping that is overdue while the count still grows is queued behind
+// replies the server is sending (a long pipeline of subscribe commands):
+// the server is busy, not gone.
+func (c *Conn) Reads() uint64 { return c.reads.Load() }
 
 // Close closes the wire and waits for the reader goroutine to exit. Once
 // Close has begun, hooks for newly read pushes are skipped (one already
@@ -393,6 +403,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		if err != nil {
 			return err
 		}
+		c.reads.Add(1)
 		switch line[0] {
 		case '*':
 			n, err := resp.ParseInt(line[1:])
@@ -570,7 +581,9 @@ func (c *Conn) failed(err *resp.ServerError) error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 {
 		c.qmu.Unlock()
-		return fmt.Errorf("%w: error reply %q with no command waiting", resp.ErrProtocol, err.Msg)
+		// Most likely the server refusing the connection (maxclients)
+		// before it closes it: its error is the wire's cause.
+		return fmt.Errorf("%w: error reply with no command waiting: %w", resp.ErrProtocol, err)
 	}
 	head := c.queue[0]
 	if head.kind == callUnsubscribe {

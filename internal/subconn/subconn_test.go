@@ -855,3 +855,25 @@ func TestContextEndingRightAfterWriteSparesTheNextWrite(t *testing.T) {
 	}
 	assert.True(t, conn.Alive())
 }
+
+// TestRefusedConnectionSaysWhy: a server at maxclients answers a new
+// connection with an error and closes it, before any command arrives.
+// Whether that reply comes before or after Open's PING was queued, Open
+// fails with the server's error. Each round races the reader against the
+// PING.
+func TestRefusedConnectionSaysWhy(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin, err := s.Dial(ctx)
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, admin.SetMaxClients(ctx, 1))
+	for range 100 {
+		c, err := Open(ctx, Dialer{Addr: s.Addr()}, Classic, Hooks{})
+		require.Nil(t, c)
+		require.ErrorContains(t, err, "max number of clients reached")
+		_, isReply := resp.IsServerError(err)
+		require.True(t, isReply, "%v does not wrap the server's error", err)
+	}
+}
