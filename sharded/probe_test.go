@@ -124,6 +124,11 @@ func (p *dropProxy) close() {
 	p.wg.Wait()
 }
 
+// sameServerOtherName is the Agreement of a subscriber that reaches the
+// publisher's instance through a proxy: the layout record compares
+// addresses as configured, and would take the proxy's for another layout.
+var sameServerOtherName = shardcast.Agreement{Off: true}
+
 // TestProbesCatchASilentPath: a subscribe connection whose message pushes
 // stop arriving while it still answers pings is reported Interrupted with
 // ErrSilentPath by the delivery probes, resubscribed, and reported
@@ -139,7 +144,7 @@ func TestProbesCatchASilentPath(t *testing.T) {
 		proxy := startDropProxy(t, srv.Addr())
 		rec := newRecorder()
 		var evs events
-		sub := newBroker(t, Config{Addrs: []string{proxy.addr()},
+		sub := newBroker(t, Config{Addrs: []string{proxy.addr()}, Agreement: sameServerOtherName,
 			Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 			Conn:    shardcast.ConnOptions{ProbeInterval: 50 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond}})
 		require.NoError(t, sub.Subscribe(ctx, "watched"))
@@ -167,7 +172,7 @@ func TestProbesCatchASilentPath(t *testing.T) {
 		proxy := startDropProxy(t, srv.Addr())
 		rec := newRecorder()
 		var evs events
-		sub := newBroker(t, Config{Addrs: []string{proxy.addr()},
+		sub := newBroker(t, Config{Addrs: []string{proxy.addr()}, Agreement: sameServerOtherName,
 			Options: shardcast.Options{Handler: rec.handle, OnEvent: evs.Add}})
 		require.NoError(t, sub.Subscribe(ctx, "watched"))
 		proxy.drop.Store(true)
