@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
@@ -41,13 +42,19 @@ type Broker struct {
 	stopping bool
 
 	topologyChanges atomic.Uint64
+
+	member *agreement.Member // the broker's layout registration; nil with Agreement.Off
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
 
 // New connects to the cluster, reads its slot map and returns a broker. A
 // broker with a Handler opens one subscribe connection per master in the
-// background; Subscribe waits for them.
+// background; Subscribe waits for them. Unless cfg.Agreement.Off is set,
+// New fails if the cluster's layout record holds another partition count
+// or prefix that live brokers use (an error wrapping
+// shardcast.ErrLayoutMismatch), or if the record cannot be read within
+// Conn.CommandTimeout.
 func New(cfg Config) (*Broker, error) {
 	s, err := cfg.settings()
 	if err != nil {
@@ -87,6 +94,10 @@ func New(cfg Config) (*Broker, error) {
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
 	b.core.Go(b.watchRoles)
+	if err := b.joinLayout(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -406,10 +417,12 @@ func (b *Broker) Masters() map[string][]int {
 }
 
 // Close closes every connection, waits for the broker's goroutines and the
-// handlers of queued messages, and makes later calls return ErrClosed. It
-// is idempotent. Do not call it from a Handler or OnEvent: it waits for
+// handlers of queued messages, and makes later calls return ErrClosed.
+// First it leaves the layout registry (see shardcast.Agreement). It is
+// idempotent. Do not call it from a Handler or OnEvent: it waits for
 // them to return.
 func (b *Broker) Close() error {
+	b.member.Leave()
 	b.core.Close(b.teardown)
 	return nil
 }
