@@ -53,9 +53,8 @@ type Member struct {
 	quit context.Context
 	stop context.CancelFunc
 	beat sync.WaitGroup
-
-	mu   sync.Mutex
-	left bool
+	// end runs Leave or Abandon, once.
+	end sync.Once
 }
 
 // Join checks the broker's layout against the record and registers the
@@ -175,38 +174,36 @@ func (m *Member) heartbeat(parent context.Context) {
 // the registry, bounded by cfg.Timeout, so that brokers with another
 // layout may start as soon as every broker of this one has left. Call it
 // while the Runner still works (before the engine closes). Only the first
-// call does anything; a failure is logged, and the registration then
-// expires by itself.
+// call of Leave or Abandon does anything, and concurrent ones wait for
+// it; a failure is logged, and the registration then expires by itself.
 func (m *Member) Leave() {
-	if !m.halt() {
+	if m == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Timeout)
-	defer cancel()
-	if _, err := m.cfg.Run(ctx, leaveScript, m.keys, []string{m.id}); err != nil {
-		m.cfg.Log.Warn("shardcast: could not leave the layout registry; the registration will expire",
-			"key", m.keys[1], "on", m.cfg.Where, "err", err)
-	}
+	m.end.Do(func() {
+		m.halt()
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Timeout)
+		defer cancel()
+		if _, err := m.cfg.Run(ctx, leaveScript, m.keys, []string{m.id}); err != nil {
+			m.cfg.Log.Warn("shardcast: could not leave the layout registry; the registration will expire",
+				"key", m.keys[1], "on", m.cfg.Where, "err", err)
+		}
+	})
 }
 
 // Abandon stops the heartbeat and makes Leave do nothing, leaving the
 // registration to expire: what a broker that crashed leaves behind. It is
 // for tests.
-func (m *Member) Abandon() { m.halt() }
-
-// halt stops the heartbeat and waits for it; it reports whether this was
-// the first call of Leave or Abandon.
-func (m *Member) halt() bool {
-	if m == nil {
-		return false
+func (m *Member) Abandon() {
+	if m != nil {
+		m.end.Do(m.halt)
 	}
-	m.mu.Lock()
-	first := !m.left
-	m.left = true
-	m.mu.Unlock()
+}
+
+// halt stops the heartbeat and waits for it.
+func (m *Member) halt() {
 	m.stop()
 	m.beat.Wait()
-	return first
 }
 
 // State is what Read finds in Redis.
