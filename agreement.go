@@ -54,9 +54,13 @@ type Agreement struct {
 	// '}'; ending it with a separator (":") keeps the key names readable.
 	App string
 	// Heartbeat is how often a live broker renews its registration
-	// (default 5s). A broker that stops renewing it is dropped from the
-	// registry 3 heartbeats later, after which brokers with another
-	// layout may start.
+	// (default 5s; at least 1ms). A broker that stops renewing it is
+	// dropped from the registry 3 heartbeats later, after which brokers
+	// with another layout may start. Each renewal, like the check at New,
+	// is bounded by Conn.CommandTimeout; Close tries to leave the registry
+	// for at most one Heartbeat (or CommandTimeout, if shorter). A New
+	// that failed on a timeout may still have registered, if Redis ran
+	// the command late: that registration expires like any other.
 	Heartbeat time.Duration
 }
 
@@ -78,8 +82,8 @@ func (a Agreement) WithDefaults() Agreement {
 
 // Validate reports a setting that cannot work, wrapped in ErrInvalidConfig.
 func (a Agreement) Validate() error {
-	if a.Heartbeat < 0 {
-		return fmt.Errorf("%w: Agreement.Heartbeat = %v, want >= 0", ErrInvalidConfig, a.Heartbeat)
+	if a.Heartbeat < 0 || (a.Heartbeat > 0 && a.Heartbeat < time.Millisecond) {
+		return fmt.Errorf("%w: Agreement.Heartbeat = %v, want 0 (default) or at least 1ms", ErrInvalidConfig, a.Heartbeat)
 	}
 	if strings.ContainsAny(a.App, "{}") {
 		return fmt.Errorf("%w: Agreement.App %q contains a brace", ErrInvalidConfig, a.App)

@@ -30,7 +30,7 @@ func TestAgreementKeys(t *testing.T) {
 }
 
 func TestAgreementValidate(t *testing.T) {
-	for _, bad := range []Agreement{{Heartbeat: -time.Second}, {App: "a{b"}, {App: "}"}} {
+	for _, bad := range []Agreement{{Heartbeat: -time.Second}, {Heartbeat: time.Microsecond}, {App: "a{b"}, {App: "}"}} {
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, "%+v", bad)
 	}
 	for _, good := range []Agreement{{}, {Off: true}, {App: "chat:", Heartbeat: time.Millisecond}} {

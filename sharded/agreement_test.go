@@ -239,3 +239,25 @@ func TestLayoutHeartbeatFailureIsReported(t *testing.T) {
 		return fields["fingerprint"] == b.Fingerprint() && len(members) == 1 && members[0] == b.member.ID()
 	})
 }
+
+// TestCloseWithFrozenControl: Close does not hang on a control instance
+// that stopped answering: its leave gives up after Conn.CommandTimeout
+// (whether the ZREM it wrote runs once the instance thaws is up to
+// Redis), and the heartbeat ends (TestMain checks for goroutines).
+func TestCloseWithFrozenControl(t *testing.T) {
+	servers := startServers(t, 2)
+	control := servers[1]
+	b, err := New(Config{Addrs: addrs(servers[0]), ControlAddr: control.Addr(),
+		Conn:      shardcast.ConnOptions{CommandTimeout: 200 * time.Millisecond},
+		Agreement: shardcast.Agreement{Heartbeat: 10 * time.Millisecond}})
+	require.NoError(t, err)
+	require.NoError(t, control.Pause())
+	closed := make(chan struct{})
+	go func() { defer close(closed); _ = b.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(waitTimeout):
+		t.Fatal("Close hung on a frozen control instance")
+	}
+	require.NoError(t, control.Resume())
+}

@@ -29,7 +29,10 @@ type Config struct {
 
 	// Agreement configures the layout record that keeps brokers with
 	// different instance lists from running side by side (on by
-	// default; see shardcast.Agreement).
+	// default; see shardcast.Agreement). Lists are compared by their
+	// host:port as configured, so every node must name an instance the
+	// same way: not by DNS name on some nodes and by IP, or through a
+	// proxy, on others (or turn the record off).
 	Agreement shardcast.Agreement
 	// ControlAddr is the Redis that holds the layout record, in the form
 	// of Addrs (default: Addrs[0]). Brokers are compared only with

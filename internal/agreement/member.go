@@ -171,8 +171,11 @@ func (m *Member) heartbeat(parent context.Context) {
 }
 
 // Leave stops the heartbeat and waits for it, then removes the broker from
-// the registry, bounded by cfg.Timeout, so that brokers with another
-// layout may start as soon as every broker of this one has left. Call it
+// the registry, so that brokers with another layout may start as soon as
+// every broker of this one has left. It tries for at most cfg.Timeout or
+// one heartbeat interval, whichever is shorter: a broker that cannot
+// leave is dropped 3 intervals after its last renewal anyway, and Close
+// should not wait out an outage. Call it
 // while the Runner still works (before the engine closes). Only the first
 // call of Leave or Abandon does anything, and concurrent ones wait for
 // it; a failure is logged, and the registration then expires by itself.
@@ -182,7 +185,7 @@ func (m *Member) Leave() {
 	}
 	m.end.Do(func() {
 		m.halt()
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), min(m.cfg.Timeout, m.cfg.Heartbeat))
 		defer cancel()
 		if _, err := m.cfg.Run(ctx, leaveScript, m.keys, []string{m.id}); err != nil {
 			m.cfg.Log.Warn("shardcast: could not leave the layout registry; the registration will expire",
