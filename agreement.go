@@ -37,9 +37,9 @@ import (
 // cost is two small keys in the application's Redis (see RecordKey and
 // RegistryKey; docs/LAYOUT.md §9 gives their format), one script call per
 // Heartbeat per broker, and the permission to run scripts on those keys.
-// (The sharded engine runs them over a connection of its own to the
-// control instance; the cluster engine through its Eval on the master of
-// partition 0, where they count among NodeStats.Published's scripts.)
+// Each broker runs them over one connection of its own (to the sharded
+// engine's control instance, or to the cluster master of the record's
+// slot), so they never queue behind publishes nor count in NodeStats.
 // Set Off where that is not wanted, for instance under an ACL that allows
 // only Pub/Sub commands.
 type Agreement struct {
@@ -93,9 +93,9 @@ func (a Agreement) Validate() error {
 
 // agreementKeyBase is where every key of the layout record starts, after
 // Agreement.App: the hash tag of partition 0, which is "7lw" for every
-// partition count. On a cluster the keys thus share the slot of partition
-// 0, so that one script can change them together and a broker reaches
-// them as it reaches partition 0's channels.
+// partition count. On a cluster the keys thus share one slot, so that one
+// script can change them together, and that slot is one every layout
+// uses.
 var agreementKeyBase = "{" + partitionTags[0] + "}:shardcast-layout:"
 
 // RecordKey returns the name of the hash that holds the layout record:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,7 @@ func TestLayoutAgreement(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	t.Run("AgreeAndRefuse", func(t *testing.T) { testAgreeAndRefuse(t, c) })
 	t.Run("AfterCrash", func(t *testing.T) { testAgreementAfterCrash(t, c) })
+	t.Run("HeartbeatFollowsFailover", func(t *testing.T) { testHeartbeatFollowsFailover(t, c) })
 	// Last: it freezes a master.
 	t.Run("RecordUnreachable", func(t *testing.T) { testRecordUnreachable(t, c) })
 }
@@ -190,4 +192,38 @@ func testRecordUnreachable(t *testing.T, c *redistest.Cluster) {
 	assert.NotErrorIs(t, err, shardcast.ErrLayoutMismatch)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "layout record "+defaultAgreement.RecordKey())
+}
+
+// testHeartbeatFollowsFailover: when the master that holds the record
+// dies, the heartbeat finds the promoted replica (through a seed's MOVED)
+// and renews there.
+func testHeartbeatFollowsFailover(t *testing.T, c *redistest.Cluster) {
+	ctx := testCtx(t, time.Minute)
+	b := newBroker(t, Config{Addrs: c.Seeds(), Agreement: shardcast.Agreement{Heartbeat: 50 * time.Millisecond}})
+	_, _, owner := recordIn(t, c)
+	require.NoError(t, owner.Kill())
+	promoted, err := c.WaitFailover(ctx, owner)
+	require.NoError(t, err)
+	score := func() float64 {
+		v, err := promoted.Do(ctx, "ZSCORE", defaultAgreement.RegistryKey(), b.member.ID())
+		require.NoError(t, err)
+		s, _ := v.(string)
+		f, _ := strconv.ParseFloat(s, 64)
+		return f
+	}
+	first := score()
+	require.True(t, waitFor(20*time.Second, func() bool { return score() > first }),
+		"the registration was never renewed on the promoted master %s", promoted.Addr())
+	fields, members, now := recordIn(t, c)
+	assert.Equal(t, promoted.Addr(), now.Addr())
+	assert.Equal(t, b.Fingerprint(), fields["fingerprint"])
+	assert.Equal(t, []string{b.member.ID()}, members)
+}
+
+func TestMovedTo(t *testing.T) {
+	assert.Equal(t, "10.0.0.2:7001", movedTo("MOVED 2 10.0.0.2:7001", "10.0.0.1:7000"))
+	assert.Equal(t, "10.0.0.1:7001", movedTo("MOVED 2 :7001", "10.0.0.1:7000"), "an empty host is the asked node's")
+	assert.Equal(t, "[::1]:7001", movedTo("MOVED 2 [::1]:7001", "10.0.0.1:7000"))
+	assert.Equal(t, "", movedTo("MOVED 2", "10.0.0.1:7000"))
+	assert.Equal(t, "", movedTo("MOVED 2 nonsense", "10.0.0.1:7000"))
 }

@@ -43,7 +43,10 @@ type Broker struct {
 
 	topologyChanges atomic.Uint64
 
-	member *agreement.Member // the broker's layout registration; nil with Agreement.Off
+	// member is the broker's layout registration and record the
+	// connection its scripts use (both nil with Agreement.Off).
+	member *agreement.Member
+	record *recordConn
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
@@ -90,14 +93,14 @@ func New(cfg Config) (*Broker, error) {
 		b.core.Close(client.Close)
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
-	b.core.StartProbes(b.Publish)
-	b.applySlots(context.Background(), slots)
-	b.core.Maintain(s.TopologyInterval, b.poll)
-	b.core.Go(b.watchRoles)
 	if err := b.joinLayout(); err != nil {
 		b.Close()
 		return nil, err
 	}
+	b.core.StartProbes(b.Publish)
+	b.applySlots(context.Background(), slots)
+	b.core.Maintain(s.TopologyInterval, b.poll)
+	b.core.Go(b.watchRoles)
 	return b, nil
 }
 
@@ -418,12 +421,12 @@ func (b *Broker) Masters() map[string][]int {
 
 // Close closes every connection, waits for the broker's goroutines and the
 // handlers of queued messages, and makes later calls return ErrClosed.
-// First it leaves the layout registry (see shardcast.Agreement). It is
+// Then it leaves the layout registry (see shardcast.Agreement). It is
 // idempotent. Do not call it from a Handler or OnEvent: it waits for
 // them to return.
 func (b *Broker) Close() error {
-	b.member.Leave()
 	b.core.Close(b.teardown)
+	b.leaveLayout()
 	return nil
 }
 

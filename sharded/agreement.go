@@ -60,3 +60,12 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	m.Start(b.core.Ctx(), b.core.Go)
 	return nil
 }
+
+// leaveLayout leaves the registry and closes the control connection. It
+// runs after the broker closed, so that Close cuts calls short first.
+func (b *Broker) leaveLayout() {
+	b.member.Leave()
+	if b.control != nil {
+		b.control.Close()
+	}
+}

@@ -83,7 +83,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	if err := b.joinLayout(cfg, conn); err != nil {
-		b.core.Close(b.teardown)
+		_ = b.Close()
 		return nil, err
 	}
 	if b.core.Paths != nil {
@@ -238,19 +238,16 @@ func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
 
 // Close closes every connection, waits for the broker's goroutines and
 // the handlers of messages already queued, and makes later calls return
-// ErrClosed. First it leaves the layout registry (see
+// ErrClosed. Then it leaves the layout registry (see
 // shardcast.Agreement). It is idempotent. Do not call it from a Handler or OnEvent:
 // it waits for them to return.
 func (b *Broker) Close() error {
-	b.member.Leave()
 	b.core.Close(b.teardown)
+	b.leaveLayout()
 	return nil
 }
 
 func (b *Broker) teardown() {
-	if b.control != nil {
-		b.control.Close()
-	}
 	for _, l := range b.links {
 		l.Stop()
 	}
