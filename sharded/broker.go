@@ -48,8 +48,8 @@ var _ shardcast.Broker = (*Broker)(nil)
 // DialTimeout, and, unless cfg.Agreement.Off is set, if the layout record
 // on the control instance holds another instance list that live brokers
 // use (an error wrapping shardcast.ErrLayoutMismatch) or cannot be read
-// within Conn.CommandTimeout. Subscribe connections are opened in the background; a
-// Subscribe call waits for them.
+// within Conn.CommandTimeout. Subscribe connections are opened in the
+// background; a Subscribe call waits for them.
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -239,8 +239,8 @@ func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
 // Close closes every connection, waits for the broker's goroutines and
 // the handlers of messages already queued, and makes later calls return
 // ErrClosed. Then it leaves the layout registry (see
-// shardcast.Agreement). It is idempotent. Do not call it from a Handler or OnEvent:
-// it waits for them to return.
+// shardcast.Agreement). It is idempotent. Do not call it from a Handler
+// or OnEvent: it waits for them to return.
 func (b *Broker) Close() error {
 	b.core.Close(b.teardown)
 	b.leaveLayout()
