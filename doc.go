@@ -16,9 +16,12 @@
 // both engines take, the [Stats] they count, and the sentinel errors to
 // branch on with errors.Is: [ErrClosed], [ErrInvalidChannel],
 // [ErrPayloadTooLarge], [ErrNoHandler], [ErrInvalidConfig], [ErrNotSent],
-// and the event causes [ErrSlotMoved], [ErrPartitionMoved] and
-// [ErrHandlerPanic]. [Layout] tells which partition and wire key a channel
-// gets; nodes that share channels must agree on [Layout.Fingerprint].
+// [ErrLayoutMismatch], and the event causes [ErrSlotMoved],
+// [ErrPartitionMoved] and [ErrHandlerPanic]. [Layout] tells which
+// partition and wire key a channel gets; nodes that share channels must
+// agree on [Layout.Fingerprint], and check that they do as they start:
+// each broker compares its layout with a record the running brokers keep
+// in Redis, and refuses to start on another ([Agreement]).
 //
 // A minimal subscriber:
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/envelope"
@@ -39,6 +40,10 @@ type Broker struct {
 	stopping bool
 
 	topologyChanges atomic.Uint64
+
+	// member is the broker's layout registration (nil with
+	// Agreement.Off).
+	member *agreement.Member
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
@@ -50,7 +55,12 @@ var _ shardcast.Broker = (*Broker)(nil)
 // checks, opened on first use, and, with a Handler, one subscribe
 // connection (Conn.SubscribeConns of them), opened in the background;
 // Subscribe waits for them. A seed that is not a master it publishes to
-// is asked on a connection of its own, closed after the answer.
+// is asked on a connection of its own, closed after the answer. Unless
+// cfg.Agreement.Off is set, New also fails if the cluster's layout record
+// holds another partition count or prefix that live brokers use (an error
+// wrapping shardcast.ErrLayoutMismatch), or if the record cannot be read
+// within Conn.CommandTimeout. The record's scripts go over the publishing
+// connection of the master of partition 0's slot, where the record lives.
 func New(cfg Config) (*Broker, error) {
 	s, err := cfg.settings()
 	if err != nil {
@@ -85,6 +95,10 @@ func New(cfg Config) (*Broker, error) {
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.poll)
 	b.core.Go(b.watchRoles)
+	if err := b.joinLayout(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -182,11 +196,28 @@ func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, 
 			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, b.layout.Slot(p))
 		}
 	}
+	return b.evalPartition(ctx, p, s, keys, args, false)
+}
+
+// evalPartition runs s on the master of partition p, whose slot every key
+// is in, following redirections like a publish; a housekeeping script (the
+// layout record's) does not count in NodeStats' Published.
+func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, keys, args []string, housekeeping bool) (any, error) {
+	run := func(ctx context.Context, pub *pubconn.Pub, asking bool) (any, error) {
+		switch {
+		case housekeeping:
+			return engine.EvalUncounted(ctx, pub, asking, s, keys, args)
+		case asking:
+			return engine.EvalAsking(ctx, pub, s, keys, args)
+		default:
+			return engine.Eval(ctx, pub, s, keys, args)
+		}
+	}
 	pub := b.routeOf(p)
 	var v any
 	var err error
 	if pub != nil {
-		v, err = engine.Eval(ctx, pub, s, keys, args)
+		v, err = run(ctx, pub, false)
 		if err == nil {
 			return v, nil
 		}
@@ -203,11 +234,7 @@ func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, 
 	b.core.Kick()
 	err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 		var err error
-		if asking {
-			v, err = engine.EvalAsking(ctx, pub, s, keys, args)
-		} else {
-			v, err = engine.Eval(ctx, pub, s, keys, args)
-		}
+		v, err = run(ctx, pub, asking)
 		return err
 	})
 	if err != nil && b.core.Closed() {
@@ -386,11 +413,14 @@ func (b *Broker) Masters() map[string][]int {
 	return out
 }
 
-// Close closes every connection, waits for the broker's goroutines and the
-// handlers of queued messages, and makes later calls return ErrClosed. It
-// is idempotent. Do not call it from a Handler or OnEvent: it waits for
+// Close leaves the layout registry (see shardcast.Agreement; bounded by
+// about a second), closes every connection, waits for the broker's
+// goroutines and the handlers of queued messages, and makes later calls
+// return ErrClosed. It is
+// idempotent. Do not call it from a Handler or OnEvent: it waits for
 // them to return.
 func (b *Broker) Close() error {
+	b.member.Leave()
 	b.core.Close(b.teardown)
 	return nil
 }

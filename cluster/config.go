@@ -53,6 +53,12 @@ type Config struct {
 	// SlotsTimeout bounds how long one node may take to answer CLUSTER
 	// SLOTS before the next known node is asked (default 1s).
 	SlotsTimeout time.Duration
+
+	// Agreement configures the layout record that keeps brokers with
+	// different partition counts or prefixes from running side by side
+	// (on by default; see shardcast.Agreement). The record lives in the
+	// cluster, in the slot of its hash tag.
+	Agreement shardcast.Agreement
 }
 
 // settings is a validated Config with defaults applied, and how to reach
@@ -76,6 +82,9 @@ func (c Config) settings() (settings, error) {
 		return settings{}, err
 	}
 	if err := c.Options.Validate(); err != nil {
+		return settings{}, err
+	}
+	if err := c.Agreement.Validate(); err != nil {
 		return settings{}, err
 	}
 	c.Options, c.Conn = c.Options.WithDefaults(), c.Conn.WithDefaults()

@@ -147,7 +147,9 @@ func testPrefix(t *testing.T, c *redistest.Cluster) {
 	sub := newBroker(t, Config{Addrs: c.Seeds(), Prefix: "app:",
 		Options: shardcast.Options{Handler: rec.handle}})
 	pub := newBroker(t, Config{Addrs: c.Seeds(), Prefix: "app:"})
-	unprefixed := newBroker(t, Config{Addrs: c.Seeds()})
+	// A node that forgot the prefix: the layout record would refuse it,
+	// so it runs without, to show what it would miss.
+	unprefixed := newBroker(t, Config{Addrs: c.Seeds(), Agreement: shardcast.Agreement{Off: true}})
 	l := sub.Layout()
 	channels := channelsPerPartition(l, 1, "d.")
 	require.NoError(t, sub.Subscribe(ctx, channels...))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/internal/pubconn"
@@ -27,6 +28,11 @@ type Broker struct {
 	// carried by links[p], to shard p / conns.
 	links []*engine.Link
 	conns int
+	// member is the broker's entry in the layout registry, control the
+	// connection to the instance that holds it (both nil with
+	// Agreement.Off).
+	member  *agreement.Member
+	control *pubconn.Pub
 }
 
 // shard is one Redis instance and its publishing connection.
@@ -39,8 +45,11 @@ var _ shardcast.Broker = (*Broker)(nil)
 
 // New connects to every address in cfg.Addrs and returns a broker. It fails
 // if an address is malformed or an instance cannot be reached within
-// DialTimeout. Subscribe connections are opened in the background; a
-// Subscribe call waits for them.
+// DialTimeout, and, unless cfg.Agreement.Off is set, if the layout record
+// on the control instance holds another instance list that live brokers
+// use (an error wrapping shardcast.ErrLayoutMismatch) or cannot be read
+// within Conn.CommandTimeout. Subscribe connections are opened in the
+// background; a Subscribe call waits for them.
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -72,6 +81,10 @@ func New(cfg Config) (*Broker, error) {
 			b.core.Close(b.teardown)
 			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
 		}
+	}
+	if err := b.joinLayout(cfg, conn); err != nil {
+		_ = b.Close()
+		return nil, err
 	}
 	if b.core.Paths != nil {
 		for _, d := range dials {
@@ -234,10 +247,12 @@ func (b *Broker) Latency() shardcast.LatencyStats { return b.core.Latency() }
 
 // Close closes every connection, waits for the broker's goroutines and
 // the handlers of messages already queued, and makes later calls return
-// ErrClosed. It is idempotent. Do not call it from a Handler or OnEvent:
-// it waits for them to return.
+// ErrClosed. Then it leaves the layout registry (see
+// shardcast.Agreement). It is idempotent. Do not call it from a Handler
+// or OnEvent: it waits for them to return.
 func (b *Broker) Close() error {
 	b.core.Close(b.teardown)
+	b.leaveLayout()
 	return nil
 }
 

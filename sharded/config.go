@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // Config configures a sharded Broker. The zero value of every field except
@@ -25,6 +26,21 @@ type Config struct {
 	// healthy: credentials, TLS, subscribe connections per instance,
 	// timeouts and backoff.
 	Conn shardcast.ConnOptions
+
+	// Agreement configures the layout record that keeps brokers with
+	// different instance lists from running side by side (on by
+	// default; see shardcast.Agreement). Lists are compared by their
+	// host:port as configured, so every node must name an instance the
+	// same way: not by DNS name on some nodes and by IP, or through a
+	// proxy, on others (or turn the record off).
+	Agreement shardcast.Agreement
+	// ControlAddr is the Redis that holds the layout record, in the form
+	// of Addrs (default: Addrs[0]). Brokers are compared only with
+	// brokers that keep their record on the same instance under the same
+	// Agreement.App, so when instance lists may differ in their first
+	// entry, set it to an instance every list shares, or to one outside
+	// the lists. It need not be one of Addrs.
+	ControlAddr string
 }
 
 func (c Config) validate() error {
@@ -33,6 +49,14 @@ func (c Config) validate() error {
 	}
 	if err := c.Conn.Validate(); err != nil {
 		return err
+	}
+	if err := c.Agreement.Validate(); err != nil {
+		return err
+	}
+	if c.ControlAddr != "" {
+		if _, err := engine.ParseAddr(c.ControlAddr, c.Conn); err != nil {
+			return fmt.Errorf("%w (sharded.Config.ControlAddr)", err)
+		}
 	}
 	return c.Options.Validate()
 }

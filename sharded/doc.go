@@ -22,5 +22,8 @@
 // goes unanswered for Conn.ReplyTimeout.
 //
 // The order of Config.Addrs is a wire contract: every node must list the
-// same instances in the same order (compare Broker.Fingerprint).
+// same instances in the same order. New checks it against the layout
+// record on the control instance (Config.ControlAddr, default Addrs[0]) and
+// refuses a list that differs from the running brokers' (see
+// shardcast.Agreement).
 package sharded

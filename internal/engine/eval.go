@@ -24,6 +24,14 @@ func EvalAsking(ctx context.Context, pub *pubconn.Pub, s *shardcast.Script, keys
 	return eval(ctx, pub.DoAsking, s, keys, args)
 }
 
+// EvalUncounted is Eval (EvalAsking when asking) for a script of the
+// library's own housekeeping, not counted in the connection's Published.
+func EvalUncounted(ctx context.Context, pub *pubconn.Pub, asking bool, s *shardcast.Script, keys, args []string) (any, error) {
+	return eval(ctx, func(ctx context.Context, cmd ...string) (any, error) {
+		return pub.DoUncounted(ctx, asking, cmd...)
+	}, s, keys, args)
+}
+
 func eval(ctx context.Context, do func(context.Context, ...string) (any, error), s *shardcast.Script, keys, args []string) (any, error) {
 	cmd := evalArgs("EVALSHA", s.SHA(), keys, args)
 	v, err := do(ctx, cmd...)

@@ -48,6 +48,11 @@ func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 			_ = c.unsubscribePath(undo, c.Paths[g.Key], added[i], token)
 		}
 	}
+	if c.closed.Load() {
+		// Close cut the call short: its connections' errors are Close's
+		// doing, and ErrClosed says so.
+		return shardcast.ErrClosed
+	}
 	return fmt.Errorf("shardcast: subscribe: %w", err)
 }
 
@@ -67,6 +72,9 @@ func (c *Core) Unsubscribe(ctx context.Context, channels []string) error {
 		return c.unsubscribePath(ctx, c.Paths[g.Key], g.Channels, 0)
 	})
 	if err := errors.Join(errs...); err != nil {
+		if c.closed.Load() {
+			return shardcast.ErrClosed
+		}
 		return fmt.Errorf("shardcast: unsubscribe: %w", err)
 	}
 	return nil

@@ -180,6 +180,16 @@ func (p *Pub) DoAsking(ctx context.Context, args ...string) (any, error) {
 	return p.do(ctx, command{args: args, asking: true})
 }
 
+// DoUncounted is Do (DoAsking when asking) for a command of the library's
+// own housekeeping, which Published must not count even when it is a
+// script.
+func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("pubconn: empty command")
+	}
+	return p.do(ctx, command{args: args, asking: asking, uncounted: true})
+}
+
 // Addr returns the address of the server p publishes to.
 func (p *Pub) Addr() string { return p.dial.Addr }
 
@@ -199,6 +209,7 @@ func (p *Pub) Ping(ctx context.Context) error {
 type command struct {
 	args      []string // a command of Do; the fields below but asking are then unused
 	asking    bool     // ASKING goes just before args
+	uncounted bool     // never counted in Published (see DoUncounted)
 	ping      bool
 	sharded   bool
 	keyPrefix string
@@ -211,6 +222,9 @@ type command struct {
 // publishes reports whether the command publishes: a PUBLISH or SPUBLISH,
 // or a script (which may).
 func (cmd *command) publishes() bool {
+	if cmd.uncounted {
+		return false
+	}
 	if cmd.args != nil {
 		name := strings.ToUpper(cmd.args[0])
 		return strings.HasPrefix(name, "EVAL") || name == "SPUBLISH" || name == "PUBLISH"

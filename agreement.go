@@ -1,0 +1,167 @@
+package shardcast
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Agreement configures the layout record: how the brokers of one
+// application make sure they all route channels the same way. Both
+// engines take it as Config.Agreement; the zero value turns it on with
+// the defaults.
+//
+// Brokers whose layouts differ (another instance list, partition count or
+// prefix) put some channels on different instances or keys and lose the
+// messages between them without any error. So at New every broker, a
+// publish-only one included (it publishes under its layout), runs one
+// atomic script in Redis that compares its layout with the record the
+// running brokers share and, while it lives, keeps itself in a registry of
+// live brokers with a heartbeat:
+//
+//   - no record yet, or no live broker left (the whole old fleet stopped or
+//     died: a coordinated restart with a new layout): the broker writes its
+//     layout as the record and registers;
+//   - the record equals its layout: it registers;
+//   - otherwise New fails with a *LayoutMismatchError (errors.Is
+//     ErrLayoutMismatch) naming both layouts and the live brokers.
+//
+// To change the layout, stop every broker of the old one first; a broker
+// that stops without Close (a crash) holds the record until its heartbeat
+// expires, 3 heartbeat intervals after its last. A rolling restart into a
+// new layout therefore stalls with that error instead of losing messages.
+//
+// It is on by default because the failure it prevents is silent and the
+// node that would need to opt in is precisely the misconfigured one. The
+// cost is two small keys in the application's Redis (see RecordKey and
+// RegistryKey; docs/LAYOUT.md §9 gives their format), one script call per
+// Heartbeat per broker, and the permission to run scripts on those keys.
+// Each broker runs them over one connection of its own (to the sharded
+// engine's control instance, or to the cluster master of the record's
+// slot), so they never queue behind publishes nor count in NodeStats.
+// Set Off where that is not wanted, for instance under an ACL that allows
+// only Pub/Sub commands.
+type Agreement struct {
+	// Off turns the layout record off: the broker neither checks nor
+	// writes it, and registers nowhere.
+	Off bool
+	// App names the application, so that applications sharing Redis keep
+	// separate records. Brokers with the same App on the same Redis must
+	// agree on the layout. It is not derived from the cluster engine's
+	// Prefix on purpose: a prefix that differs between nodes is one of the
+	// mismatches the record exists to catch. It may not contain '{' or
+	// '}'; ending it with a separator (":") keeps the key names readable.
+	App string
+	// Heartbeat is how often a live broker renews its registration
+	// (default 5s; at least 1ms). A broker that stops renewing it is
+	// dropped from the registry 3 heartbeats later, after which brokers
+	// with another layout may start. Each renewal, like the check at New,
+	// is bounded by Conn.CommandTimeout; Close tries to leave the registry
+	// for at most one Heartbeat (or CommandTimeout, if shorter). A New
+	// that failed on a timeout may still have registered, if Redis ran
+	// the command late: that registration expires like any other.
+	Heartbeat time.Duration
+}
+
+// DefaultHeartbeat is Agreement.Heartbeat's default.
+const DefaultHeartbeat = 5 * time.Second
+
+// HeartbeatsToExpire is how many heartbeat intervals a registration lasts
+// without renewal.
+const HeartbeatsToExpire = 3
+
+// WithDefaults returns a copy of a with every zero field set to its
+// default.
+func (a Agreement) WithDefaults() Agreement {
+	if a.Heartbeat == 0 {
+		a.Heartbeat = DefaultHeartbeat
+	}
+	return a
+}
+
+// Validate reports a setting that cannot work, wrapped in ErrInvalidConfig.
+func (a Agreement) Validate() error {
+	if a.Heartbeat < 0 || (a.Heartbeat > 0 && a.Heartbeat < time.Millisecond) {
+		return fmt.Errorf("%w: Agreement.Heartbeat = %v, want 0 (default) or at least 1ms", ErrInvalidConfig, a.Heartbeat)
+	}
+	if strings.ContainsAny(a.App, "{}") {
+		return fmt.Errorf("%w: Agreement.App %q contains a brace", ErrInvalidConfig, a.App)
+	}
+	return nil
+}
+
+// agreementKeyBase is where every key of the layout record starts, after
+// Agreement.App: the hash tag of partition 0, which is "7lw" for every
+// partition count. On a cluster the keys thus share one slot, so that one
+// script can change them together, and that slot is one every layout
+// uses.
+var agreementKeyBase = "{" + partitionTags[0] + "}:shardcast-layout:"
+
+// RecordKey returns the name of the hash that holds the layout record:
+// App + "{7lw}:shardcast-layout:record".
+func (a Agreement) RecordKey() string { return a.App + agreementKeyBase + "record" }
+
+// RegistryKey returns the name of the sorted set of live brokers, each
+// scored by the Redis server time, in milliseconds, at which its
+// registration expires: App + "{7lw}:shardcast-layout:brokers".
+func (a Agreement) RegistryKey() string { return a.App + agreementKeyBase + "brokers" }
+
+// LayoutRecord describes one layout as the layout record holds it.
+type LayoutRecord struct {
+	// Fingerprint is the engine's layout fingerprint
+	// (sharded.Fingerprint, Layout.Fingerprint); two layouts route every
+	// channel the same way exactly when their fingerprints are equal.
+	Fingerprint string
+	// Description is the layout for people, e.g. `cluster: 128
+	// partitions, prefix "app:"` or `sharded: 2 instances: a:6379,
+	// b:6379`.
+	Description string
+	// Engine is "sharded" or "cluster".
+	Engine string
+	// Partitions and Prefix are the cluster engine's layout (zero for the
+	// sharded engine).
+	Partitions int
+	Prefix     string
+	// Instances are the sharded engine's instances, as host:port in
+	// routing order (nil for the cluster engine). Credentials are never
+	// recorded.
+	Instances []string
+}
+
+// ErrLayoutMismatch is wrapped by the error a constructor returns when
+// the layout record of the application's running brokers holds another
+// layout than the broker's (see Agreement), and by the Err of the
+// EventError a running broker raises when it finds the record replaced by
+// another layout.
+var ErrLayoutMismatch = errors.New("shardcast: layout differs from the running brokers' layout record")
+
+// LayoutMismatchError tells which layouts disagree. It wraps
+// ErrLayoutMismatch.
+type LayoutMismatchError struct {
+	// Ours is the broker's layout; Recorded the record's.
+	Ours, Recorded LayoutRecord
+	// Where names the Redis that holds the record, and Key its key.
+	Where, Key string
+	// Live counts the other live brokers registered under the record;
+	// Brokers names some of them (their registry members).
+	Live    int
+	Brokers []string
+}
+
+func (e *LayoutMismatchError) Error() string {
+	var some string
+	if len(e.Brokers) > 0 {
+		some = " (" + strings.Join(e.Brokers, ", ")
+		if len(e.Brokers) < e.Live {
+			some += ", ..."
+		}
+		some += ")"
+	}
+	return fmt.Sprintf("%v: this broker's layout %s (%s) differs from %s (%s), recorded in %s on %s and used by %d live broker(s)%s; stop them first or change this broker's configuration",
+		ErrLayoutMismatch, e.Ours.Fingerprint, e.Ours.Description, e.Recorded.Fingerprint, e.Recorded.Description,
+		e.Key, e.Where, e.Live, some)
+}
+
+// Unwrap returns ErrLayoutMismatch.
+func (e *LayoutMismatchError) Unwrap() error { return ErrLayoutMismatch }

@@ -1,0 +1,71 @@
+package sharded
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/pubconn"
+)
+
+// joinLayout checks the broker's instance list against the layout record
+// on the control instance and registers the broker there, with a
+// heartbeat until Close (see shardcast.Agreement). The record's scripts
+// go over a connection of their own, so that they count in no shard's
+// NodeStats and never queue behind publishes.
+func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
+	a := cfg.Agreement.WithDefaults()
+	if a.Off {
+		return nil
+	}
+	control := cfg.ControlAddr
+	if control == "" {
+		control = cfg.Addrs[0]
+	}
+	d, err := engine.ParseAddr(control, conn)
+	if err != nil {
+		return err
+	}
+	where := d.Addr
+	pub := pubconn.New(d, engine.PubTimeouts(conn))
+	b.control = pub
+	addrs := make([]string, len(b.shards))
+	for i, sh := range b.shards {
+		addrs[i] = sh.addr
+	}
+	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
+		Agreement: a,
+		Run: func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+			return engine.Eval(ctx, pub, s, keys, args)
+		},
+		Where: where,
+		Node:  where,
+		Ours: shardcast.LayoutRecord{
+			Fingerprint: b.fp,
+			Description: fmt.Sprintf("sharded: %d instances: %s", len(addrs), strings.Join(addrs, ", ")),
+			Engine:      "sharded",
+			Instances:   addrs,
+		},
+		Timeout: conn.CommandTimeout,
+		Emit:    b.core.Emitter.Emit,
+		Log:     b.core.Log,
+	})
+	if err != nil {
+		return err
+	}
+	b.member = m
+	m.Start(b.core.Ctx(), b.core.Go)
+	return nil
+}
+
+// leaveLayout leaves the registry and closes the control connection. It
+// runs after the broker closed, so that Close cuts calls short first.
+func (b *Broker) leaveLayout() {
+	b.member.Leave()
+	if b.control != nil {
+		b.control.Close()
+	}
+}
