@@ -108,6 +108,9 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		if err := p.lock(ctx, c.closing); err != nil {
 			return nil, c.waitError(p, err, lastErr)
 		}
+		// Taken before the link's state is read, so that a connection
+		// made between that read and the wait below still wakes it.
+		changed := c.changes()
 		// An interrupted path is re-activated first, even when every
 		// channel is already wanted: success means Redis holds them now.
 		wire := p.ActiveWire()
@@ -115,7 +118,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			wire, err = c.reactivate(ctx, p)
 			if err != nil {
 				lastErr = err
-				if err := c.releaseAndWait(ctx, p); err != nil {
+				if err := c.releaseAndWait(ctx, p, changed); err != nil {
 					return nil, c.waitError(p, err, lastErr)
 				}
 				continue
@@ -145,7 +148,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			}
 			c.interruptPath(p, wire, err)
 			lastErr = err
-			if err := c.releaseAndWait(ctx, p); err != nil {
+			if err := c.releaseAndWait(ctx, p, changed); err != nil {
 				return nil, c.waitError(p, err, lastErr)
 			}
 			continue
@@ -158,10 +161,10 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 	}
 }
 
-// releaseAndWait gives up p's turn and waits for the next change of
-// connections or topology, bounded by ctx.
-func (c *Core) releaseAndWait(ctx context.Context, p *Path) error {
-	changed := c.changes()
+// releaseAndWait gives up p's turn and waits, bounded by ctx, for the
+// change of connections or topology that closes changed (taken before the
+// caller looked at the state it waits to see change).
+func (c *Core) releaseAndWait(ctx context.Context, p *Path, changed <-chan struct{}) error {
 	p.unlock()
 	return c.waitChange(ctx, changed)
 }
