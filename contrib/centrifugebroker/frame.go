@@ -133,7 +133,7 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 	switch f.kind {
 	case kindPublication:
 		var p protocol.Publication
-		if err := p.UnmarshalCF(body); err != nil {
+		if err := unmarshalPublication(body, &p); err != nil {
 			return frame{}, fmt.Errorf("publication: %w", err)
 		}
 		f.pub, f.sp, f.delta, f.prevPub = pubFromProto(&p)
@@ -159,6 +159,39 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 		return frame{}, fmt.Errorf("%w 0x%02x", errUnknownKind, payload[0])
 	}
 	return f, nil
+}
+
+// dataTag is the key of Publication.Data (field 4, length-delimited): the
+// first field of every Publication the adapter encodes, since MarshalCF
+// writes fields in number order and 1 to 3 are reserved.
+const dataTag = 4<<3 | 2
+
+// unmarshalPublication decodes the Protobuf Publication b into p, like
+// UnmarshalCF, except that when b starts with the data, as every
+// Publication the adapter encodes does, p.Data shares b's memory instead
+// of being a copy: a frame is allocated once per message by the engine
+// and never written again, and copying the payload of every message was
+// the largest cost of decoding it. Any other layout is decoded by
+// UnmarshalCF alone.
+func unmarshalPublication(b []byte, p *protocol.Publication) error {
+	if len(b) < 2 || b[0] != dataTag {
+		return p.UnmarshalCF(b)
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || n > uint64(len(b)-1-w) {
+		return p.UnmarshalCF(b) // reports the malformed length
+	}
+	start := 1 + w
+	end := start + int(n)
+	if err := p.UnmarshalCF(b[end:]); err != nil {
+		return err
+	}
+	if p.Data == nil { // else a later data field, which wins in Protobuf
+		// Capped, so that an append to the data cannot write over the
+		// fields after it.
+		p.Data = b[start:end:end]
+	}
+	return nil
 }
 
 // pubFromProto turns a received Publication into what

@@ -253,7 +253,7 @@ func parseEntry(e any) (*centrifuge.Publication, error) {
 		}
 		data, _ := fields[i+1].(string)
 		var p protocol.Publication
-		if err := p.UnmarshalCF([]byte(data)); err != nil {
+		if err := unmarshalPublication([]byte(data), &p); err != nil {
 			return nil, fmt.Errorf("centrifugebroker: history entry %s: %w", id, err)
 		}
 		return pubAt(&p, offset), nil
