@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
@@ -76,6 +78,11 @@ type frame struct {
 // no history: Time is left out (the receiver takes it from the shardcast
 // envelope), and the delta flag travels in Publication.Delta.
 func encodePublication(data []byte, opts centrifuge.PublishOptions) ([]byte, error) {
+	return appendPublication(nil, data, opts)
+}
+
+// appendPublication appends the frame encodePublication returns to buf.
+func appendPublication(buf, data []byte, opts centrifuge.PublishOptions) ([]byte, error) {
 	p := &protocol.Publication{
 		Data:     data,
 		Info:     infoToProto(opts.ClientInfo),
@@ -88,12 +95,34 @@ func encodePublication(data []byte, opts centrifuge.PublishOptions) ([]byte, err
 		Version:  opts.Version,
 		Delta:    opts.UseDelta,
 	}
-	buf := make([]byte, 1+p.SizeCF())
-	buf[0] = byte(kindPublication)
-	if _, err := p.MarshalToSizedBufferCF(buf[1:]); err != nil {
+	n, size := len(buf), p.SizeCF()
+	buf = slices.Grow(buf, 1+size)[:n+1+size]
+	buf[n] = byte(kindPublication)
+	if _, err := p.MarshalToSizedBufferCF(buf[n+1:]); err != nil {
 		return nil, fmt.Errorf("centrifugebroker: encode publication: %w", err)
 	}
 	return buf, nil
+}
+
+// framePool holds the buffers of published frames. Both engines copy a
+// payload into their connection's write buffer before the command goes
+// out, and keep no reference to it once Redis has answered: after a
+// successful Publish its frame's buffer can carry the next one. (After a
+// failed one it is left to the garbage collector: a command abandoned on
+// a timeout may still be queued.)
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledFrame is the largest buffer kept in framePool, so that a burst
+// of large publications does not leave large buffers behind.
+const maxPooledFrame = 64 << 10
+
+// releaseFrame returns the buffer of frame, whose publish succeeded, to
+// framePool through bp, the pointer it came in.
+func releaseFrame(bp *[]byte, frame []byte) {
+	if cap(frame) <= maxPooledFrame {
+		*bp = frame[:0]
+		framePool.Put(bp)
+	}
 }
 
 // encodeInfo returns the join or leave frame of info.
