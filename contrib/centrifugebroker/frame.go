@@ -83,7 +83,12 @@ func encodePublication(data []byte, opts centrifuge.PublishOptions) ([]byte, err
 
 // appendPublication appends the frame encodePublication returns to buf.
 func appendPublication(buf, data []byte, opts centrifuge.PublishOptions) ([]byte, error) {
-	p := &protocol.Publication{
+	return appendProto(append(buf, byte(kindPublication)), publicationProto(data, opts))
+}
+
+// publicationProto is the Publication of a frame of data with opts.
+func publicationProto(data []byte, opts centrifuge.PublishOptions) *protocol.Publication {
+	return &protocol.Publication{
 		Data:     data,
 		Info:     infoToProto(opts.ClientInfo),
 		Tags:     opts.Tags,
@@ -95,10 +100,13 @@ func appendPublication(buf, data []byte, opts centrifuge.PublishOptions) ([]byte
 		Version:  opts.Version,
 		Delta:    opts.UseDelta,
 	}
+}
+
+// appendProto appends the Protobuf encoding of p to buf.
+func appendProto(buf []byte, p *protocol.Publication) ([]byte, error) {
 	n, size := len(buf), p.SizeCF()
-	buf = slices.Grow(buf, 1+size)[:n+1+size]
-	buf[n] = byte(kindPublication)
-	if _, err := p.MarshalToSizedBufferCF(buf[n+1:]); err != nil {
+	buf = slices.Grow(buf, size)[:n+size]
+	if _, err := p.MarshalToSizedBufferCF(buf[n:]); err != nil {
 		return nil, fmt.Errorf("centrifugebroker: encode publication: %w", err)
 	}
 	return buf, nil
