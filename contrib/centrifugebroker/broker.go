@@ -37,6 +37,8 @@ type Broker struct {
 	events   atomic.Pointer[centrifuge.BrokerEventHandler]
 	controls atomic.Pointer[centrifuge.ControlEventHandler]
 
+	// deadlines bound publishes; the other calls get a context each.
+	deadlines *sharedDeadlines
 	resync    *resync
 	badFrames badFrames
 	history   *history
@@ -70,6 +72,7 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		callTimeout: cfg.CallTimeout,
 		control:     cfg.ControlChannel,
 		log:         cfg.Logger,
+		deadlines:   newSharedDeadlines(cfg.CallTimeout),
 	}
 	b.badFrames.log = cfg.Logger
 	b.resync = startResync(node.Hub(), cfg.Logger)
@@ -146,15 +149,18 @@ func (b *Broker) Publish(ch string, data []byte, opts centrifuge.PublishOptions)
 		return centrifuge.PublishResult{}, err
 	}
 	if (opts.HistorySize > 0 && opts.HistoryTTL > 0) || opts.IdempotencyKey != "" {
-		ctx, cancel := b.callCtx()
-		defer cancel()
-		return b.history.publishScripted(ctx, ch, data, opts)
+		return b.history.publishScripted(b.deadlines.get(), ch, data, opts)
 	}
-	frame, err := encodePublication(data, opts)
+	bp := framePool.Get().(*[]byte)
+	frame, err := appendPublication(*bp, data, opts)
 	if err != nil {
 		return centrifuge.PublishResult{}, err
 	}
-	return centrifuge.PublishResult{}, b.publish(ch, frame)
+	if err := b.publish(ch, frame); err != nil {
+		return centrifuge.PublishResult{}, err
+	}
+	releaseFrame(bp, frame)
+	return centrifuge.PublishResult{}, nil
 }
 
 // PublishJoin tells the subscribers of ch on every node that info joined.
@@ -192,9 +198,7 @@ func (b *Broker) publishInfo(k kind, ch string, info *centrifuge.ClientInfo) err
 }
 
 func (b *Broker) publish(ch string, frame []byte) error {
-	ctx, cancel := b.callCtx()
-	defer cancel()
-	return b.engine.Publish(ctx, ch, frame)
+	return b.engine.Publish(b.deadlines.get(), ch, frame)
 }
 
 // History returns the publications kept for ch that opts.Filter selects
@@ -229,6 +233,7 @@ func (b *Broker) Close(context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closeErr = b.engine.Close()
 		b.resync.stop()
+		b.deadlines.stop()
 	})
 	return b.closeErr
 }

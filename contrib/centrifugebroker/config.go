@@ -35,7 +35,9 @@ type Config struct {
 	// CallTimeout bounds each call Centrifuge makes (Subscribe,
 	// Unsubscribe, Publish, PublishJoin, PublishLeave, PublishControl):
 	// Centrifuge passes no context (default 10s). A Subscribe waits while
-	// its Redis node is unreachable, up to this long.
+	// its Redis node is unreachable, up to this long. Publishes that start
+	// close together share one deadline, so a publish may be cut up to
+	// 1/64 of CallTimeout sooner.
 	CallTimeout time.Duration
 	// ControlChannel is the channel that carries Centrifuge's node-to-node
 	// control messages (default "centrifuge.control"). It is reserved:

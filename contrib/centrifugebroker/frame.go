@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
@@ -76,7 +78,17 @@ type frame struct {
 // no history: Time is left out (the receiver takes it from the shardcast
 // envelope), and the delta flag travels in Publication.Delta.
 func encodePublication(data []byte, opts centrifuge.PublishOptions) ([]byte, error) {
-	p := &protocol.Publication{
+	return appendPublication(nil, data, opts)
+}
+
+// appendPublication appends the frame encodePublication returns to buf.
+func appendPublication(buf, data []byte, opts centrifuge.PublishOptions) ([]byte, error) {
+	return appendProto(append(buf, byte(kindPublication)), publicationProto(data, opts))
+}
+
+// publicationProto is the Publication of a frame of data with opts.
+func publicationProto(data []byte, opts centrifuge.PublishOptions) *protocol.Publication {
+	return &protocol.Publication{
 		Data:     data,
 		Info:     infoToProto(opts.ClientInfo),
 		Tags:     opts.Tags,
@@ -88,12 +100,37 @@ func encodePublication(data []byte, opts centrifuge.PublishOptions) ([]byte, err
 		Version:  opts.Version,
 		Delta:    opts.UseDelta,
 	}
-	buf := make([]byte, 1+p.SizeCF())
-	buf[0] = byte(kindPublication)
-	if _, err := p.MarshalToSizedBufferCF(buf[1:]); err != nil {
+}
+
+// appendProto appends the Protobuf encoding of p to buf.
+func appendProto(buf []byte, p *protocol.Publication) ([]byte, error) {
+	n, size := len(buf), p.SizeCF()
+	buf = slices.Grow(buf, size)[:n+size]
+	if _, err := p.MarshalToSizedBufferCF(buf[n:]); err != nil {
 		return nil, fmt.Errorf("centrifugebroker: encode publication: %w", err)
 	}
 	return buf, nil
+}
+
+// framePool holds the buffers of published frames. Both engines copy a
+// payload into their connection's write buffer before the command goes
+// out, and keep no reference to it once Redis has answered: after a
+// successful Publish its frame's buffer can carry the next one. (After a
+// failed one it is left to the garbage collector: a command abandoned on
+// a timeout may still be queued.)
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledFrame is the largest buffer kept in framePool, so that a burst
+// of large publications does not leave large buffers behind.
+const maxPooledFrame = 64 << 10
+
+// releaseFrame returns the buffer of frame, whose publish succeeded, to
+// framePool through bp, the pointer it came in.
+func releaseFrame(bp *[]byte, frame []byte) {
+	if cap(frame) <= maxPooledFrame {
+		*bp = frame[:0]
+		framePool.Put(bp)
+	}
 }
 
 // encodeInfo returns the join or leave frame of info.
@@ -133,7 +170,7 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 	switch f.kind {
 	case kindPublication:
 		var p protocol.Publication
-		if err := p.UnmarshalCF(body); err != nil {
+		if err := unmarshalPublication(body, &p); err != nil {
 			return frame{}, fmt.Errorf("publication: %w", err)
 		}
 		f.pub, f.sp, f.delta, f.prevPub = pubFromProto(&p)
@@ -159,6 +196,39 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 		return frame{}, fmt.Errorf("%w 0x%02x", errUnknownKind, payload[0])
 	}
 	return f, nil
+}
+
+// dataTag is the key of Publication.Data (field 4, length-delimited): the
+// first field of every Publication the adapter encodes, since MarshalCF
+// writes fields in number order and 1 to 3 are reserved.
+const dataTag = 4<<3 | 2
+
+// unmarshalPublication decodes the Protobuf Publication b into p, like
+// UnmarshalCF, except that when b starts with the data, as every
+// Publication the adapter encodes does, p.Data shares b's memory instead
+// of being a copy: a frame is allocated once per message by the engine
+// and never written again, and copying the payload of every message was
+// the largest cost of decoding it. Any other layout is decoded by
+// UnmarshalCF alone.
+func unmarshalPublication(b []byte, p *protocol.Publication) error {
+	if len(b) < 2 || b[0] != dataTag {
+		return p.UnmarshalCF(b)
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || n > uint64(len(b)-1-w) {
+		return p.UnmarshalCF(b) // reports the malformed length
+	}
+	start := 1 + w
+	end := start + int(n)
+	if err := p.UnmarshalCF(b[end:]); err != nil {
+		return err
+	}
+	if p.Data == nil { // else a later data field, which wins in Protobuf
+		// Capped, so that an append to the data cannot write over the
+		// fields after it.
+		p.Data = b[start:end:end]
+	}
+	return nil
 }
 
 // pubFromProto turns a received Publication into what

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -283,4 +285,49 @@ func canonicalInfo(i *centrifuge.ClientInfo) string {
 		return "nil"
 	}
 	return fmt.Sprintf("%+v", *i)
+}
+
+// A decoded publication's data is the frame's memory, not a copy, capped so
+// that an append to it cannot overwrite the fields after it.
+func TestPublicationDataShared(t *testing.T) {
+	b, err := encodePublication([]byte("hello"), centrifuge.PublishOptions{Key: "k"})
+	require.NoError(t, err)
+	f, err := decode(b, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(f.pub.Data))
+	assert.Same(t, &b[3], &f.pub.Data[0], "data copied")
+	assert.Equal(t, len(f.pub.Data), cap(f.pub.Data))
+	_ = append(f.pub.Data, "!!!"...)
+	f, err = decode(b, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, "k", f.pub.Key)
+}
+
+// FuzzUnmarshalPublication checks that unmarshalPublication decodes every
+// input as UnmarshalCF does: Publications whose data is not the first
+// field (a foreign encoder), repeated data fields (the last wins) and
+// malformed ones included.
+func FuzzUnmarshalPublication(f *testing.F) {
+	first, _ := (&protocol.Publication{Data: []byte("d"), Key: "k", Time: 5}).MarshalCF()
+	empty, _ := (&protocol.Publication{Key: "k"}).MarshalCF()
+	for _, seed := range [][]byte{
+		first, empty,
+		append(slices.Clone(empty), first...),           // data after another field
+		append(slices.Clone(first), 0x22, 1, 'x'),       // data repeated: the last wins
+		append(slices.Clone(first), 0x22, 0),            // ... even when empty
+		{0x22, 0}, {0x22}, {0x22, 5, 'a'}, {0x22, 0xff}, // empty, truncated, malformed
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want, got protocol.Publication
+		wantErr := want.UnmarshalCF(b)
+		gotErr := unmarshalPublication(b, &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("error %v, UnmarshalCF's %v", gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(&want, &got) {
+			t.Fatalf("decoded\n%+v\nUnmarshalCF decoded\n%+v", &got, &want)
+		}
+	})
 }

@@ -32,9 +32,13 @@ type scripter interface {
 // beside the channels, through the engine's Eval.
 type history struct {
 	engine scripter
-	// key returns the Redis key called name of channel's node: in the
-	// channel's slot on a cluster.
-	key func(channel, name string) string
+	// layout is the cluster engine's; nil for the sharded engine.
+	layout *shardcast.Layout
+	// partitionPrefix holds, on a cluster, what starts every key in each
+	// partition's slot: "{tag}." and the engine's prefix, as
+	// Layout.PartitionKey writes them. The sharded engine's keys carry
+	// neither.
+	partitionPrefix []string
 	// publish is the command a script publishes with.
 	publish string
 	// raw: publish frames without a shardcast envelope.
@@ -48,43 +52,81 @@ type history struct {
 // newHistory returns the history of engine's channels; an engine that
 // cannot run scripts gets one whose calls fail with ErrNotSupported.
 func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.Duration) *history {
-	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish", key: func(_, name string) string { return name }}
+	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish"}
 	h.engine, _ = engine.(scripter)
 	if c, ok := engine.(*cluster.Broker); ok {
-		l := c.Layout()
+		h.layout = c.Layout()
 		h.publish = "spublish"
-		h.key = func(ch, name string) string { return l.PartitionKey(l.Partition(ch), name) }
+		h.partitionPrefix = make([]string, h.layout.Partitions())
+		for p := range h.partitionPrefix {
+			h.partitionPrefix[p] = h.layout.PartitionKey(p, "")
+		}
 	}
 	return h
 }
 
-// keys returns the stream, meta and, for idempotencyKey, result keys of ch.
-// The result key spells the lengths out so that no two (channel, key)
-// pairs share one.
-func (h *history) keys(ch, idempotencyKey string) []string {
-	keys := []string{
-		h.key(ch, h.prefix+"history.stream."+ch),
-		h.key(ch, h.prefix+"history.meta."+ch),
+// partition returns ch's partition on a cluster, 0 otherwise.
+func (h *history) partition(ch string) int {
+	if h.layout == nil {
+		return 0
 	}
-	if idempotencyKey != "" {
-		keys = append(keys, h.key(ch, h.prefix+"result."+strconv.Itoa(len(ch))+"."+ch+"."+idempotencyKey))
-	}
-	return keys
+	return h.layout.Partition(ch)
 }
 
-// newEpoch returns an epoch for a stream that has none: random, so that a
+// addKey adds to a the Redis key made of name on the node of a channel in
+// partition p: in p's slot on a cluster.
+func (h *history) addKey(a *scriptArgs, p int, name ...string) {
+	if h.partitionPrefix != nil {
+		a.buf = append(a.buf, h.partitionPrefix[p]...)
+	}
+	a.buf = append(a.buf, h.prefix...)
+	a.add(name...)
+}
+
+// addKeys adds the stream and meta keys of ch, in partition p, and for an
+// idempotencyKey its result key. The result key spells the lengths out so
+// that no two (channel, key) pairs share one.
+func (h *history) addKeys(a *scriptArgs, p int, ch, idempotencyKey string) {
+	h.addKey(a, p, "history.stream.", ch)
+	h.addKey(a, p, "history.meta.", ch)
+	if idempotencyKey != "" {
+		h.addKey(a, p, "result.", strconv.Itoa(len(ch)), ".", ch, ".", idempotencyKey)
+	}
+}
+
+// keys returns the stream, meta and, for idempotencyKey, result keys of ch.
+func (h *history) keys(ch, idempotencyKey string) []string {
+	a := getScriptArgs()
+	defer a.release()
+	h.addKeys(a, h.partition(ch), ch, idempotencyKey)
+	return a.strings()
+}
+
+// addWire adds the wire channel of ch, in partition p: what the engine's
+// WireChannel returns, built without hashing ch again on a cluster.
+func (h *history) addWire(a *scriptArgs, p int, ch string) {
+	if h.partitionPrefix != nil {
+		a.add(h.partitionPrefix[p], ch)
+		return
+	}
+	a.add(h.engine.WireChannel(ch))
+}
+
+// addEpoch adds an epoch for a stream that has none: random, so that a
 // stream that lost its meta (expiry, a restart without persistence, a
 // failover that lost writes) never gets its old epoch back.
-func newEpoch() string {
-	return strconv.FormatUint(rand.Uint64()>>16, 36)
+func (a *scriptArgs) addEpoch() {
+	a.buf = strconv.AppendUint(a.buf, rand.Uint64()>>16, 36)
+	a.end()
 }
 
-// millis renders d for PEXPIRE: at least 1 ms when positive, "0" for none.
-func millis(d time.Duration) string {
+// addMillis adds d for PEXPIRE: at least 1 ms when positive, "0" for none.
+func (a *scriptArgs) addMillis(d time.Duration) {
 	if d <= 0 {
-		return "0"
+		a.add("0")
+		return
 	}
-	return strconv.FormatInt(max(int64((d+time.Millisecond-1)/time.Millisecond), 1), 10)
+	a.addUint(uint64(max((d+time.Millisecond-1)/time.Millisecond, 1)))
 }
 
 // errBadReply reports a script reply of the wrong shape: a foreign script
@@ -99,47 +141,61 @@ func (h *history) publishScripted(ctx context.Context, ch string, data []byte, o
 	}
 	keep := opts.HistorySize > 0 && opts.HistoryTTL > 0
 	now := time.Now()
-	var pub []byte
-	var err error
+	a := getScriptArgs()
+	defer a.release()
+	p := h.partition(ch)
+	h.addKeys(a, p, ch, opts.IdempotencyKey)
+	if opts.IdempotencyKey == "" {
+		h.addKey(a, p, "history.meta.", ch) // unused: no idempotency
+	}
+	if !h.raw {
+		a.buf = envelope.Append(a.buf, now, nil)
+	}
+	a.end()
+	pub := publicationProto(data, opts)
 	if keep {
-		pub, err = (&protocol.Publication{
+		// A stream keeps what a History call returns: no map broker
+		// fan-out fields, and its own publish time.
+		pub = &protocol.Publication{
 			Data: data, Info: infoToProto(opts.ClientInfo), Tags: opts.Tags, Key: opts.Key,
 			Removed: opts.Removed, Version: opts.Version, Time: now.UnixMilli(),
-		}).MarshalCF()
-	} else {
-		pub, err = encodePublication(data, opts)
-		pub = pub[1:] // the script writes the kind
-	}
-	if err != nil {
-		return centrifuge.PublishResult{}, fmt.Errorf("centrifugebroker: encode publication: %w", err)
-	}
-	var header []byte
-	if !h.raw {
-		header = envelope.Append(nil, now, nil)
-	}
-	size, streamTTL, metaTTL, version := "0", "0", "0", "0"
-	if keep {
-		size, streamTTL = strconv.Itoa(opts.HistorySize), millis(opts.HistoryTTL)
-		metaTTL = millis(orDefault(opts.HistoryMetaTTL, h.metaTTL))
-		if opts.Version > 0 {
-			version = strconv.FormatUint(opts.Version, 10)
 		}
 	}
-	resultTTL := "0"
+	var err error
+	if a.buf, err = appendProto(a.buf, pub); err != nil {
+		return centrifuge.PublishResult{}, err
+	}
+	a.end()
+	h.addWire(a, p, ch)
+	a.add(h.publish)
+	if keep {
+		a.addUint(uint64(opts.HistorySize))
+		a.addMillis(opts.HistoryTTL)
+		a.addMillis(orDefault(opts.HistoryMetaTTL, h.metaTTL))
+	} else {
+		a.add("0")
+		a.add("0")
+		a.add("0")
+	}
+	a.addEpoch()
 	if opts.IdempotencyKey != "" {
-		resultTTL = millis(orDefault(opts.IdempotentResultTTL, DefaultIdempotentResultTTL))
+		a.addMillis(orDefault(opts.IdempotentResultTTL, DefaultIdempotentResultTTL))
+	} else {
+		a.add("0")
 	}
-	delta := "0"
 	if keep && opts.UseDelta {
-		delta = "1"
+		a.add("1")
+	} else {
+		a.add("0")
 	}
-	keys := h.keys(ch, opts.IdempotencyKey)
-	if len(keys) == 2 {
-		keys = append(keys, keys[1]) // unused: no idempotency
+	if keep {
+		a.addUint(opts.Version) // "0": none
+	} else {
+		a.add("0")
 	}
-	v, err := h.engine.Eval(ctx, ch, publishScript, keys,
-		string(header), string(pub), h.engine.WireChannel(ch), h.publish,
-		size, streamTTL, metaTTL, newEpoch(), resultTTL, delta, version, opts.VersionEpoch)
+	a.add(opts.VersionEpoch)
+	all := a.strings()
+	v, err := h.engine.Eval(ctx, ch, publishScript, all[:3], all[3:]...)
 	if err != nil {
 		return centrifuge.PublishResult{}, fmt.Errorf("centrifugebroker: publish: %w", err)
 	}
@@ -177,7 +233,7 @@ func (h *history) read(ctx context.Context, ch string, opts centrifuge.HistoryOp
 		return nil, centrifuge.StreamPosition{}, fmt.Errorf("%w: history: the engine cannot run scripts", ErrNotSupported)
 	}
 	f := opts.Filter
-	withPubs, from, count, reverse := "1", uint64(0), "0", "0"
+	withPubs, from, count, reverse := "1", uint64(0), uint64(0), "0"
 	if f.Since != nil {
 		if f.Reverse {
 			from = f.Since.Offset - 1
@@ -191,13 +247,22 @@ func (h *history) read(ctx context.Context, ch string, opts centrifuge.HistoryOp
 	if f.Limit == 0 {
 		withPubs = "0"
 	} else if f.Limit > 0 {
-		count = strconv.Itoa(f.Limit)
+		count = uint64(f.Limit)
 	}
 	if f.Reverse {
 		reverse = "1"
 	}
-	v, err := h.engine.Eval(ctx, ch, historyScript, h.keys(ch, ""),
-		withPubs, strconv.FormatUint(from, 10), count, reverse, millis(orDefault(opts.MetaTTL, h.metaTTL)), newEpoch())
+	a := getScriptArgs()
+	defer a.release()
+	h.addKeys(a, h.partition(ch), ch, "")
+	a.add(withPubs)
+	a.addUint(from)
+	a.addUint(count)
+	a.add(reverse)
+	a.addMillis(orDefault(opts.MetaTTL, h.metaTTL))
+	a.addEpoch()
+	all := a.strings()
+	v, err := h.engine.Eval(ctx, ch, historyScript, all[:2], all[2:]...)
 	if err != nil {
 		return nil, centrifuge.StreamPosition{}, fmt.Errorf("centrifugebroker: history: %w", err)
 	}
@@ -253,7 +318,7 @@ func parseEntry(e any) (*centrifuge.Publication, error) {
 		}
 		data, _ := fields[i+1].(string)
 		var p protocol.Publication
-		if err := p.UnmarshalCF([]byte(data)); err != nil {
+		if err := unmarshalPublication([]byte(data), &p); err != nil {
 			return nil, fmt.Errorf("centrifugebroker: history entry %s: %w", id, err)
 		}
 		return pubAt(&p, offset), nil

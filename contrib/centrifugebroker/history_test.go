@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -366,5 +367,30 @@ func testKeyPlacement(t *testing.T, env *historyEnv, name string) {
 				assert.Equal(t, want, s, "CLUSTER KEYSLOT %s", keys[j])
 			}
 		}
+	}
+}
+
+// TestKeyNames pins the names of the history keys and the channel a script
+// publishes to: a cluster's keys are Layout.PartitionKey of the channel's
+// partition, and the wire channel is the engine's WireChannel.
+func TestKeyNames(t *testing.T) {
+	node, err := centrifuge.New(centrifuge.Config{LogLevel: centrifuge.LogLevelNone,
+		Metrics: centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()}})
+	require.NoError(t, err)
+	b, err := New(node, Config{KeyPrefix: "kp.", Cluster: &cluster.Config{Addrs: redistest.OnDemandCluster(), Prefix: "app."}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
+	c := b.engine.(*cluster.Broker)
+	l := c.Layout()
+	for i := range 50 {
+		ch := "names:" + strconv.Itoa(i) + strings.Repeat("x", i)
+		key := func(name string) string { return l.PartitionKey(l.Partition(ch), name) }
+		assert.Equal(t, []string{key("kp.history.stream." + ch), key("kp.history.meta." + ch)}, b.history.keys(ch, ""))
+		assert.Equal(t, []string{key("kp.history.stream." + ch), key("kp.history.meta." + ch),
+			key("kp.result." + strconv.Itoa(len(ch)) + "." + ch + ".idem")}, b.history.keys(ch, "idem"))
+		a := getScriptArgs()
+		b.history.addWire(a, b.history.partition(ch), ch)
+		assert.Equal(t, []string{c.WireChannel(ch)}, a.strings())
+		a.release()
 	}
 }

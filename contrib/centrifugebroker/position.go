@@ -64,7 +64,7 @@ func decodePositioned(k kind, body []byte, publishedAt time.Time) (frame, error)
 		}
 		if n > 0 {
 			var prev protocol.Publication
-			if err := prev.UnmarshalCF(rest[:n]); err != nil {
+			if err := unmarshalPublication(rest[:n], &prev); err != nil {
 				return frame{}, fmt.Errorf("%s: previous publication: %w", k, err)
 			}
 			f.prevPub = pubAt(&prev, 0)
@@ -72,7 +72,7 @@ func decodePositioned(k kind, body []byte, publishedAt time.Time) (frame, error)
 		body = rest[n:]
 	}
 	var p protocol.Publication
-	if err := p.UnmarshalCF(body); err != nil {
+	if err := unmarshalPublication(body, &p); err != nil {
 		return frame{}, fmt.Errorf("%s: %w", k, err)
 	}
 	f.pub = pubAt(&p, offset)
