@@ -25,7 +25,7 @@ func (b *Broker) onEvent(ev shardcast.Event) {
 		b.log.Info("centrifugebroker: subscriptions restored", "event", ev.String())
 		b.resync.restored(b.clientChannels(ev.Channels, false))
 	case shardcast.EventDropped:
-		b.log.Warn("centrifugebroker: messages dropped (handler slower than publishers), telling their clients to resubscribe",
+		b.log.Warn("centrifugebroker: messages dropped (a full worker queue, or late copies after a failover), telling their clients to resubscribe",
 			"event", ev.String(), "channels_truncated", ev.Truncated)
 		b.resync.lost(b.clientChannels(ev.Channels, true))
 	}
