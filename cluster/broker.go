@@ -41,6 +41,9 @@ type Broker struct {
 
 	topologyChanges atomic.Uint64
 
+	// stalls holds the publishes of masters whose connection stalled.
+	stalls stallHolds
+
 	// member is the broker's layout registration (nil with
 	// Agreement.Off).
 	member *agreement.Member
@@ -133,9 +136,11 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 // message in Stats.Published: delivery probes are sent with it.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
 	p := b.layout.Partition(channel)
+	pub, err := b.awaitRoute(ctx, p)
+	if err != nil {
+		return fmt.Errorf("shardcast: publish: %w", err)
+	}
 	now := time.Now()
-	pub := b.routeOf(p)
-	var err error
 	if pub != nil {
 		err = pub.SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
 		if err == nil {
@@ -213,9 +218,11 @@ func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, 
 			return engine.Eval(ctx, pub, s, keys, args)
 		}
 	}
-	pub := b.routeOf(p)
+	pub, err := b.awaitRoute(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	var v any
-	var err error
 	if pub != nil {
 		v, err = run(ctx, pub, false)
 		if err == nil {
@@ -426,6 +433,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) teardown() {
+	b.stalls.work.Close() // the checks end with the broker's ctx
 	b.mu.Lock()
 	b.stopping = true
 	masters := b.masters

@@ -152,7 +152,10 @@ func (b *Broker) pubFor(addr string) *pubconn.Pub {
 func (b *Broker) pubForLocked(addr string) *pubconn.Pub {
 	pub := b.pubs[addr]
 	if pub == nil {
-		pub = pubconn.New(b.cfg.dialer(addr), engine.PubTimeouts(b.cfg.Conn))
+		t := engine.PubTimeouts(b.cfg.Conn)
+		t.Stall = b.cfg.Conn.HealthInterval
+		pub = pubconn.New(b.cfg.dialer(addr), t)
+		pub.SetOnStall(func() { b.stalled(pub) })
 		b.pubs[addr] = pub
 	}
 	return pub

@@ -79,6 +79,8 @@ type Pub struct {
 	cancelDial context.CancelFunc
 	closed     bool
 	wires      sync.WaitGroup // reader goroutines
+	// onStall is called when a command waited longer than t.Stall.
+	onStall func()
 	// After a failed dial, calls fail at once with lastDialErr until
 	// redialAt, instead of each waiting out a dial to a dead address.
 	redialAt    time.Time
@@ -102,6 +104,11 @@ type Timeouts struct {
 	// Redial is how long, after a dial failed, calls fail at once (with
 	// ErrNotSent and the dial's error) before the next dial is tried.
 	Redial time.Duration
+	// Stall, with Reply set, is how long the oldest command may wait
+	// before the Pub's OnStall hook hears of it (see SetOnStall): the
+	// server may have frozen, though not for long enough to drop the
+	// wire. Zero: no stall report.
+	Stall time.Duration
 }
 
 // New returns a Pub that dials d on first use (or on Ping), bounded by t.
@@ -139,6 +146,12 @@ type wire struct {
 	// watch is the silence watchdog (see watchdog); armed while it is set.
 	watch *time.Timer
 	armed bool
+	// stall and onStall are the Pub's (see SetOnStall); stalled is set
+	// once the current stall was reported, until the oldest command is
+	// younger than stall again.
+	stall   time.Duration
+	onStall func()
+	stalled bool
 }
 
 // Publish sends PUBLISH channel payload, with payload wrapped in the
@@ -189,6 +202,12 @@ func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any
 	}
 	return p.do(ctx, command{args: args, asking: asking, uncounted: true})
 }
+
+// SetOnStall sets the hook the watchdog calls (on its timer's goroutine:
+// the hook must not block), at most once per stall, when the oldest unanswered command of a wire
+// has waited longer than Timeouts.Stall (the wire stays up until Reply).
+// Call it before the Pub's first use.
+func (p *Pub) SetOnStall(f func()) { p.onStall = f }
 
 // Addr returns the address of the server p publishes to.
 func (p *Pub) Addr() string { return p.dial.Addr }
@@ -273,11 +292,15 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 	w.enqueue(c)
 	if p.t.Reply > 0 && !w.armed {
 		w.armed = true
+		first := p.t.Reply
+		if w.stall > 0 {
+			first = min(first, w.stall)
+		}
 		if w.watch == nil {
 			timeout := p.t.Reply
-			w.watch = time.AfterFunc(timeout, func() { w.watchdog(timeout) })
+			w.watch = time.AfterFunc(first, func() { w.watchdog(timeout) })
 		} else {
-			w.watch.Reset(p.t.Reply)
+			w.watch.Reset(first)
 		}
 	}
 	if !w.writing {
@@ -322,17 +345,41 @@ func (w *wire) enqueue(c *call) {
 // the socket, and no reply is coming. Every call waiting on the wire then
 // fails, and the next Publish dials afresh. Otherwise it re-arms for when
 // the oldest would be late, or disarms when nothing waits; so it fires at
-// most once per timeout, whatever the publish rate.
+// most once per timeout, whatever the publish rate. With a stall hook
+// (see SetOnStall) it also looks every Stall, and reports a stall once,
+// when the oldest command has waited longer than Stall.
 func (w *wire) watchdog(timeout time.Duration) {
 	w.mu.Lock()
 	if w.err != nil || w.head >= len(w.queue) {
-		w.armed = false
+		w.armed, w.stalled = false, false
 		w.mu.Unlock()
 		return
 	}
-	if age := time.Since(w.queue[w.head].at); age <= timeout {
-		w.watch.Reset(timeout - age + time.Millisecond)
+	age := time.Since(w.queue[w.head].at)
+	var report func()
+	switch {
+	case w.stall <= 0:
+	case age <= w.stall:
+		w.stalled = false // the last stall, if any, is over
+	case !w.stalled:
+		w.stalled, report = true, w.onStall
+	}
+	if age <= timeout {
+		next := timeout - age
+		switch {
+		case w.stall <= 0:
+		case !w.stalled:
+			next = min(next, w.stall-age) // when the oldest would stall
+		default:
+			// Look again within a Stall: to see this stall end, and the
+			// next one begin, even while commands keep the queue busy.
+			next = min(next, w.stall)
+		}
+		w.watch.Reset(next + time.Millisecond)
 		w.mu.Unlock()
+		if report != nil {
+			report() // outside the lock: it must not block
+		}
 		return
 	}
 	if w.werr == nil {
@@ -340,6 +387,9 @@ func (w *wire) watchdog(timeout time.Duration) {
 	}
 	w.armed = false
 	w.mu.Unlock()
+	if report != nil {
+		report()
+	}
 	_ = w.nc.Close()
 }
 
@@ -482,7 +532,11 @@ func (p *Pub) open(ctx context.Context) (*wire, error) {
 			return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
 		}
 	}
-	return &wire{nc: nc}, nil
+	w := &wire{nc: nc, onStall: p.onStall}
+	if p.onStall != nil {
+		w.stall = p.t.Stall
+	}
+	return w, nil
 }
 
 // ctxErr is ctx.Err(), or DeadlineExceeded once ctx's deadline has passed:
