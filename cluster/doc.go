@@ -22,4 +22,13 @@
 // same connection carries the slot-map polls and the masters' ROLE checks,
 // so a broker holds two connections per master: one to publish, one to
 // subscribe (none on a publish-only broker).
+//
+// A master whose publishing connection leaves a command unanswered for
+// HealthInterval may be frozen, and may be failed over while it sleeps; on
+// waking it would accept, as a replica of its successor, SPUBLISHes it
+// relays late or not at all. Its publishes are therefore held until it
+// answers again and the slot map, read from another master, still names
+// it, or until the map names its successor and the route moves there
+// (bounded by HealthTimeout): a publish then waits rather than being
+// acknowledged and lost.
 package cluster
