@@ -385,46 +385,61 @@ func (p *WorkerPool) Close() {
 	})
 }
 
-// work runs w's messages through the handler and records, per message,
-// the lag (when the message has a PublishedAt) and the handler's duration,
-// and per take the queue's depth. Its clock reads the monotonic clock
-// only, and once per message while the queue has a backlog: the moment a
-// handler returned is also the moment the next queued message is taken.
+// work runs w's messages through the handler and records the lag of each
+// message that has a PublishedAt and the duration of sampled handler
+// calls. It reads the monotonic clock once per batch it takes, after
+// every timed call, and after every lagEvery-th untimed one. Timed are the
+// first call of a batch, the call after each read, and, once a timed call
+// took exactDuration or longer (a clock read is then a few percent of a
+// call at most), every later call of the batch. A lag is therefore short
+// by at most the durations of the lagEvery-1 calls before it, and exact
+// while handlers are slow.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
 		clock workerClock
 		batch [takeBatch]Message
-		taken time.Duration
-		ended time.Duration = -1 // -1: no handler end to reuse
 	)
 	for {
-		n, slept := w.take(batch[:])
+		n, _ := w.take(batch[:])
 		if n == 0 {
 			return
 		}
-		if slept {
-			ended = -1
-		}
+		// now is the clock at the start of the next call when fresh,
+		// and at most stale calls before it otherwise.
+		now, fresh, stale, exact := clock.read(), true, 0, false
 		for i := range n {
 			m := batch[i]
 			batch[i] = Message{}
-			taken = ended
-			if taken < 0 || taken >= workerClockRebase {
-				taken = clock.read()
-			}
 			if !m.PublishedAt.IsZero() {
-				w.lag.recordOwned(clock.lag(taken, m.PublishedAt))
+				w.lag.recordOwned(clock.lag(now, m.PublishedAt))
 			}
-			if p.handle(w, m) {
-				ended = clock.since()
-				w.handling.recordOwned(ended - taken)
-			} else {
-				ended = -1
+			returned := p.handle(w, m)
+			if fresh {
+				end := clock.since()
+				if returned {
+					d := end - now
+					w.handling.recordOwned(d)
+					exact = exact || d >= exactDuration
+				}
+				// A panicking call went untimed: time the next one.
+				now, fresh, stale = end, exact || !returned, 0
+				continue
+			}
+			if stale++; stale == lagEvery-1 {
+				now, fresh, stale = clock.since(), true, 0
 			}
 		}
 	}
 }
+
+const (
+	// exactDuration is the handler duration from which a worker times
+	// every call of a batch (see work).
+	exactDuration = 2 * time.Microsecond
+	// lagEvery bounds how many fast calls share one clock reading.
+	lagEvery = 8
+)
 
 // handle calls the handler and reports whether it returned normally.
 func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {

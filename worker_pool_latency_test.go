@@ -16,7 +16,8 @@ import (
 // TestWorkerPoolRecordsLag: a message published a second ago has a lag of
 // at least a second; one from the future (a publisher whose clock is
 // ahead) is counted as negative; one without PublishedAt is not in the lag
-// histogram at all. Every delivered message is in HandlerTime.
+// histogram at all. Fast handler calls are sampled: at least the first of
+// the batch, at most every one.
 func TestWorkerPoolRecordsLag(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -34,11 +35,14 @@ func TestWorkerPoolRecordsLag(t *testing.T) {
 	assert.GreaterOrEqual(t, ls.Lag.Quantile(1), time.Second-time.Second*32/1000, "within the bucket's resolution")
 	assert.EqualValues(t, 1, ls.Lag.Negative)
 	assert.Less(t, ls.Lag.NegativeSum, -50*time.Minute)
-	assert.EqualValues(t, 3, ls.HandlerTime.Count)
+	assert.GreaterOrEqual(t, ls.HandlerTime.Count, uint64(1))
+	assert.LessOrEqual(t, ls.HandlerTime.Count, uint64(3))
 }
 
 // TestWorkerPoolRecordsHandlerTime: a handler that sleeps 5 ms is
-// recorded as taking at least that long; a panicking one is not recorded.
+// recorded as taking at least that long, every call of it (a call of 2µs
+// or more makes the worker time every call); a panicking one is not
+// recorded, and the call after it is timed.
 func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -64,10 +68,11 @@ func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
 	assert.EqualValues(t, 4, ls.Lag.Count, "lag is taken before the handler, panicking or not")
 }
 
-// TestWorkerPoolRecordsEveryMessageOfABacklog: with a backlog the worker
-// reuses the handler's end time as the next message's take time; no
-// message goes unrecorded on that path.
-func TestWorkerPoolRecordsEveryMessageOfABacklog(t *testing.T) {
+// TestWorkerPoolSamplesABacklog: a backlog of fast calls is taken in
+// batches; the first call of each batch and about one in 8 after it are
+// timed (every one, in a batch where a call took 2µs or more, which a
+// loaded -race run may see), the stuck first call too.
+func TestWorkerPoolSamplesABacklog(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	const n = 200
@@ -76,7 +81,7 @@ func TestWorkerPoolRecordsEveryMessageOfABacklog(t *testing.T) {
 	release()
 	wptWaitUntil(t, "the backlog", func() bool { return pool.Delivered() == n+1 })
 	ls := pool.Latency()
-	assert.EqualValues(t, n+1, ls.HandlerTime.Count)
+	assert.GreaterOrEqual(t, ls.HandlerTime.Count, uint64((n+1)/lagEvery), "one in 8 at least")
 	assert.Zero(t, ls.Lag.Count, "the messages carry no PublishedAt")
 }
 

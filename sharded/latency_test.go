@@ -121,5 +121,9 @@ func TestLatencySlowHandlerMovesQueueDepth(t *testing.T) {
 	st := sub.Stats()
 	assert.Zero(t, st.QueueDepth)
 	assert.Equal(t, n-1, st.QueueHighWater)
-	assert.EqualValues(t, n, sub.Latency().HandlerTime.Count)
+	// The stuck call is timed, and the first of the drained batch; fast
+	// calls after it are sampled.
+	hc := sub.Latency().HandlerTime.Count
+	assert.GreaterOrEqual(t, hc, uint64(2))
+	assert.LessOrEqual(t, hc, uint64(n))
 }
