@@ -200,6 +200,8 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	}
 	if path.owner.Load() != l {
 		c.dropStale(l, path)
+		at, _, _ := c.Inbox.Decode(payload)
+		c.reportStale(l, p, channel, at)
 		return
 	}
 	at, body, ok := c.Inbox.Decode(payload)
@@ -209,6 +211,7 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	}
 	if !at.IsZero() && !path.admit(at.UnixNano()) {
 		c.dropStale(l, path)
+		c.reportStale(l, p, channel, at)
 		return
 	}
 	if path.probe != nil && channel == path.probe.channel {
@@ -217,17 +220,35 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	}
 	if !at.IsZero() && !path.order.admit(channel, at.UnixNano()) {
 		c.dropStale(l, path)
-		part := -1
-		if c.partitions {
-			part = p
-		}
-		c.late.add(l.Addr, part, channel, at)
+		c.reportStale(l, p, channel, at)
 		return
 	}
 	if !c.Inbox.Submit(l.feeder, channel, body, at) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)
 	}
+}
+
+// reportStale hands a message dropped as stale (from a link its path no
+// longer takes messages from, or fenced after a failover) to the late
+// report, so that no drop of the engine's own is silent: most are copies
+// the application also got from the path's new node, but not all (a
+// message the old node delivered after the move and never relayed, one
+// published before the old link's last by a publisher that sent it
+// later). Probes are not reported; at is zero for a raw message.
+func (c *Core) reportStale(l *Link, p int, channel string, at time.Time) {
+	path := c.Paths[p]
+	if path.probe != nil && channel == path.probe.channel {
+		return
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	part := -1
+	if c.partitions {
+		part = p
+	}
+	c.late.add(l.Addr, part, channel, at)
 }
 
 func (c *Core) dropStale(l *Link, p *Path) {

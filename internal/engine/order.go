@@ -98,12 +98,12 @@ func (f *orderFence) admit(channel string, ns int64) bool {
 	return true
 }
 
-// errOvertaken is the Err of the EventDropped that reports messages an
-// order fence dropped.
-var errOvertaken = fmt.Errorf("%w: relayed late by the demoted master, behind a later message of the channel; dropped to keep the channel's order",
+// errOvertaken is the Err of the EventDropped that reports messages a
+// path dropped as stale around a move (see Core.reportStale).
+var errOvertaken = fmt.Errorf("%w: dropped around a failover or slot move to keep delivery at most once and in order (a late copy from the old or the demoted node, or a message stamped before one already delivered; some may have been delivered from the new node)",
 	shardcast.ErrPartitionMoved)
 
-// lateReport gathers the messages order fences dropped and reports them:
+// lateReport gathers the messages paths dropped as stale and reports them:
 // one EventDropped per node at most every lateReportDelay, naming the
 // channels (up to maxLateChannels, then Truncated) and partitions, with
 // Count and, as Since..Until, the earliest and latest publish times of the

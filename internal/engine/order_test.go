@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +128,72 @@ func TestOvertakenReported(t *testing.T) {
 	assert.True(t, ev.Since.Equal(at(5)), "since %v", ev.Since)
 	assert.True(t, ev.Until.Equal(at(7)), "until %v", ev.Until)
 	assert.ErrorIs(t, ev.Err, shardcast.ErrPartitionMoved)
+}
+
+// TestStaleDropsReported: after a failover move, a copy the old link
+// delivers (it is no longer the path's owner) and a message the move fence
+// drops (stamped before the old link's last delivery) never reach the
+// Handler twice or late, and both are reported by an EventDropped, so that
+// a drop that was not a copy is never silent. A probe is not reported.
+func TestStaleDropsReported(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	var events []shardcast.Event
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Handler: func(m shardcast.Message) {
+				mu.Lock()
+				got = append(got, m.Channel+"="+string(m.Payload))
+				mu.Unlock()
+			},
+			OnEvent: func(ev shardcast.Event) {
+				mu.Lock()
+				events = append(events, ev)
+				mu.Unlock()
+			},
+		}.WithDefaults(),
+		Conn:       shardcast.ConnOptions{}.WithDefaults(),
+		Paths:      4,
+		Partitions: true,
+		Mode:       subconn.Sharded,
+	})
+	old, promoted := &Link{Addr: "old:1"}, &Link{Addr: "new:1"}
+	c.SetRouter(&movingRouter{links: []*Link{old, promoted}})
+	p := c.Paths[1]
+	base := time.Now().Truncate(time.Microsecond)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	deliver := func(l *Link, ch string, ms int, body string) {
+		c.DeliverFrom(l, 1, ch, envelope.Append(nil, at(ms), []byte(body)))
+	}
+	p.setOwner(old)
+	deliver(old, "a", 10, "a10")
+	p.failover.Store(true)
+	p.setOwner(promoted)
+	deliver(old, "a", 11, "a11-old")  // the old wire, after the move
+	deliver(promoted, "a", 10, "a10") // the relayed copy
+	deliver(promoted, "b", 8, "b8")   // stamped before the old link's last, sent later
+	deliver(promoted, "a", 12, "a12")
+	c.Close(func() {})
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"a=a10", "a=a12"}, got)
+	assert.Equal(t, uint64(3), c.Stats().Stale)
+	var dropped []shardcast.Event
+	for _, ev := range events {
+		if ev.Kind == shardcast.EventDropped {
+			dropped = append(dropped, ev)
+		}
+	}
+	require.NotEmpty(t, dropped)
+	var count uint64
+	var chans []string
+	for _, ev := range dropped {
+		count += ev.Count
+		chans = append(chans, ev.Channels...)
+		assert.ErrorIs(t, ev.Err, shardcast.ErrPartitionMoved)
+		assert.Equal(t, []int{1}, ev.Partitions)
+	}
+	assert.EqualValues(t, 3, count)
+	assert.ElementsMatch(t, []string{"a", "b"}, slices.Compact(slices.Sorted(slices.Values(chans))))
 }

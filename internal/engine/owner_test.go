@@ -151,7 +151,7 @@ func (m *movingRig) next(t *testing.T) string {
 
 // TestMoveFence: after a failover moves a path to another link, messages
 // published no later than the last one the old link delivered are dropped
-// as copies until moveFence has passed; later ones, a path that never
+// as copies until the fence span (the order span) has passed; later ones, a path that never
 // moved, and a path whose slot migrated to another shard take everything.
 func TestMoveFence(t *testing.T) {
 	p := newPath(0)
@@ -166,10 +166,10 @@ func TestMoveFence(t *testing.T) {
 	assert.False(t, p.admit(150), "published before the old link's last message")
 	assert.False(t, p.admit(200), "the old link's last message itself")
 	assert.True(t, p.admit(201))
-	assert.False(t, p.admit(199), "the fence holds until moveFence has passed")
+	assert.False(t, p.admit(199), "the fence holds for the order span")
 
 	p.fenceUntil.Store(time.Now().Add(-time.Nanosecond).UnixNano())
-	assert.True(t, p.admit(150), "after moveFence nothing is fenced")
+	assert.True(t, p.admit(150), "after the span nothing is fenced")
 	p.setOwner(b)
 	assert.True(t, p.admit(120), "re-subscribing on the same link raises no fence")
 

@@ -67,12 +67,6 @@ type Path struct {
 	silentSince time.Time
 }
 
-// moveFence is how long after a move messages published before the old
-// link's last one are dropped. The cluster bus delivers within
-// milliseconds; a publisher whose clock lags the others by more than the
-// time the move took could lose messages in this span.
-const moveFence = 500 * time.Millisecond
-
 // orderSpan is how long, by default, a failover move keeps the path's
 // channels in publish order: twice the default HealthInterval (see
 // NewCore).
@@ -89,7 +83,13 @@ func (p *Path) setOwner(l *Link) (prev *Link) {
 	}
 	now := time.Now()
 	if last := p.lastAt.Load(); last != 0 {
-		p.fenceUntil.Store(now.Add(moveFence).UnixNano())
+		// As long as the order fence: the bus relays within milliseconds
+		// on an idle host, but a loaded one was seen to deliver copies
+		// after half a second. What the fence drops is reported (see
+		// Core.reportStale): a message a lagging clock or a descheduled
+		// publisher stamped before the old link's last is not lost
+		// silently.
+		p.fenceUntil.Store(now.Add(p.orderSpan).UnixNano())
 		p.fence.Store(last)
 	}
 	p.order.arm(now, p.orderSpan)
