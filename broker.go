@@ -116,11 +116,12 @@ const (
 	EventRestored
 	// EventDropped reports messages dropped because a worker queue was
 	// full (the handler was slower than the publish rate; Err is nil), or
-	// because, for a moment after a failover, they arrived behind a later
-	// message of their channel (the demoted master relays late what
-	// publishers still send it) and were dropped to keep the channel's
-	// order: Err then wraps ErrPartitionMoved, and Since..Until spans their
-	// publish times, on the publishers' clocks.
+	// dropped as stale around a failover or slot move (see Stats.Stale):
+	// Err then wraps ErrPartitionMoved, and Since..Until spans their
+	// publish times, on the publishers' clocks. Most stale drops are copies
+	// of messages the new node delivered too, so such a report may name
+	// messages the Handler did get; it is never left out for one it did
+	// not.
 	EventDropped
 	// EventTopologyChanged reports that partitions moved between Redis
 	// masters, or masters were added or removed.
@@ -366,11 +367,13 @@ type Stats struct {
 	Channels int
 	// Reconnects counts subscribe connections re-established after a loss.
 	Reconnects uint64
-	// Stale counts messages dropped because they arrived on a connection
-	// their partition had moved away from: after a failover or a slot move
-	// the old node may deliver for a moment what the new one delivers too.
-	// It also counts those dropped to keep a channel's order after a
-	// failover, which an EventDropped reports.
+	// Stale counts messages dropped around a move, each reported by an
+	// EventDropped: those that arrived on a connection their partition had
+	// moved away from (after a failover or a slot move the old node may
+	// deliver for a moment what the new one delivers too), and, for
+	// 2 × HealthInterval after a failover, those published no later than
+	// the old connection's last message (copies relayed by the cluster
+	// bus) or behind a later message of their channel (kept in order).
 	Stale uint64
 	// QueueDepth is the number of messages waiting in worker queues now,
 	// summed over workers.
