@@ -76,9 +76,13 @@ type poolWorker struct {
 	// only (see Histogram.recordOwned).
 	delivered atomic.Uint64
 	panics    atomic.Uint64
-	// highWater is the deepest the queue was when the worker took from
-	// it. The worker measures it, not Submit: depth peaks just before a
-	// take, and Submit stays as cheap as it was.
+	// held is how many messages of the batch the worker took are still
+	// waiting for the handler (the one in it not counted): QueueDepth
+	// counts them as queued. Only the worker writes it.
+	held atomic.Int64
+	// highWater is the deepest the backlog was when the worker took from
+	// its queue or when a stats call looked (see observe). Submit does not
+	// measure it, so that it stays as cheap as it was.
 	highWater atomic.Int64
 	lag       Histogram
 	handling  Histogram
@@ -86,9 +90,8 @@ type poolWorker struct {
 }
 
 // takeBatch is the most messages a worker takes from its queue at once.
-// It bounds the worker's private copy (takeBatch Messages on its stack)
-// and how far QueueDepth can under-count: the messages a worker took and
-// has not handled yet are no longer queued.
+// It bounds the worker's private copy (takeBatch Messages on its stack);
+// QueueDepth still counts the ones taken and not handled yet.
 const takeBatch = 64
 
 // NewWorkerPool starts workers goroutines, each with a queue of queueSize
@@ -236,18 +239,18 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.head -= len(w.ring)
 	}
 	w.n -= n
+	w.held.Store(int64(n)) // under mu: queued never sees them nowhere
 	w.mu.Unlock()
-	if depth > w.highWater.Load() {
-		w.highWater.Store(depth)
-	}
+	w.raise(depth)
 	return n, slept
 }
 
-// queued returns the number of messages in w's queue now.
+// queued returns the number of messages waiting for w's handler now: in
+// its queue, and taken in its current batch but not handed over yet.
 func (w *poolWorker) queued() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.n
+	return w.n + int(w.held.Load())
 }
 
 // A Feeder submits messages to a pool from one goroutine, a socket read
@@ -327,24 +330,45 @@ func (p *WorkerPool) Panics() uint64 {
 func (p *WorkerPool) QueueDepth() int {
 	n := 0
 	for i := range p.workers {
-		n += p.workers[i].queued()
+		n += int(p.workers[i].observe())
 	}
 	return n
 }
 
-// QueueHighWater returns the deepest any one worker's queue has been since
-// the pool started, counting the message the worker was about to take: the
-// pool drops once it reaches the queue size. It is a per-queue figure, not
-// a sum, because it is one queue filling up that loses messages.
+// QueueHighWater returns the deepest any one worker's backlog has been
+// since the pool started, as measured when the worker took from its queue
+// or when QueueDepth or QueueHighWater was read: the messages queued and
+// those taken but not handed to the handler yet. The pool drops once a
+// queue reaches the queue size. It is a per-worker figure, not a sum,
+// because it is one queue filling up that loses messages.
 func (p *WorkerPool) QueueHighWater() int {
 	var hw int64
 	for i := range p.workers {
 		w := &p.workers[i]
-		// A worker stuck in its handler has not measured the backlog
-		// behind it yet; the queue's length now covers that.
-		hw = max(hw, w.highWater.Load(), int64(w.queued()))
+		w.observe()
+		hw = max(hw, w.highWater.Load())
 	}
 	return int(hw)
+}
+
+// observe returns w's backlog now and raises its high-water mark to it: a
+// worker stuck in its handler has not measured the backlog behind it, and
+// a batch it took no longer shows in its queue's length at the next take,
+// so a peak seen here is kept.
+func (w *poolWorker) observe() int64 {
+	now := int64(w.queued())
+	w.raise(now)
+	return now
+}
+
+// raise lifts w's high-water mark to v if v is higher.
+func (w *poolWorker) raise(v int64) {
+	for {
+		hw := w.highWater.Load()
+		if v <= hw || w.highWater.CompareAndSwap(hw, v) {
+			return
+		}
+	}
 }
 
 // Latency returns the pool's lag and handler-duration histograms since it
@@ -411,6 +435,7 @@ func (p *WorkerPool) work(w *poolWorker) {
 		for i := range n {
 			m := batch[i]
 			batch[i] = Message{}
+			w.held.Store(int64(n - i - 1))
 			if !m.PublishedAt.IsZero() {
 				w.lag.recordOwned(clock.lag(now, m.PublishedAt))
 			}
