@@ -239,7 +239,7 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.head -= len(w.ring)
 	}
 	w.n -= n
-	w.held.Store(int64(n)) // under mu: queued never sees them nowhere
+	w.held.Store(int64(n)) // under mu, so that queued always counts them
 	w.mu.Unlock()
 	w.raise(depth)
 	return n, slept

@@ -146,12 +146,12 @@ type wire struct {
 	// watch is the silence watchdog (see watchdog); armed while it is set.
 	watch *time.Timer
 	armed bool
-	// stall and onStall are the Pub's (see SetOnStall); stalled is set
-	// once the current stall was reported, until the oldest command is
-	// younger than stall again.
-	stall   time.Duration
-	onStall func()
-	stalled bool
+	// stall and onStall are the Pub's (see SetOnStall); stalledOn is
+	// 1 + the number (in queue order) of the command whose stall was
+	// reported last, so that each stalled command is reported once.
+	stall     time.Duration
+	onStall   func()
+	stalledOn uint64
 }
 
 // Publish sends PUBLISH channel payload, with payload wrapped in the
@@ -204,7 +204,7 @@ func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any
 }
 
 // SetOnStall sets the hook the watchdog calls (on its timer's goroutine:
-// the hook must not block), at most once per stall, when the oldest unanswered command of a wire
+// the hook must not block), once per command that stalls, when the oldest unanswered command of a wire
 // has waited longer than Timeouts.Stall (the wire stays up until Reply).
 // Call it before the Pub's first use.
 func (p *Pub) SetOnStall(f func()) { p.onStall = f }
@@ -346,33 +346,31 @@ func (w *wire) enqueue(c *call) {
 // fails, and the next Publish dials afresh. Otherwise it re-arms for when
 // the oldest would be late, or disarms when nothing waits; so it fires at
 // most once per timeout, whatever the publish rate. With a stall hook
-// (see SetOnStall) it also looks every Stall, and reports a stall once,
-// when the oldest command has waited longer than Stall.
+// (see SetOnStall) it also looks every Stall, and reports each command
+// that, as the oldest, has waited longer than Stall, once.
 func (w *wire) watchdog(timeout time.Duration) {
 	w.mu.Lock()
 	if w.err != nil || w.head >= len(w.queue) {
-		w.armed, w.stalled = false, false
+		w.armed = false
 		w.mu.Unlock()
 		return
 	}
 	age := time.Since(w.queue[w.head].at)
 	var report func()
-	switch {
-	case w.stall <= 0:
-	case age <= w.stall:
-		w.stalled = false // the last stall, if any, is over
-	case !w.stalled:
-		w.stalled, report = true, w.onStall
+	headSeq := w.queued - uint64(len(w.queue)-w.head) + 1 // 1 + the head's number
+	stalled := w.stall > 0 && age > w.stall
+	if stalled && w.stalledOn != headSeq {
+		w.stalledOn, report = headSeq, w.onStall
 	}
 	if age <= timeout {
 		next := timeout - age
 		switch {
 		case w.stall <= 0:
-		case !w.stalled:
+		case !stalled:
 			next = min(next, w.stall-age) // when the oldest would stall
 		default:
-			// Look again within a Stall: to see this stall end, and the
-			// next one begin, even while commands keep the queue busy.
+			// Look again within a Stall, to see the next command stall
+			// even while commands keep the queue busy.
 			next = min(next, w.stall)
 		}
 		w.watch.Reset(next + time.Millisecond)

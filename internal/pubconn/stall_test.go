@@ -1,7 +1,10 @@
 package pubconn
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +17,7 @@ import (
 )
 
 // TestStallReported: a command unanswered for longer than Stall makes the
-// watchdog call the hook, once per stall, while the wire stays up (Reply
+// watchdog call the hook, once per stalled command, while the wire stays up (Reply
 // is far off); the command completes once the server runs again, and a
 // second freeze is a second stall.
 func TestStallReported(t *testing.T) {
@@ -28,6 +31,9 @@ func TestStallReported(t *testing.T) {
 
 	for round := int32(1); round <= 2; round++ {
 		require.NoError(t, s.Pause())
+		// SIGSTOP is delivered asynchronously: the server could still
+		// answer the publish below if it was not stopped yet.
+		require.Eventually(t, func() bool { return processStopped(s.PID()) }, 10*time.Second, time.Millisecond)
 		done := make(chan error, 1)
 		go func() { done <- p.Publish(ctx, "ch", []byte("x"), true, time.Now()) }()
 		require.Eventually(t, func() bool { return stalls.Load() == round }, 10*time.Second, 5*time.Millisecond)
@@ -41,4 +47,16 @@ func TestStallReported(t *testing.T) {
 		require.NoError(t, p.Publish(ctx, "ch", []byte("y"), true, time.Now()))
 	}
 	assert.Equal(t, int32(2), stalls.Load())
+}
+
+// processStopped reports whether the process pid is in the stopped state
+// (a T in /proc/pid/stat).
+func processStopped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
