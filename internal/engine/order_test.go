@@ -70,27 +70,7 @@ func TestOrderFenceExtends(t *testing.T) {
 // that names its channel and partition, whose window is the dropped
 // messages' publish times and whose Err says why.
 func TestOvertakenReported(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	var events []shardcast.Event
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{
-			Handler: func(m shardcast.Message) {
-				mu.Lock()
-				got = append(got, m.Channel+"="+string(m.Payload))
-				mu.Unlock()
-			},
-			OnEvent: func(ev shardcast.Event) {
-				mu.Lock()
-				events = append(events, ev)
-				mu.Unlock()
-			},
-		}.WithDefaults(),
-		Conn:       shardcast.ConnOptions{}.WithDefaults(),
-		Paths:      4,
-		Partitions: true,
-		Mode:       subconn.Sharded,
-	})
+	c, rec := newRecordingCore()
 	old, promoted := &Link{Addr: "old:1"}, &Link{Addr: "new:1"}
 	r := &movingRouter{links: []*Link{old, promoted}}
 	c.SetRouter(r)
@@ -111,6 +91,7 @@ func TestOvertakenReported(t *testing.T) {
 	deliver("a", 11, "a11")
 	c.Close(func() {})
 
+	got, events := rec.result()
 	assert.ElementsMatch(t, []string{"a=a10", "b=b3", "a=a11"}, got)
 	assert.Equal(t, uint64(2), c.Stats().Stale)
 	var dropped []shardcast.Event
@@ -136,27 +117,7 @@ func TestOvertakenReported(t *testing.T) {
 // Handler twice or late, and both are reported by an EventDropped, so that
 // a drop that was not a copy is never silent. A probe is not reported.
 func TestStaleDropsReported(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	var events []shardcast.Event
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{
-			Handler: func(m shardcast.Message) {
-				mu.Lock()
-				got = append(got, m.Channel+"="+string(m.Payload))
-				mu.Unlock()
-			},
-			OnEvent: func(ev shardcast.Event) {
-				mu.Lock()
-				events = append(events, ev)
-				mu.Unlock()
-			},
-		}.WithDefaults(),
-		Conn:       shardcast.ConnOptions{}.WithDefaults(),
-		Paths:      4,
-		Partitions: true,
-		Mode:       subconn.Sharded,
-	})
+	c, rec := newRecordingCore()
 	old, promoted := &Link{Addr: "old:1"}, &Link{Addr: "new:1"}
 	c.SetRouter(&movingRouter{links: []*Link{old, promoted}})
 	p := c.Paths[1]
@@ -175,8 +136,7 @@ func TestStaleDropsReported(t *testing.T) {
 	deliver(promoted, "a", 12, "a12")
 	c.Close(func() {})
 
-	mu.Lock()
-	defer mu.Unlock()
+	got, events := rec.result()
 	assert.Equal(t, []string{"a=a10", "a=a12"}, got)
 	assert.Equal(t, uint64(3), c.Stats().Stale)
 	var dropped []shardcast.Event
@@ -196,4 +156,44 @@ func TestStaleDropsReported(t *testing.T) {
 	}
 	assert.EqualValues(t, 3, count)
 	assert.ElementsMatch(t, []string{"a", "b"}, slices.Compact(slices.Sorted(slices.Values(chans))))
+}
+
+// recorded is what a core built by newRecordingCore handed over: the
+// messages ("channel=payload", in handling order) and the events.
+type recorded struct {
+	mu     sync.Mutex
+	got    []string
+	events []shardcast.Event
+}
+
+// result returns what was recorded; read it after Close.
+func (r *recorded) result() ([]string, []shardcast.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got, r.events
+}
+
+// newRecordingCore returns a partitioned core of 4 paths whose Handler
+// and OnEvent record into the returned recorded.
+func newRecordingCore() (*Core, *recorded) {
+	r := &recorded{}
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{
+			Handler: func(m shardcast.Message) {
+				r.mu.Lock()
+				r.got = append(r.got, m.Channel+"="+string(m.Payload))
+				r.mu.Unlock()
+			},
+			OnEvent: func(ev shardcast.Event) {
+				r.mu.Lock()
+				r.events = append(r.events, ev)
+				r.mu.Unlock()
+			},
+		}.WithDefaults(),
+		Conn:       shardcast.ConnOptions{}.WithDefaults(),
+		Paths:      4,
+		Partitions: true,
+		Mode:       subconn.Sharded,
+	})
+	return c, r
 }
