@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,17 +45,29 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 	c.Go(func() { c.runProbes(publish) })
 }
 
+// runProbes sends a probe on every path that holds subscriptions once per
+// ProbeInterval and judges each one exactly when its ProbeTimeout ends, on
+// a timer of its own rather than at the next tick: a silent path is then
+// reported at most ProbeInterval + ProbeTimeout after it went silent (the
+// probe sent just after is the first one lost). A path whose probe is
+// still in flight at a tick is not sent another.
 func (c *Core) runProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
 	tick := time.NewTicker(c.Conn.ProbeInterval)
 	defer tick.Stop()
+	judge := time.NewTimer(time.Hour)
+	judge.Stop()
+	defer judge.Stop()
 	for {
+		send := false
 		select {
 		case <-c.closing:
 			return
 		case <-tick.C:
+			send = true
+		case <-judge.C:
 		}
-		var wg sync.WaitGroup
 		now := time.Now()
+		next := int64(0) // the earliest deadline of a probe in flight (Unix ns)
 		for _, p := range c.Paths {
 			pr := p.probe
 			if pr == nil || p.WantedCount() == 0 {
@@ -67,26 +78,42 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 				continue // interrupted: the loss is known, the heal is under way
 			}
 			if sent := pr.sent.Load(); sent > pr.got.Load() {
-				if now.Sub(time.Unix(0, pr.sentAt.Load())) < c.Conn.ProbeTimeout {
+				deadline := pr.sentAt.Load() + int64(c.Conn.ProbeTimeout)
+				if now.UnixNano() < deadline {
+					if next == 0 || deadline < next {
+						next = deadline
+					}
 					continue // still in flight
 				}
 				c.silent(p, wire)
 			}
+			if !send {
+				continue
+			}
 			seq := pr.sent.Add(1)
 			pr.sentAt.Store(now.UnixNano())
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
-				defer cancel()
-				var payload [8]byte
-				binary.BigEndian.PutUint64(payload[:], seq)
-				if err := publish(ctx, pr.channel, payload[:]); err != nil {
-					// Not sent or not answered: the publishing side's
-					// trouble, reported elsewhere; no verdict on the path.
-					pr.sent.CompareAndSwap(seq, pr.got.Load())
-				}
-			})
+			if deadline := now.UnixNano() + int64(c.Conn.ProbeTimeout); next == 0 || deadline < next {
+				next = deadline
+			}
+			c.Go(func() { c.sendProbe(publish, pr, seq) })
 		}
-		wg.Wait()
+		if next != 0 {
+			judge.Reset(time.Duration(next - time.Now().UnixNano()))
+		}
+	}
+}
+
+// sendProbe publishes probe seq of pr, bounded by ProbeTimeout. A probe
+// that could not be sent or was not answered is forgotten: that is the
+// publishing side's trouble, reported elsewhere, and no verdict on the
+// path.
+func (c *Core) sendProbe(publish func(ctx context.Context, channel string, payload []byte) error, pr *probeState, seq uint64) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
+	defer cancel()
+	var payload [8]byte
+	binary.BigEndian.PutUint64(payload[:], seq)
+	if err := publish(ctx, pr.channel, payload[:]); err != nil {
+		pr.sent.CompareAndSwap(seq, pr.got.Load())
 	}
 }
 

@@ -115,6 +115,7 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 			ws = append(ws, byShard[in.Shard(c.Name)]...)
 		}
 		seen := make([]bool, len(c.Start))
+		firstAt := make([]int64, len(c.Start)) // when each number was first delivered
 		var top uint32
 		var topAt int64
 		for k, s := range c.Recv {
@@ -130,13 +131,17 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 			switch {
 			case seen[s-1]:
 				r.Duplicates++
-				sample("%s: #%d delivered twice", c.Name, s)
+				sample("%s: #%d (published %s, failed %v) delivered twice: %s and %s", c.Name, s, span(c, s), c.Failed[s-1],
+					time.Unix(0, firstAt[s-1]).Format(clock), time.Unix(0, at).Format(clock))
 			case s < top && c.Failed[s-1]:
 				r.LateFailed++
 			case s < top:
 				r.Reordered++
 				sample("%s: #%d (published %s, delivered %s) delivered after #%d (published %s, failed %v, delivered %s)", c.Name, s,
 					span(c, s), time.Unix(0, at).Format(clock), top, span(c, top), c.Failed[top-1], time.Unix(0, topAt).Format(clock))
+			}
+			if !seen[s-1] {
+				firstAt[s-1] = at
 			}
 			seen[s-1] = true
 			if s > top {
