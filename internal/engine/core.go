@@ -209,10 +209,13 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 		l.badFrames.Add(1)
 		path.badFrames.Add(1)
 	}
-	if !at.IsZero() && !path.admit(at.UnixNano()) {
-		c.dropStale(l, path)
-		c.reportStale(l, p, channel, at)
-		return
+	if !at.IsZero() {
+		if !path.admit(at.UnixNano()) {
+			c.dropStale(l, path)
+			c.reportStale(l, p, channel, at)
+			return
+		}
+		path.taken(l, at.UnixNano())
 	}
 	if path.probe != nil && channel == path.probe.channel {
 		c.probeArrived(l, path, body)

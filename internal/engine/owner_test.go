@@ -177,7 +177,20 @@ func TestMoveFence(t *testing.T) {
 	fresh.setOwner(a)
 	fresh.failover.Store(true)
 	fresh.setOwner(b)
-	assert.True(t, fresh.admit(1), "a path that delivered nothing has nothing to fence")
+	assert.True(t, fresh.admit(10), "a path that delivered nothing has nothing to fence")
+
+	// The old link's reader passed the owner check just before the move
+	// and stamped lastAt just after the mover read it: taken raises the
+	// fence over that message, so its copy from the new node is dropped.
+	racing := newPath(3)
+	racing.setOwner(a)
+	assert.True(t, racing.admit(100))
+	racing.failover.Store(true)
+	racing.setOwner(b)                // the fence is set from lastAt = 100
+	assert.True(t, racing.admit(300)) // a's message, admitted as if before the move (fence 100)
+	racing.taken(a, 300)
+	assert.False(t, racing.admit(300), "the copy of the racing message from the new node")
+	assert.True(t, racing.admit(301))
 
 	migrated := newPath(2)
 	migrated.setOwner(a)

@@ -82,18 +82,35 @@ func (p *Path) setOwner(l *Link) (prev *Link) {
 		return prev
 	}
 	now := time.Now()
-	if last := p.lastAt.Load(); last != 0 {
-		// As long as the order fence: the bus relays within milliseconds
-		// on an idle host, but a loaded one was seen to deliver copies
-		// after half a second. What the fence drops is reported (see
-		// Core.reportStale): a message a lagging clock or a descheduled
-		// publisher stamped before the old link's last is not lost
-		// silently.
-		p.fenceUntil.Store(now.Add(p.orderSpan).UnixNano())
-		p.fence.Store(last)
+	// As long as the order fence: the bus relays within milliseconds on an
+	// idle host, but a loaded one was seen to deliver copies after half a
+	// second. What the fence drops is reported (see Core.reportStale): a
+	// message a lagging clock or a descheduled publisher stamped before
+	// the old link's last is not lost silently. The fence is at least 1,
+	// so that it is up even before the path took a message: the old
+	// link's reader may be taking one right now (see raiseFence).
+	p.fenceUntil.Store(now.Add(p.orderSpan).UnixNano())
+	last := max(p.lastAt.Load(), 1)
+	p.fence.Store(last)
+	// A message the old link's reader took while the fence was being set
+	// (it passed the owner check before the swap above) may have stamped
+	// lastAt after it was read: read it again now that the fence is
+	// stored; a later stamp is covered by the reader itself.
+	if again := p.lastAt.Load(); again > last {
+		p.raiseFence(again)
 	}
 	p.order.arm(now, p.orderSpan)
 	return prev
+}
+
+// raiseFence lifts an up fence to ns, unless it is higher already.
+func (p *Path) raiseFence(ns int64) {
+	for {
+		f := p.fence.Load()
+		if f == 0 || f >= ns || p.fence.CompareAndSwap(f, ns) {
+			return
+		}
+	}
 }
 
 // keepOwner undoes setOwner after a resubscribe that did not activate the
@@ -126,6 +143,18 @@ func (p *Path) admit(ns int64) bool {
 		p.lastAt.Store(ns)
 	}
 	return true
+}
+
+// taken is called by link l's reader after admit let a message published
+// at ns through, having found l the path's owner before: when the owner
+// changed in between, the move's fence may have been set from a lastAt
+// read before this message stamped it, and its copy from the new node
+// would get through. The fence is raised to cover it. (The mover reads
+// lastAt again after setting the fence, so one of the two sees it.)
+func (p *Path) taken(l *Link, ns int64) {
+	if p.owner.Load() != l {
+		p.raiseFence(ns)
+	}
 }
 
 func newPath(id int) *Path {
