@@ -3,6 +3,7 @@ package sharded
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +95,8 @@ func (h *handover) hold(from int, l *engine.Link, p int, channel string, payload
 		h.core.Emitter.Emit(h.eventLocked(shardcast.PhaseHandoverFull, from))
 		return false
 	}
-	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: channel, payload: append([]byte(nil), payload...)})
+	// channel and payload are views of the reader's buffer: keep copies.
+	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: strings.Clone(channel), payload: append([]byte(nil), payload...)})
 	h.n++
 	return true
 }
