@@ -342,7 +342,7 @@ func (f *follower) abort(ctx context.Context) bool {
 // its layout: finish now if the broker did not) or aborted.
 func (f *follower) ended(ctx context.Context) {
 	b := f.b
-	if f.stage < stageFinished {
+	if f.stage != stageFinished {
 		st, err := agreement.Read(ctx, f.run, f.a)
 		if err != nil {
 			return

@@ -101,13 +101,14 @@ type relayoutFleet struct {
 	events   []*events
 	pubs     []*publisherLoad
 	late     []bool // the broker subscribed after publishing began
+	dead     map[string]bool // publishers closed mid-way: not counted
 	started  bool
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
 
 func newRelayoutFleet(t *testing.T, n int, addrs []string, channels []string) *relayoutFleet {
-	f := &relayoutFleet{t: t, channels: channels, stop: make(chan struct{})}
+	f := &relayoutFleet{t: t, channels: channels, stop: make(chan struct{}), dead: map[string]bool{}}
 	for range n {
 		f.add(addrs)
 	}
@@ -167,6 +168,9 @@ func (f *relayoutFleet) finish(live []int) []fleetCounts {
 	f.wg.Wait()
 	want := map[string]int{}
 	for _, p := range f.pubs {
+		if f.dead[p.name] {
+			continue // Close may cut short a publish Redis took
+		}
 		for k, n := range p.sent {
 			want[k] = n
 		}
@@ -292,4 +296,166 @@ func phaseNames(ps []PhaseReport) []string {
 		out = append(out, p.Phase)
 	}
 	return out
+}
+
+// checkCounts logs each subscriber's figures and fails on a loss or a
+// duplicate, and on a reordering unless allowed.
+func checkCounts(t *testing.T, counts []fleetCounts, reorderOK bool) {
+	t.Helper()
+	for i, c := range counts {
+		t.Logf("subscriber %d: published %d, received %d, lost %d, duplicates %d, reordered %d", i, c.published, c.received, c.lost, c.dup, c.reordered)
+		assert.Zero(t, c.lost, "subscriber %d lost messages", i)
+		assert.Zero(t, c.dup, "subscriber %d got duplicates", i)
+		if !reorderOK {
+			assert.Zero(t, c.reordered, "subscriber %d got messages out of order", i)
+		}
+	}
+}
+
+// TestRelayoutAbort: a re-layout whose coordinator's ctx ends after the
+// switch aborts: every broker returns to the old list and drops what it
+// subscribed on the new instance, the record keeps the old list, and no
+// message is lost or duplicated (an abort after the switch may reorder
+// the moment of the abort; the figures say how much).
+func TestRelayoutAbort(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
+	channels := channelNames("abort-", 100)
+	f := newRelayoutFleet(t, 3, ab, channels)
+	f.waitPublished(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase == shardcast.PhaseSwitch {
+			cancel()
+		}
+	}
+	rep, err := Relayout(ctx, cfg)
+	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
+	assert.True(t, rep.Aborted)
+	t.Logf("phases: %v", phaseNames(rep.Phases))
+	f.waitPublished(1000)
+	checkCounts(t, f.finish([]int{0, 1, 2}), true)
+
+	oldFP, err := Fingerprint(ab)
+	require.NoError(t, err)
+	fields, _ := recordOn(t, servers[0], defaultAgreement)
+	assert.Equal(t, oldFP, fields["fingerprint"], "the record keeps the old list")
+	n, err := servers[0].Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey())
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n, "the transition is gone")
+	for i, b := range f.brokers {
+		assert.Equal(t, oldFP, b.Fingerprint())
+		assert.Contains(t, phasesOf(f.events[i]), shardcast.PhaseAbort, "broker %d", i)
+	}
+	waitFor(t, "the new instance's subscriptions to be dropped", func() bool { return pubsubChannels(t, servers[2]) == 0 })
+	for _, b := range f.brokers {
+		waitFor(t, "one subscription per channel", func() bool { return b.Stats().Channels == len(channels) })
+	}
+}
+
+// TestRelayoutBrokerDies: a broker that dies mid-way (closed without
+// leaving the registry, so its registration expires) is not waited for:
+// the re-layout completes, and the others lose nothing.
+func TestRelayoutBrokerDies(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
+	channels := channelNames("dies-", 100)
+	f := newRelayoutFleet(t, 4, ab, channels)
+	f.waitPublished(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			dead := f.brokers[3]
+			f.dead[f.pubs[3].name] = true
+			dead.member.Abandon() // a crash: no leave
+			require.NoError(t, dead.Close())
+		}
+	}
+	rep, err := Relayout(ctx, cfg)
+	require.NoError(t, err)
+	for _, p := range rep.Phases {
+		t.Logf("phase %-7s %8v  %d brokers", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
+	}
+	assert.Equal(t, 3, rep.Phases[len(rep.Phases)-1].Brokers, "the dead broker was dropped")
+	f.waitPublished(1000)
+	checkCounts(t, f.finish([]int{0, 1, 2}), false)
+}
+
+// TestRelayoutBrokerJoins: a broker started with the old list in the
+// middle of a re-layout follows it from the phase it finds, and, like
+// the others, gets every message from its first one, once and in order.
+// One started with the new list during it is taken too.
+func TestRelayoutBrokerJoins(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
+	channels := channelNames("joins-", 100)
+	f := newRelayoutFleet(t, 3, ab, channels)
+	f.waitPublished(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		switch p.Phase {
+		case shardcast.PhasePrepare:
+			f.add(ab)
+		case shardcast.PhaseSwitch:
+			f.add(abc)
+		}
+	}
+	rep, err := Relayout(ctx, cfg)
+	require.NoError(t, err)
+	for _, p := range rep.Phases {
+		t.Logf("phase %-7s %8v  %d brokers", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
+	}
+	assert.Equal(t, 5, rep.Phases[len(rep.Phases)-1].Brokers)
+	f.waitPublished(1000)
+	checkCounts(t, f.finish([]int{0, 1, 2, 3, 4}), false)
+	newFP, err := Fingerprint(abc)
+	require.NoError(t, err)
+	for _, b := range f.brokers {
+		assert.Equal(t, newFP, b.Fingerprint())
+	}
+}
+
+// TestRelayoutRefused: a re-layout to the recorded list, to an
+// unreachable instance, without a record, or while another is under way
+// fails with a clear error and changes nothing.
+func TestRelayoutRefused(t *testing.T) {
+	servers := startServers(t, 4)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers[0], servers[1], servers[2])
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+
+	_, err := Relayout(ctx, relayoutConfig(ab[0], abc))
+	assert.ErrorIs(t, err, shardcast.ErrNoLayoutRecord)
+
+	newBroker(t, Config{Addrs: ab, Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	_, err = Relayout(ctx, relayoutConfig(ab[0], ab))
+	assert.ErrorIs(t, err, shardcast.ErrSameLayout)
+	_, err = Relayout(ctx, relayoutConfig(ab[0], nil))
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+
+	require.NoError(t, servers[3].Kill())
+	_, err = Relayout(ctx, relayoutConfig(ab[0], append(ab, servers[3].Addr())))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), servers[3].Addr()+" unreachable")
+	n, err := servers[0].Do(ctx, "EXISTS", defaultAgreement.TransitionKey())
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n, "nothing began")
+
+	cfg := relayoutConfig(ab[0], abc)
+	var other error
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			_, other = Relayout(ctx, relayoutConfig(ab[0], addrs(servers[0])))
+		}
+	}
+	_, err = Relayout(ctx, cfg)
+	require.NoError(t, err)
+	assert.ErrorIs(t, other, shardcast.ErrRelayoutInProgress)
+	assert.Contains(t, other.Error(), "phase switch")
 }
