@@ -100,7 +100,7 @@ type relayoutFleet struct {
 	checkers []*seqChecker
 	events   []*events
 	pubs     []*publisherLoad
-	late     []bool // the broker subscribed after publishing began
+	late     []bool          // the broker subscribed after publishing began
 	dead     map[string]bool // publishers closed mid-way: not counted
 	started  bool
 	stop     chan struct{}
