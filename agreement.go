@@ -107,6 +107,24 @@ func (a Agreement) RecordKey() string { return a.App + agreementKeyBase + "recor
 // registration expires: App + "{7lw}:shardcast-layout:brokers".
 func (a Agreement) RegistryKey() string { return a.App + agreementKeyBase + "brokers" }
 
+// TransitionKey returns the name of the hash that holds the online
+// re-layout under way, if any: App + "{7lw}:shardcast-layout:transition"
+// (docs/RELAYOUT.md).
+func (a Agreement) TransitionKey() string { return a.App + agreementKeyBase + "transition" }
+
+// AcksKey returns the name of the hash in which each live broker
+// acknowledges the phase of the re-layout it completed: App +
+// "{7lw}:shardcast-layout:acks".
+func (a Agreement) AcksKey() string { return a.App + agreementKeyBase + "acks" }
+
+// BarrierChannel returns the channel on which the coordinator of
+// re-layout id sends its barriers: App +
+// "{7lw}:shardcast-layout:barrier:" + id. Names under App +
+// "{7lw}:shardcast-layout:" are reserved for the agreement.
+func (a Agreement) BarrierChannel(id string) string {
+	return a.App + agreementKeyBase + "barrier:" + id
+}
+
 // LayoutRecord describes one layout as the layout record holds it.
 type LayoutRecord struct {
 	// Fingerprint is the engine's layout fingerprint

@@ -137,6 +137,15 @@ const (
 	// HotChannel.Node) and Count the estimated number of its messages in
 	// the window. HotChannels on the engines tells the direction apart.
 	EventHotChannel
+	// EventRelayout reports a step of an online re-layout (see
+	// docs/RELAYOUT.md): Phase names it (one of the Phase constants),
+	// Since is when the broker began it, Until when it completed it, and
+	// Count how many of the broker's subscribed channels move. A hand-over
+	// that could not keep order (PhaseBarrierTimeout, PhaseHandoverFull)
+	// names its channels and wraps ErrRelayoutOrder in Err: their messages
+	// were all delivered once, but those of the moment of the switch maybe
+	// out of order.
+	EventRelayout
 )
 
 // String returns the kind's name.
@@ -154,6 +163,8 @@ func (k EventKind) String() string {
 		return "error"
 	case EventHotChannel:
 		return "hot_channel"
+	case EventRelayout:
+		return "relayout"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -184,12 +195,17 @@ type Event struct {
 	Truncated bool
 	// Err is the cause, when one is known.
 	Err error
+	// Phase names the re-layout step an EventRelayout reports.
+	Phase string
 }
 
 // String renders the event for logs.
 func (e Event) String() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.String())
+	if e.Phase != "" {
+		fmt.Fprintf(&b, " phase=%s", e.Phase)
+	}
 	if e.Shard != "" {
 		fmt.Fprintf(&b, " shard=%s", e.Shard)
 	}

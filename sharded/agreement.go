@@ -32,10 +32,8 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	where := d.Addr
 	pub := pubconn.New(d, engine.PubTimeouts(conn))
 	b.control = pub
-	addrs := make([]string, len(b.shards))
-	for i, sh := range b.shards {
-		addrs[i] = sh.addr
-	}
+	r := b.route.Load()
+	addrs := r.addrs
 	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
 		Agreement: a,
 		Run: func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
@@ -44,7 +42,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 		Where: where,
 		Node:  where,
 		Ours: shardcast.LayoutRecord{
-			Fingerprint: b.fp,
+			Fingerprint: r.fp,
 			Description: fmt.Sprintf("sharded: %d instances: %s", len(addrs), strings.Join(addrs, ", ")),
 			Engine:      "sharded",
 			Instances:   addrs,
@@ -57,6 +55,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 		return err
 	}
 	b.member = m
+	b.rel = newFollower(b, a, pub, cfg.BarrierTimeout)
 	m.Start(b.core.Ctx(), b.core.Go)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -21,13 +23,24 @@ import (
 // consistent hash and uses classic PUBLISH/SUBSCRIBE on each. It implements
 // shardcast.Broker and is safe for concurrent use.
 type Broker struct {
-	core   *engine.Core
-	shards []shard
-	fp     string
-	// links holds the subscribe connections, shard by shard: path p is
-	// carried by links[p], to shard p / conns.
-	links []*engine.Link
+	core  *engine.Core
+	conn  shardcast.ConnOptions
 	conns int
+	// slots holds the connections of every instance the broker uses, at a
+	// fixed capacity: path p is subscribe connection p % conns of the
+	// instance in slot p / conns. An online re-layout adds instances in
+	// free slots and frees those it drops (docs/RELAYOUT.md); slotMu
+	// serialises those changes.
+	slots  []atomic.Pointer[slot]
+	slotMu sync.Mutex
+	// route maps channels to slots now; gate keeps Subscribe and
+	// Unsubscribe out while a re-layout changes it.
+	route atomic.Pointer[route]
+	gate  gate
+	// hand holds back messages at a re-layout's switch; rel follows the
+	// re-layouts (nil with Agreement.Off).
+	hand *handover
+	rel  *follower
 	// member is the broker's entry in the layout registry, control the
 	// connection to the instance that holds it (both nil with
 	// Agreement.Off).
@@ -35,11 +48,19 @@ type Broker struct {
 	control *pubconn.Pub
 }
 
-// shard is one Redis instance and its publishing connection.
-type shard struct {
-	addr string
-	pub  *pubconn.Pub
+// slot is one Redis instance: its publishing connection and, on a
+// broker that subscribes, its subscribe links.
+type slot struct {
+	addr  string
+	dial  subconn.Dialer
+	pub   *pubconn.Pub
+	links []*engine.Link
 }
+
+// minSlots is the least number of instance slots a broker has: the
+// instances of its layout and of a re-layout's target together may not
+// exceed max(minSlots, 2 x the instances it started with).
+const minSlots = 64
 
 var _ shardcast.Broker = (*Broker)(nil)
 
@@ -49,7 +70,9 @@ var _ shardcast.Broker = (*Broker)(nil)
 // on the control instance holds another instance list that live brokers
 // use (an error wrapping shardcast.ErrLayoutMismatch) or cannot be read
 // within Conn.CommandTimeout. Subscribe connections are opened in the
-// background; a Subscribe call waits for them.
+// background; a Subscribe call waits for them. A broker that starts while
+// an online re-layout is under way follows it before New returns (see
+// Relayout).
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -64,14 +87,25 @@ func New(cfg Config) (*Broker, error) {
 		}
 		dials[i], addrs[i] = d, d.Addr
 	}
-	b := &Broker{fp: fingerprint(addrs), conns: conn.SubscribeConns}
+	b := &Broker{conn: conn, conns: conn.SubscribeConns}
+	b.slots = make([]atomic.Pointer[slot], max(minSlots, 2*len(addrs)))
 	b.core = engine.NewCore(engine.CoreConfig{
-		Options: opts, Conn: conn, Paths: len(addrs) * b.conns, Mode: subconn.Classic,
+		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
+	limit := cfg.HandoverLimit
+	if limit == 0 {
+		limit = DefaultHandoverLimit
+	}
+	b.hand = newHandover(b.core, limit)
+	r := &route{fp: fingerprint(addrs), addrs: addrs}
 	for i, d := range dials {
-		sh := shard{addr: d.Addr, pub: pubconn.New(d, engine.PubTimeouts(conn))}
-		b.shards = append(b.shards, sh)
+		sh := &slot{addr: d.Addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(conn))}
+		if b.core.Paths != nil {
+			b.newLinks(i, sh)
+		}
+		b.slots[i].Store(sh)
+		r.cur = append(r.cur, i)
 		// Connect now, so that a wrong address or password fails New
 		// rather than every later call.
 		ctx, cancel := context.WithTimeout(b.core.Ctx(), conn.DialTimeout)
@@ -82,29 +116,60 @@ func New(cfg Config) (*Broker, error) {
 			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
 		}
 	}
+	b.route.Store(r)
 	if err := b.joinLayout(cfg, conn); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
 	if b.core.Paths != nil {
-		for _, d := range dials {
-			for j := range b.conns {
-				path := len(b.links) // a path never leaves its link here
-				deliver := func(l *engine.Link, channel string, payload []byte) {
-					b.core.DeliverFrom(l, path, channel, payload)
-				}
-				b.links = append(b.links, b.core.NewLink(d, j, deliver, nil))
-			}
-		}
 		b.core.StartProbes(b.publish)
-		for _, l := range b.links {
-			l.Start()
+		for i := range dials {
+			for _, l := range b.slots[i].Load().links {
+				l.Start()
+			}
 		}
 		// Paths that fail to resubscribe after a reconnect are retried
 		// every RecoveryInterval; there is no topology to poll.
 		b.core.Maintain(0, nil)
 	}
+	if err := b.rel.start(); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
 	return b, nil
+}
+
+// newLinks builds the subscribe links of slot i, before the slot is
+// published to the router (a broker that subscribes only); Start runs
+// them.
+func (b *Broker) newLinks(i int, sh *slot) {
+	links := make([]*engine.Link, b.conns)
+	for j := range b.conns {
+		path := i*b.conns + j // a path never leaves its link here
+		deliver := func(l *engine.Link, channel string, payload []byte) {
+			b.deliver(l, path, channel, payload)
+		}
+		links[j] = b.core.NewLink(sh.dial, j, deliver, nil)
+	}
+	sh.links = links
+}
+
+// deliver hands a message that arrived on link l for path p to the core,
+// unless a re-layout holds it back or it is the re-layout's barrier.
+func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) {
+	if r := b.route.Load(); r.next != nil {
+		if channel == r.barrier {
+			b.hand.barrier(p)
+			return
+		}
+		cur, next := r.slots(channel)
+		// A moving channel's message that came under the new layout
+		// waits for the old layout's barrier.
+		if cur != next && p/b.conns == next && b.hand.hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
+			return
+		}
+	}
+	b.core.DeliverFrom(l, p, channel, payload)
 }
 
 // Fingerprint returns the fingerprint a broker over addrs reports (see
@@ -132,12 +197,17 @@ func fingerprint(hosts []string) string {
 
 // Fingerprint identifies the shard list and its order. Nodes of one
 // application must report the same value, or they will miss each other's
-// messages.
-func (b *Broker) Fingerprint() string { return b.fp }
+// messages. After an online re-layout it is the new layout's.
+func (b *Broker) Fingerprint() string { return b.route.Load().fp }
 
-// Shard returns the index in Config.Addrs of the instance that carries
+// Shard returns the index in the instance list in force (Config.Addrs,
+// until an online re-layout replaced it) of the instance that carries
 // channel.
-func (b *Broker) Shard(channel string) int { return jump.Channel(channel, len(b.shards)) }
+func (b *Broker) Shard(channel string) int { return jump.Channel(channel, len(b.route.Load().cur)) }
+
+// Instances returns the instance list in force, as host:port: Config.Addrs
+// until an online re-layout replaced it.
+func (b *Broker) Instances() []string { return append([]string(nil), b.route.Load().addrs...) }
 
 // Publish sends payload to channel's shard with PUBLISH and returns once
 // Redis accepted it. Concurrent calls share writes: while one write is in
@@ -157,9 +227,36 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 }
 
 // publish is Publish after the argument check, and without counting the
-// message in Stats.Published: delivery probes are sent with it.
+// message in Stats.Published: delivery probes are sent with it. During a
+// re-layout, a publish of a moving channel counts in its route's inflight
+// until answered, so that the next step knows when none is left under the
+// old routing.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	sh := &b.shards[b.Shard(channel)]
+	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+		return b.sendTo(ctx, b.probeSlot(channel), channel, payload)
+	}
+	for {
+		r := b.route.Load()
+		i, moving := r.publishSlot(channel)
+		if !moving {
+			return b.sendTo(ctx, i, channel, payload)
+		}
+		r.inflight.Add(1)
+		if b.route.Load() != r {
+			r.inflight.Add(-1)
+			continue
+		}
+		err := b.sendTo(ctx, i, channel, payload)
+		r.inflight.Add(-1)
+		return err
+	}
+}
+
+func (b *Broker) sendTo(ctx context.Context, i int, channel string, payload []byte) error {
+	sh := b.slots[i].Load()
+	if sh == nil {
+		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
+	}
 	if err := sh.pub.Publish(ctx, channel, payload, b.core.Options.Raw, time.Now()); err != nil {
 		if b.core.Closed() {
 			return shardcast.ErrClosed // Close cut the call short
@@ -169,6 +266,12 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 	return nil
 }
 
+// probeSlot returns the slot whose path a probe channel tests: probes
+// are routed by path, whatever the layout, so every slot gets one.
+func (b *Broker) probeSlot(channel string) int {
+	return router{b}.PathOf(channel) / b.conns
+}
+
 // Eval runs script s on the instance that carries channel, with keys as
 // KEYS and args as ARGV, on the broker's pipelined connection to it, and
 // returns the script's reply: string, int64, nil or []any; an error reply
@@ -176,14 +279,38 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 // keys must be meant for that instance, which naming them after the
 // channel ensures. A script that publishes to WireChannel(channel)
 // reaches the channel's subscribers, atomically with what else it does;
-// its payload must be a shardcast envelope unless Options.Raw is set. As
+// its payload must be a shardcast envelope unless Options.Raw is set.
+// During an online re-layout a moving channel's script runs where its
+// publishes go; keys it keeps on the old instance are not moved. As
 // with Publish, an error that wraps shardcast.ErrNotSent means the script
 // certainly did not run.
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
 	if err := b.core.CheckChannel(ctx, channel); err != nil {
 		return nil, err
 	}
-	sh := &b.shards[b.Shard(channel)]
+	for {
+		r := b.route.Load()
+		i, moving := r.publishSlot(channel)
+		if moving {
+			r.inflight.Add(1)
+			if b.route.Load() != r {
+				r.inflight.Add(-1)
+				continue
+			}
+		}
+		v, err := b.evalOn(ctx, i, s, keys, args)
+		if moving {
+			r.inflight.Add(-1)
+		}
+		return v, err
+	}
+}
+
+func (b *Broker) evalOn(ctx context.Context, i int, s *shardcast.Script, keys, args []string) (any, error) {
+	sh := b.slots[i].Load()
+	if sh == nil {
+		return nil, fmt.Errorf("shardcast: eval: no instance in slot %d", i)
+	}
 	v, err := engine.Eval(ctx, sh.pub, s, keys, args)
 	if err != nil && b.core.Closed() {
 		return nil, shardcast.ErrClosed
@@ -204,7 +331,17 @@ func (b *Broker) WireChannel(channel string) string { return channel }
 // undo of commands ctx cut short finishes in the background, ahead of any
 // later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.core.Subscribe(ctx, channels)
+	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
+		return err
+	}
+	if b.core.Pool == nil {
+		return shardcast.ErrNoHandler
+	}
+	if err := b.gate.enter(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.exit()
+	return b.core.SubscribeGroups(ctx, b.groups(b.route.Load(), channels))
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -213,21 +350,75 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.core.Unsubscribe(ctx, channels)
+	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
+		return err
+	}
+	if b.core.Pool == nil {
+		return nil
+	}
+	if err := b.gate.enter(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.exit()
+	return b.core.UnsubscribeGroups(ctx, b.groups(b.route.Load(), channels))
+}
+
+// groups groups channels by the paths they are wanted on under r: their
+// path under the layout in force and, during a re-layout, a moving
+// channel's path under the next one too.
+func (b *Broker) groups(r *route, channels []string) []shardcast.Group {
+	rt := router{b}
+	if r.next == nil {
+		return shardcast.GroupByPartition(channels, rt.PathOf)
+	}
+	byPath := make(map[int][]string)
+	var order []int
+	add := func(p int, ch string) {
+		if _, ok := byPath[p]; !ok {
+			order = append(order, p)
+		}
+		byPath[p] = append(byPath[p], ch)
+	}
+	for _, ch := range channels {
+		cur, next := r.slots(ch)
+		sub := b.subIndex(ch)
+		add(cur*b.conns+sub, ch)
+		if next != cur {
+			add(next*b.conns+sub, ch)
+		}
+	}
+	out := make([]shardcast.Group, len(order))
+	for i, p := range order {
+		out[i] = shardcast.Group{Key: p, Channels: byPath[p]}
+	}
+	return out
+}
+
+// subIndex returns which of an instance's subscribe connections carries
+// channel.
+func (b *Broker) subIndex(channel string) int {
+	if b.conns > 1 {
+		return int(xxhash.Sum64String(channel) % uint64(b.conns))
+	}
+	return 0
 }
 
 // Stats returns the broker's counters.
 func (b *Broker) Stats() shardcast.Stats { return b.core.Stats() }
 
-// NodeStats returns the counters of each instance, in Config.Addrs order.
+// NodeStats returns the counters of each instance, in the order of the
+// instance list in force (see Instances).
 func (b *Broker) NodeStats() []shardcast.NodeStats {
-	out := make([]shardcast.NodeStats, len(b.shards))
-	for i, sh := range b.shards {
+	r := b.route.Load()
+	out := make([]shardcast.NodeStats, len(r.cur))
+	for i, si := range r.cur {
+		sh := b.slots[si].Load()
+		if sh == nil {
+			continue
+		}
 		out[i] = shardcast.NodeStats{Addr: sh.addr, Published: sh.pub.Published()}
-		if b.links != nil {
-			for _, l := range b.links[i*b.conns : (i+1)*b.conns] {
-				out[i].Add(l.NodeStats())
-			}
+		for _, l := range sh.links {
+			out[i].Add(l.NodeStats())
 		}
 	}
 	return out
@@ -257,39 +448,65 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) teardown() {
-	for _, l := range b.links {
-		l.Stop()
-	}
-	for _, sh := range b.shards {
-		sh.pub.Close()
+	for i := range b.slots {
+		if sh := b.slots[i].Load(); sh != nil {
+			for _, l := range sh.links {
+				l.Stop()
+			}
+			sh.pub.Close()
+		}
 	}
 }
 
 // router tells the core where a channel lives: path p is subscribe
-// connection p % conns of shard p / conns.
+// connection p % conns of the instance in slot p / conns.
 type router struct{ b *Broker }
 
 func (r router) PathOf(channel string) int {
-	p := r.b.Shard(channel) * r.b.conns
-	if r.b.conns > 1 {
-		p += int(xxhash.Sum64String(channel) % uint64(r.b.conns))
+	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+		// Probes test paths, whatever the layout: spread over every slot.
+		return int(xxhash.Sum64String(channel) % uint64(len(r.b.slots)*r.b.conns))
 	}
-	return p
+	cur, _ := r.b.route.Load().slots(channel)
+	return cur*r.b.conns + r.b.subIndex(channel)
 }
 
 func (r router) Key(_ int, channel string) string { return channel }
 
-func (r router) Carrier(p int) *engine.Link { return r.b.links[p] }
+func (r router) Carrier(p int) *engine.Link {
+	sh := r.b.slots[p/r.b.conns].Load()
+	if sh == nil || sh.links == nil {
+		return nil
+	}
+	return sh.links[p%r.b.conns]
+}
 
 func (r router) Carried(l *engine.Link) []int {
-	for p, x := range r.b.links {
-		if x == l {
-			return []int{p}
+	for i := range r.b.slots {
+		if sh := r.b.slots[i].Load(); sh != nil {
+			for j, x := range sh.links {
+				if x == l {
+					return []int{i*r.b.conns + j}
+				}
+			}
 		}
 	}
 	return nil
 }
 
-func (r router) Links() []*engine.Link { return r.b.links }
+func (r router) Links() []*engine.Link {
+	var out []*engine.Link
+	for i := range r.b.slots {
+		if sh := r.b.slots[i].Load(); sh != nil {
+			out = append(out, sh.links...)
+		}
+	}
+	return out
+}
 
-func (r router) Describe(p int) string { return "shard " + r.b.shards[p/r.b.conns].addr }
+func (r router) Describe(p int) string {
+	if sh := r.b.slots[p/r.b.conns].Load(); sh != nil {
+		return "shard " + sh.addr
+	}
+	return fmt.Sprintf("unused shard slot %d", p/r.b.conns)
+}

@@ -2,6 +2,7 @@ package sharded
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
@@ -41,6 +42,19 @@ type Config struct {
 	// entry, set it to an instance every list shares, or to one outside
 	// the lists. It need not be one of Addrs.
 	ControlAddr string
+
+	// HandoverLimit bounds the messages the broker holds back during an
+	// online re-layout (default DefaultHandoverLimit): those of moving
+	// channels that arrive under the new layout before the old one
+	// drained (see Relayout). Past it, the held messages of the fullest
+	// wait are delivered at once and an EventRelayout of phase
+	// shardcast.PhaseHandoverFull names their channels.
+	HandoverLimit int
+	// BarrierTimeout bounds how long the broker waits for the barriers of
+	// a re-layout's drain phase (default 3 Agreement.Heartbeat, at least
+	// 2s) before it delivers what it held back and reports an
+	// EventRelayout of phase shardcast.PhaseBarrierTimeout.
+	BarrierTimeout time.Duration
 }
 
 func (c Config) validate() error {
@@ -52,6 +66,9 @@ func (c Config) validate() error {
 	}
 	if err := c.Agreement.Validate(); err != nil {
 		return err
+	}
+	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
+		return fmt.Errorf("%w: sharded.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
 	if c.ControlAddr != "" {
 		if _, err := engine.ParseAddr(c.ControlAddr, c.Conn); err != nil {

@@ -55,6 +55,11 @@ type Member struct {
 	beat sync.WaitGroup
 	// end runs Leave or Abandon, once.
 	end sync.Once
+
+	// ours is the layout the broker registers with: cfg.Ours until an
+	// online re-layout moves the broker (SetLayout).
+	mu   sync.Mutex
+	ours shardcast.LayoutRecord
 }
 
 // Join checks the broker's layout against the record and registers the
@@ -69,8 +74,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{
 		cfg:  cfg,
 		id:   newID(),
-		keys: []string{cfg.RecordKey(), cfg.RegistryKey()},
+		keys: []string{cfg.RecordKey(), cfg.RegistryKey(), cfg.TransitionKey()},
 	}
+	m.ours = cfg.Ours
 	m.quit, m.stop = context.WithCancel(context.Background())
 	wrote, err := m.join(ctx)
 	if err != nil {
@@ -92,12 +98,31 @@ func (m *Member) ID() string {
 	return m.id
 }
 
+// SetLayout makes the broker register with layout r from its next
+// heartbeat on: an online re-layout moved it there.
+func (m *Member) SetLayout(r shardcast.LayoutRecord) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.ours = r
+	m.mu.Unlock()
+}
+
+// Layout returns the layout the broker registers with.
+func (m *Member) Layout() shardcast.LayoutRecord {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ours
+}
+
 // join runs the join script once and reports whether it wrote the record.
 func (m *Member) join(ctx context.Context) (wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
 	ttl := m.cfg.Heartbeat * shardcast.HeartbeatsToExpire
-	args := append([]string{m.id, strconv.FormatInt(ttl.Milliseconds(), 10), m.cfg.Ours.Fingerprint}, recordFields(m.cfg.Ours)...)
+	ours := m.Layout()
+	args := append([]string{m.id, strconv.FormatInt(ttl.Milliseconds(), 10), ours.Fingerprint}, recordFields(ours)...)
 	v, err := m.cfg.Run(ctx, joinScript, m.keys, args)
 	if err != nil {
 		return false, fmt.Errorf("shardcast: layout record %s on %s: %w", m.keys[0], m.cfg.Where, err)
@@ -115,7 +140,7 @@ func (m *Member) join(ctx context.Context) (wrote bool, err error) {
 		if len(reply) == 4 {
 			others, _ := reply[1].(int64)
 			return false, &shardcast.LayoutMismatchError{
-				Ours:     m.cfg.Ours,
+				Ours:     ours,
 				Recorded: parseRecord(pairs(reply[3])),
 				Where:    m.cfg.Where,
 				Key:      m.keys[0],

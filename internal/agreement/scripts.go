@@ -9,7 +9,8 @@ import "github.com/shardcast/shardcast"
 // implementations in other languages.
 
 // joinScript prunes expired brokers, then registers ARGV[1] for ARGV[2] ms
-// if the record holds fingerprint ARGV[3], or if there is no record or no
+// if the record holds fingerprint ARGV[3], or a re-layout from or to it is
+// under way (KEYS[3], the transition, when given), or if there is no record or no
 // other live broker (then it first replaces the record with ARGV[3] and
 // the field/value pairs ARGV[4..]). Otherwise it changes nothing else and
 // reports the record. It serves both New and the heartbeat: a heartbeat
@@ -29,6 +30,12 @@ if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
 end
 local status = 'joined'
 local fp = redis.call('HGET', KEYS[1], 'fingerprint')
+if fp ~= ARGV[3] and KEYS[3] then
+  local tr = redis.call('HMGET', KEYS[3], 'from', 'to')
+  if tr[1] == ARGV[3] or tr[2] == ARGV[3] then
+    fp = ARGV[3]
+  end
+end
 if fp ~= ARGV[3] then
   if fp and others > 0 then
     return {'mismatch', others, redis.call('ZRANGE', KEYS[2], 0, 4), redis.call('HGETALL', KEYS[1])}

@@ -192,6 +192,19 @@ func (c *Core) HotChannels() []shardcast.HotChannel { return c.hot.HotChannels()
 // channel already taken since a failover (see orderFence), which is also
 // reported as dropped. It runs on l's reader.
 func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
+	c.deliver(l, l.feeder, p, channel, payload)
+}
+
+// DeliverHeld is DeliverFrom for a message that arrived on link l for
+// path p and was held back, handed over now from another goroutine than
+// l's reader (an online re-layout delivers what it held once the old
+// layout drained): it goes to the worker pool directly, not through l's
+// feeder, which only l's reader may use.
+func (c *Core) DeliverHeld(l *Link, p int, channel string, payload []byte) {
+	c.deliver(l, nil, p, channel, payload)
+}
+
+func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payload []byte) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
@@ -226,7 +239,7 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 		c.reportStale(l, p, channel, at)
 		return
 	}
-	if !c.Inbox.Submit(l.feeder, channel, body, at) {
+	if !c.Inbox.Submit(f, channel, body, at) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)
 	}

@@ -27,8 +27,15 @@ func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 	if c.Pool == nil {
 		return shardcast.ErrNoHandler
 	}
+	return c.SubscribeGroups(ctx, shardcast.GroupByPartition(channels, c.router.PathOf))
+}
+
+// SubscribeGroups is Subscribe with the channels already grouped by path
+// (Group.Key): a channel may be wanted on several paths at once, which an
+// online re-layout needs (docs/RELAYOUT.md). The caller checked the
+// channels and that the broker has a Handler.
+func (c *Core) SubscribeGroups(ctx context.Context, groups []shardcast.Group) error {
 	token := c.calls.Add(1)
-	groups := shardcast.GroupByPartition(channels, c.router.PathOf)
 	added := make([][]string, len(groups))
 	errs := c.fanOut(groups, func(i int, g shardcast.Group) (err error) {
 		added[i], err = c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token)
@@ -67,7 +74,15 @@ func (c *Core) Unsubscribe(ctx context.Context, channels []string) error {
 	if c.Pool == nil {
 		return nil
 	}
-	groups := shardcast.GroupByPartition(channels, c.router.PathOf)
+	return c.UnsubscribeGroups(ctx, shardcast.GroupByPartition(channels, c.router.PathOf))
+}
+
+// UnsubscribeGroups is Unsubscribe with the channels already grouped by
+// path (see SubscribeGroups).
+func (c *Core) UnsubscribeGroups(ctx context.Context, groups []shardcast.Group) error {
+	if c.Pool == nil {
+		return nil
+	}
 	errs := c.fanOut(groups, func(_ int, g shardcast.Group) error {
 		return c.unsubscribePath(ctx, c.Paths[g.Key], g.Channels, 0)
 	})

@@ -1,0 +1,322 @@
+package agreement
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardcast/shardcast"
+)
+
+// An online re-layout (docs/RELAYOUT.md) keeps two more keys next to the
+// record: the transition (a hash: the re-layout under way) and the acks (a
+// hash: broker id → "<transition id> <phase>", the last phase each broker
+// completed). The coordinator begins, advances and ends the transition;
+// brokers read it on their heartbeat and acknowledge.
+
+// Transition is the re-layout under way.
+type Transition struct {
+	// ID names the re-layout; Phase is one of the shardcast.Phase
+	// constants.
+	ID, Phase string
+	// From and To are the fingerprints of the layouts it moves between;
+	// ToRecord is the new layout (Fingerprint, Description, Engine,
+	// Instances).
+	From, To string
+	ToRecord shardcast.LayoutRecord
+	// Barrier is the channel of the coordinator's barriers.
+	Barrier string
+	// Coordinator names who runs it.
+	Coordinator string
+	// StartedAt and PhaseAt are server times: when it began and when it
+	// entered Phase.
+	StartedAt, PhaseAt time.Time
+}
+
+// TransitionState is a read of the transition with the live brokers.
+type TransitionState struct {
+	Now time.Time
+	// T is nil when no re-layout is under way.
+	T *Transition
+	// Live lists the live brokers; Acks maps a broker to its last ack.
+	Live []string
+	Acks map[string]string
+}
+
+// Acked reports whether broker acknowledged phase of t.
+func (s TransitionState) Acked(broker string) bool {
+	return s.T != nil && s.Acks[broker] == s.T.ID+" "+s.T.Phase
+}
+
+func transitionKeys(a shardcast.Agreement) []string {
+	return []string{a.RecordKey(), a.RegistryKey(), a.TransitionKey(), a.AcksKey()}
+}
+
+// ReadTransition returns the transition, the live brokers and their acks.
+func ReadTransition(ctx context.Context, run Runner, a shardcast.Agreement) (TransitionState, error) {
+	v, err := run(ctx, stateScript, transitionKeys(a), nil)
+	if err != nil {
+		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: %w", a.TransitionKey(), err)
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) != 4 {
+		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: unexpected reply %v", a.TransitionKey(), v)
+	}
+	now, _ := reply[0].(int64)
+	st := TransitionState{Now: time.UnixMilli(now), Live: strs(reply[2]), Acks: pairs(reply[3])}
+	st.T = parseTransition(pairs(reply[1]))
+	return st, nil
+}
+
+func parseTransition(f map[string]string) *Transition {
+	if f["id"] == "" {
+		return nil
+	}
+	t := &Transition{
+		ID: f["id"], Phase: f["phase"], From: f["from"], To: f["to"],
+		Barrier: f["barrier"], Coordinator: f["coordinator"],
+		ToRecord: shardcast.LayoutRecord{
+			Fingerprint: f["to"], Description: f["to_description"], Engine: f["to_engine"],
+		},
+	}
+	if s := f["to_instances"]; s != "" {
+		t.ToRecord.Instances = strings.Split(s, "\n")
+	}
+	ms, _ := strconv.ParseInt(f["started_at"], 10, 64)
+	t.StartedAt = time.UnixMilli(ms)
+	ms, _ = strconv.ParseInt(f["phase_at"], 10, 64)
+	t.PhaseAt = time.UnixMilli(ms)
+	return t
+}
+
+// BeginResult is what Begin found.
+type BeginResult struct {
+	// Begun is set when Begin wrote a new transition; otherwise Current is
+	// the one already under way (nil with an error).
+	Begun   bool
+	Current *Transition
+	// From is the record's layout.
+	From shardcast.LayoutRecord
+	// Live counts the live brokers.
+	Live int
+}
+
+// Begin starts re-layout id to layout to, unless one is under way (then
+// it returns it in Current). It fails with shardcast.ErrNoLayoutRecord
+// when there is no record and shardcast.ErrSameLayout when the record
+// already holds to.
+func Begin(ctx context.Context, run Runner, a shardcast.Agreement, id, coordinator string, to shardcast.LayoutRecord) (BeginResult, error) {
+	args := []string{id, coordinator, to.Fingerprint, to.Description, to.Engine,
+		strings.Join(to.Instances, "\n"), a.BarrierChannel(id)}
+	v, err := run(ctx, beginScript, transitionKeys(a), args)
+	if err != nil {
+		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s: %w", a.TransitionKey(), err)
+	}
+	reply, _ := v.([]any)
+	if len(reply) < 1 {
+		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout: unexpected reply %v", v)
+	}
+	var res BeginResult
+	if len(reply) >= 3 {
+		res.From = parseRecord(pairs(reply[1]))
+		n, _ := reply[2].(int64)
+		res.Live = int(n)
+	}
+	switch reply[0] {
+	case "norecord":
+		return res, fmt.Errorf("%w in %s (App %q)", shardcast.ErrNoLayoutRecord, a.RecordKey(), a.App)
+	case "same":
+		return res, fmt.Errorf("%w: %s (%s)", shardcast.ErrSameLayout, to.Fingerprint, to.Description)
+	case "busy":
+		if len(reply) >= 4 {
+			res.Current = parseTransition(pairs(reply[3]))
+		}
+		return res, nil
+	case "begun":
+		res.Begun = true
+		return res, nil
+	}
+	return res, fmt.Errorf("shardcast: begin re-layout: unexpected reply %v", v)
+}
+
+// Ack records that broker completed phase of transition id. It reports
+// false when the transition is no longer in that phase.
+func Ack(ctx context.Context, run Runner, a shardcast.Agreement, broker, id, phase string) (bool, error) {
+	v, err := run(ctx, ackScript, transitionKeys(a), []string{broker, id, phase})
+	if err != nil {
+		return false, fmt.Errorf("shardcast: acknowledge re-layout %s %s: %w", id, phase, err)
+	}
+	n, _ := v.(int64)
+	return n == 1, nil
+}
+
+// Advance moves transition id from phase from to phase to, if every live
+// broker acknowledged from; "done" deletes the transition. Moving to
+// shardcast.PhaseFinish also writes the new layout as the record. It
+// returns the live brokers that have not acknowledged yet (nil once it
+// advanced), or an error when the transition is gone or in another phase.
+func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transition, from, to, coordinator string) (waiting []string, err error) {
+	args := []string{t.ID, from, to, coordinator}
+	if to == shardcast.PhaseFinish {
+		args = append(args, recordFields(t.ToRecord)...)
+	}
+	v, err := run(ctx, advanceScript, transitionKeys(a), args)
+	if err != nil {
+		return nil, fmt.Errorf("shardcast: advance re-layout %s to %s: %w", t.ID, to, err)
+	}
+	reply, _ := v.([]any)
+	if len(reply) < 1 {
+		return nil, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
+	}
+	switch reply[0] {
+	case "ok":
+		return nil, nil
+	case "waiting":
+		return strs(reply[1]), nil
+	case "gone":
+		return nil, fmt.Errorf("shardcast: re-layout %s is gone from %s", t.ID, a.TransitionKey())
+	case "phase":
+		got, _ := reply[1].(string)
+		if got == shardcast.PhaseAbort {
+			return nil, fmt.Errorf("%w: re-layout %s was aborted", shardcast.ErrRelayoutAborted, t.ID)
+		}
+		return nil, fmt.Errorf("shardcast: re-layout %s is in phase %s, not %s", t.ID, got, from)
+	}
+	return nil, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
+}
+
+// Abort turns the transition (transition id, or any when id is empty)
+// into an abort. It returns the aborted transition's id, or an error
+// when there is none or it already began to finish.
+func Abort(ctx context.Context, run Runner, a shardcast.Agreement, id string) (string, error) {
+	v, err := run(ctx, abortScript, transitionKeys(a), []string{id})
+	if err != nil {
+		return "", fmt.Errorf("shardcast: abort re-layout: %w", err)
+	}
+	reply, _ := v.([]any)
+	if len(reply) < 1 {
+		return "", fmt.Errorf("shardcast: abort re-layout: unexpected reply %v", v)
+	}
+	switch reply[0] {
+	case "ok":
+		got, _ := reply[1].(string)
+		return got, nil
+	case "none":
+		return "", fmt.Errorf("shardcast: no re-layout under way in %s", a.TransitionKey())
+	case "other":
+		got, _ := reply[1].(string)
+		return "", fmt.Errorf("%w: %s, not %s", shardcast.ErrRelayoutInProgress, got, id)
+	case "finishing":
+		return "", fmt.Errorf("shardcast: re-layout already finishing; it cannot be aborted")
+	}
+	return "", fmt.Errorf("shardcast: abort re-layout: unexpected reply %v", v)
+}
+
+// The transition scripts take KEYS = [record, registry, transition, acks].
+
+// beginScript starts a transition: ARGV = [id, coordinator, to
+// fingerprint, to description, to engine, to instances, barrier channel].
+var beginScript = shardcast.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local live = redis.call('ZCARD', KEYS[2])
+local rec = redis.call('HGETALL', KEYS[1])
+local fp = redis.call('HGET', KEYS[1], 'fingerprint')
+if not fp then
+  return {'norecord', rec, live}
+end
+local cur = redis.call('HGETALL', KEYS[3])
+if #cur > 0 then
+  return {'busy', rec, live, cur}
+end
+if fp == ARGV[3] then
+  return {'same', rec, live}
+end
+local ts = string.format('%d', now)
+redis.call('DEL', KEYS[4])
+redis.call('HSET', KEYS[3], 'id', ARGV[1], 'phase', 'prepare', 'from', fp, 'to', ARGV[3],
+  'to_description', ARGV[4], 'to_engine', ARGV[5], 'to_instances', ARGV[6], 'barrier', ARGV[7],
+  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts)
+return {'begun', rec, live}
+`)
+
+// stateScript reads {now, transition, live brokers, acks}.
+var stateScript = shardcast.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {now, redis.call('HGETALL', KEYS[3]),
+  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%d', now), '+inf'),
+  redis.call('HGETALL', KEYS[4])}
+`)
+
+// ackScript records ARGV = [broker, id, phase] if the transition is id in
+// that phase.
+var ackScript = shardcast.NewScript(`
+local tr = redis.call('HMGET', KEYS[3], 'id', 'phase')
+if tr[1] ~= ARGV[2] or tr[2] ~= ARGV[3] then
+  return 0
+end
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+return 1
+`)
+
+// advanceScript moves transition ARGV[1] from phase ARGV[2] to ARGV[3]
+// once every live broker acknowledged ARGV[2]; ARGV[4] is the
+// coordinator, ARGV[5..] the new record's field/value pairs (to finish).
+var advanceScript = shardcast.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local tr = redis.call('HMGET', KEYS[3], 'id', 'phase', 'to')
+if tr[1] ~= ARGV[1] then
+  return {'gone'}
+end
+if tr[2] ~= ARGV[2] then
+  return {'phase', tr[2]}
+end
+local want = ARGV[1] .. ' ' .. ARGV[2]
+local waiting = {}
+for _, b in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  if redis.call('HGET', KEYS[4], b) ~= want then
+    waiting[#waiting + 1] = b
+  end
+end
+if #waiting > 0 then
+  return {'waiting', waiting}
+end
+if ARGV[3] == 'done' then
+  redis.call('DEL', KEYS[3], KEYS[4])
+  return {'ok'}
+end
+if ARGV[3] == 'finish' then
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'version', '1', 'fingerprint', tr[3], 'written_by', ARGV[4],
+    'written_at', string.format('%d', now), unpack(ARGV, 5))
+end
+redis.call('HSET', KEYS[3], 'phase', ARGV[3], 'phase_at', string.format('%d', now))
+return {'ok'}
+`)
+
+// abortScript turns the transition (ARGV[1], or any when empty) into an
+// abort, unless it began to finish.
+var abortScript = shardcast.NewScript(`
+local tr = redis.call('HMGET', KEYS[3], 'id', 'phase')
+if not tr[1] then
+  return {'none'}
+end
+if ARGV[1] ~= '' and tr[1] ~= ARGV[1] then
+  return {'other', tr[1]}
+end
+if tr[2] == 'finish' then
+  return {'finishing'}
+end
+if tr[2] ~= 'abort' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', KEYS[3], 'phase', 'abort', 'phase_at', string.format('%d', now))
+end
+return {'ok', tr[1]}
+`)
