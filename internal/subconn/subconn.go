@@ -338,6 +338,12 @@ func (c *Conn) send(ctx context.Context, calls ...*call) error {
 		if c.closing.Load() {
 			return ErrClosed
 		}
+		if cause := c.Err(); cause != nil {
+			// The reader closed the wire first, for a reason of its own:
+			// the server's refusal at maxclients, read before this
+			// command was queued, is the one that matters.
+			return cause
+		}
 		return fmt.Errorf("subconn: write: %w", err)
 	}
 	return nil
@@ -368,10 +374,13 @@ func (c *Conn) read() {
 	if c.closing.Load() {
 		err = ErrClosed
 	}
-	_ = c.nc.Close()
+	// The cause is recorded before the wire is closed: a write failing on
+	// the closed wire then reports it (see send), not "use of closed
+	// network connection".
 	c.mu.Lock()
 	c.err = err
 	c.mu.Unlock()
+	_ = c.nc.Close()
 	c.qmu.Lock()
 	c.dead = true
 	queue := c.queue

@@ -3,10 +3,13 @@ package subconn
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -869,11 +872,23 @@ func TestRefusedConnectionSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	defer admin.Close()
 	require.NoError(t, admin.SetMaxClients(ctx, 1))
-	for range 100 {
+	// Rarely (about 1 round in 2,000 here) the reply never reaches the
+	// client: the server closes a socket holding the unread PING, which
+	// resets the connection, and the kernel may then drop the reply.
+	// Nothing on the client can tell why then; every other round must.
+	const rounds = 100
+	told := 0
+	for range rounds {
 		c, err := Open(ctx, Dialer{Addr: s.Addr()}, Classic, Hooks{})
 		require.Nil(t, c)
-		require.ErrorContains(t, err, "max number of clients reached")
-		_, isReply := resp.IsServerError(err)
-		require.True(t, isReply, "%v does not wrap the server's error", err)
+		require.Error(t, err)
+		if _, isReply := resp.IsServerError(err); isReply {
+			require.ErrorContains(t, err, "max number of clients reached")
+			told++
+			continue
+		}
+		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+			"a refusal that lost its reply fails as a reset connection, not %v", err)
 	}
+	require.GreaterOrEqual(t, told, rounds-2, "the server's refusal is the error")
 }
