@@ -34,12 +34,16 @@ type Broker struct {
 
 	mu       sync.Mutex
 	slots    shardcast.SlotMap
+	shards   shardMemory // which master each replica serves, across slot maps
 	assign   shardcast.Assignment
 	masters  map[string][]*engine.Link // subscribe links by master address; Conn.SubscribeConns each
 	pubs     map[string]*pubconn.Pub   // publishing connections, by master address
 	stopping bool
 
 	topologyChanges atomic.Uint64
+	// failoverMoves counts partition moves judged failovers (fenced, see
+	// shardMemory.classifier).
+	failoverMoves atomic.Uint64
 
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds

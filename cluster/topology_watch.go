@@ -40,6 +40,9 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	for _, r := range b.slots.Ranges {
 		others = append(others, r.Replicas...)
 	}
+	for replica := range b.shards {
+		others = append(others, replica) // one the last map left out, too
+	}
 	others = append(others, b.cfg.seeds...)
 	b.mu.Unlock()
 
@@ -177,6 +180,8 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	}
 	old, oldSlots := b.assign, b.slots
 	b.slots, b.assign = slots, assign
+	failover := b.shards.classifier(oldSlots, slots, b.layout.Slot)
+	b.shards = b.shards.update(slots)
 	stale := b.routeLocked(assign)
 	var started, stopped []*engine.Link
 	// keep maps a master to its live wires: a moved partition already
@@ -219,7 +224,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	b.mu.Unlock()
 
 	if old != nil {
-		b.reportMoves(old, assign, oldSlots, keep, healthy)
+		b.reportMoves(old, assign, failover, keep, healthy)
 	}
 	for _, l := range started {
 		l.Start()
@@ -277,7 +282,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // partitions that are not already active on their new owner's wire (keep).
 // The loss of a moved partition dates from when its old master was last
 // known healthy.
-func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcast.SlotMap, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
+func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
 	if diff.Empty() {
 		return
@@ -288,25 +293,76 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcas
 	for _, mv := range diff.Moved {
 		ev.Partitions = append(ev.Partitions, mv.Partition)
 	}
-	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved),
-		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
-	b.core.Emitter.Emit(ev)
 	moves := make([]engine.Move, 0, len(diff.Moved))
+	failovers := 0
 	for _, mv := range diff.Moved {
 		since := now
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
 		m := engine.Move{Path: mv.Partition, From: mv.From, To: mv.To, Since: since,
-			Failover: wasReplica(oldSlots, b.layout.Slot(mv.Partition), mv.To)}
+			Failover: failover(mv)}
+		if m.Failover {
+			failovers++
+		}
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
 		}
 		moves = append(moves, m)
 	}
+	b.failoverMoves.Add(uint64(failovers))
+	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved), "failover_partitions", failovers,
+		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
+	b.core.Emitter.Emit(ev)
 	b.core.InterruptMoved(moves, func(from, to string) error {
 		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)
 	})
+}
+
+// shardMemory maps each replica the broker saw in a slot map to the master
+// it serves, and keeps it across maps that leave the replica out. CLUSTER
+// SLOTS lists only the replicas Redis deems available: not one marked
+// failed, and not one whose replication offset is still 0, which is every
+// replica for up to repl-ping-replica-period (10 s by default) after its
+// master restarted without data and no write has moved the offset since
+// (Pub/Sub is not replicated) — after a full restart of the cluster, the
+// map names no replica at all. A failover in that window, judged by the
+// map alone, looked like a slot migration: no fence went up, and the
+// copies the demoted master's shard relays were delivered twice (chaos
+// soak: restartall, then CLUSTER FAILOVER FORCE 4 s later). A remembered
+// entry is replaced when a map lists the node again (as a replica of
+// another master, or as a master).
+type shardMemory map[string]string
+
+// update returns the memory after slots: every node slots lists is
+// recorded afresh, the others are kept. m is not modified.
+func (m shardMemory) update(slots shardcast.SlotMap) shardMemory {
+	next := maps.Clone(m)
+	if next == nil {
+		next = make(shardMemory)
+	}
+	for _, r := range slots.Ranges {
+		delete(next, r.Master)
+	}
+	for _, r := range slots.Ranges {
+		for _, replica := range r.Replicas {
+			next[replica] = r.Master
+		}
+	}
+	return next
+}
+
+// classifier returns the failover test of the moves from the map before
+// to the map after: a partition moved from one node to another of the
+// same shard (copies of its messages may still come from the old node, see
+// engine.Move). The new master was a replica of the old one in the map
+// before, or in the memory m (taken before after was recorded), or the old
+// master is already listed as a replica of the new one.
+func (m shardMemory) classifier(before, after shardcast.SlotMap, slotOf func(int) uint16) func(mv shardcast.PartitionMove) bool {
+	return func(mv shardcast.PartitionMove) bool {
+		slot := slotOf(mv.Partition)
+		return (mv.From != "" && m[mv.To] == mv.From) || wasReplica(before, slot, mv.To) || wasReplica(after, slot, mv.From)
+	}
 }
 
 // wasReplica reports whether addr was listed as a replica of the master
