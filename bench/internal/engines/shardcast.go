@@ -77,6 +77,7 @@ type shardcastAsync struct {
 	ap shardcast.AsyncPublisher
 }
 
+// PublishAsync is the broker's shardcast.AsyncPublisher.PublishAsync.
 func (e shardcastAsync) PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error {
 	return e.ap.PublishAsync(ctx, channel, payload, done)
 }
