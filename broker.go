@@ -257,6 +257,10 @@ type Options struct {
 	// MaxPayload is the largest payload Publish accepts, in bytes (default
 	// 1 MiB).
 	MaxPayload int
+	// MaxAsyncPublishes bounds the messages of PublishAsync (see
+	// AsyncPublisher) in flight per broker (default
+	// DefaultMaxAsyncPublishes); a call beyond it waits for room.
+	MaxAsyncPublishes int
 	// Raw disables the envelope: payloads go on the wire as they are and
 	// Message.PublishedAt is zero. Use it to interoperate with publishers
 	// or subscribers that are not shardcast. Both sides must agree.
@@ -314,6 +318,9 @@ func (o Options) WithDefaults() Options {
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
 	}
+	if o.MaxAsyncPublishes == 0 {
+		o.MaxAsyncPublishes = DefaultMaxAsyncPublishes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -343,6 +350,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: SubscribeBatch = %d, want >= 0", ErrInvalidConfig, o.SubscribeBatch)
 	case o.MaxPayload < 0:
 		return fmt.Errorf("%w: MaxPayload = %d, want >= 0", ErrInvalidConfig, o.MaxPayload)
+	case o.MaxAsyncPublishes < 0:
+		return fmt.Errorf("%w: MaxAsyncPublishes = %d, want >= 0", ErrInvalidConfig, o.MaxAsyncPublishes)
 	case o.HotSampleRate > 1 || math.IsNaN(o.HotSampleRate):
 		return fmt.Errorf("%w: HotSampleRate = %v, want <= 1 (negative: off)", ErrInvalidConfig, o.HotSampleRate)
 	case o.HotWindow < 0:
@@ -368,7 +377,7 @@ func ValidateChannel(channel string) error {
 
 // Stats are cumulative counters a broker exposes for metrics.
 type Stats struct {
-	// Published counts Publish calls Redis accepted.
+	// Published counts Publish (and PublishAsync) calls Redis accepted.
 	Published uint64
 	// Received counts messages read from Redis.
 	Received uint64

@@ -46,6 +46,9 @@ type Broker struct {
 	// Agreement.Off).
 	member  *agreement.Member
 	control *pubconn.Pub
+	// async bounds the messages of PublishAsync in flight
+	// (publish_async.go).
+	async asyncRoom
 }
 
 // slot is one Redis instance: its publishing connection and, on a

@@ -8,6 +8,10 @@
 // publisher each command goes out at once. A reader goroutine matches the
 // integer replies, in order, to the waiting calls, and a watchdog drops a
 // wire whose oldest command has gone unanswered for the reply timeout.
+//
+// PublishAsync and SPublishAsync queue a publish without waiting: the
+// reader passes the outcome to a func the caller gave, so a caller may
+// keep many publishes in flight without a goroutine parked on each.
 package pubconn
 
 import (
@@ -121,8 +125,11 @@ type call struct {
 	err   error
 	value any           // the reply, for a call that wants it (see Do)
 	want  bool          // the caller wants the reply's value
-	done  chan struct{} // receives one value when answered
+	done  chan struct{} // receives one value when answered (a waiting call)
 	at    time.Time     // when it was queued
+	// fn, set for a call of PublishAsync, is called with the outcome
+	// instead of a send on done; nobody waits for the call.
+	fn func(error)
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -170,6 +177,53 @@ func (p *Pub) SPublish(ctx context.Context, keyPrefix, channel string, payload [
 	_, err := p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now})
 	return err
 }
+
+// PublishAsync queues PUBLISH channel payload, encoded as Publish does,
+// and returns without waiting for the reply: done is called once with the
+// outcome, as Publish would have returned it (nil once Redis accepted the
+// message). payload is encoded before PublishAsync returns, so the caller
+// may reuse it at once.
+//
+// PublishAsync waits, bounded by ctx, only when there is no connection and
+// one must be dialled; the caller that finds no write in progress writes
+// what is queued (bounded by Timeouts.Write), as Publish does. Once
+// queued, the call is no longer bounded by ctx. A non-nil error means the
+// command was not queued (it wraps ErrNotSent: the Pub is closed, the dial
+// failed or ctx ended first, the backlog is full, the wire had failed), and
+// done is never called. Otherwise done is called exactly once, on the
+// Pub's reader goroutine: when the reply arrives, when the wire fails
+// (calls whose command never reached a write get an error wrapping
+// ErrNotSent, as with Publish), when the watchdog drops a silent wire, or
+// by Close, before Close returns. done must not block: it holds up every
+// reply behind it; in particular it must not call Publish or wait for
+// another PublishAsync.
+//
+// Commands of one Pub go on the wire in the order their calls queued
+// them, whatever the form, so calls made one after another from one
+// goroutine are sent in call order. A func value passed in done is not
+// copied; passing the same one for many calls allocates nothing.
+func (p *Pub) PublishAsync(ctx context.Context, channel string, payload []byte, raw bool, now time.Time, done func(error)) error {
+	_, err := p.send(ctx, command{channel: channel, payload: payload, raw: raw, now: now}, asyncDone(done))
+	return err
+}
+
+// SPublishAsync is PublishAsync for SPUBLISH keyPrefix+channel, encoded as
+// SPublish does.
+func (p *Pub) SPublishAsync(ctx context.Context, keyPrefix, channel string, payload []byte, raw bool, now time.Time, done func(error)) error {
+	_, err := p.send(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now}, asyncDone(done))
+	return err
+}
+
+// asyncDone is done, or a func that ignores the outcome when done is nil:
+// a call of PublishAsync is told apart from a waiting one by its fn.
+func asyncDone(done func(error)) func(error) {
+	if done == nil {
+		return ignoreOutcome
+	}
+	return done
+}
+
+func ignoreOutcome(error) {}
 
 // Do sends one command (args[0] is its name) through the pipeline and
 // returns its reply as resp.Reader.Reply decodes it: string, int64, nil,
@@ -262,51 +316,9 @@ func (cmd *command) append(b []byte) []byte {
 }
 
 func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
-	w, waited, err := p.wire(ctx)
+	c, err := p.send(ctx, cmd, nil)
 	if err != nil {
-		return nil, &notSent{err}
-	}
-	c := calls.Get().(*call)
-	c.want = cmd.args != nil
-	c.at = cmd.now
-	if c.at.IsZero() || waited {
-		c.at = time.Now() // a dial may have taken longer than the silence limit
-	}
-	w.mu.Lock()
-	if w.err != nil || len(w.buf) >= MaxBacklog {
-		err := w.err
-		if err == nil {
-			err = ErrBacklog
-		}
-		w.mu.Unlock()
-		calls.Put(c)
-		return nil, &notSent{err}
-	}
-	if cmd.asking {
-		// ASKING's reply goes to a call nobody waits for (done is
-		// buffered); at dates it for the watchdog.
-		w.buf = append(w.buf, "*1\r\n$6\r\nASKING\r\n"...)
-		w.enqueue(&call{done: make(chan struct{}, 1), at: c.at})
-	}
-	w.buf = cmd.append(w.buf)
-	w.enqueue(c)
-	if p.t.Reply > 0 && !w.armed {
-		w.armed = true
-		first := p.t.Reply
-		if w.stall > 0 {
-			first = min(first, w.stall)
-		}
-		if w.watch == nil {
-			timeout := p.t.Reply
-			w.watch = time.AfterFunc(first, func() { w.watchdog(timeout) })
-		} else {
-			w.watch.Reset(first)
-		}
-	}
-	if !w.writing {
-		w.flush(p.t.Write) // unlocks w.mu
-	} else {
-		w.mu.Unlock()
+		return nil, err
 	}
 	if done := ctx.Done(); done == nil {
 		<-c.done // a plain receive costs less than a select
@@ -325,6 +337,103 @@ func (p *Pub) do(ctx context.Context, cmd command) (any, error) {
 		p.published.Add(1)
 	}
 	return value, err
+}
+
+// send queues cmd on the live wire (dialling one if needed, bounded by
+// ctx) and starts a write unless one is in progress. Without fn it
+// returns the call whose done channel the reply will signal; with fn the
+// call belongs to the wire, which passes the outcome to fn, and send
+// returns nil. An error means nothing was queued, and wraps ErrNotSent.
+func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, error) {
+	w, waited, err := p.wire(ctx)
+	if err != nil {
+		return nil, &notSent{err}
+	}
+	c := calls.Get().(*call)
+	c.fn = fn
+	c.want = cmd.args != nil
+	c.at = cmd.now
+	if c.at.IsZero() || waited {
+		c.at = time.Now() // a dial may have taken longer than the silence limit
+	}
+	w.mu.Lock()
+	if w.err != nil || len(w.buf) >= MaxBacklog {
+		err := w.err
+		if err == nil {
+			err = ErrBacklog
+		}
+		w.mu.Unlock()
+		c.fn = nil
+		calls.Put(c)
+		return nil, &notSent{err}
+	}
+	if cmd.asking {
+		// ASKING's reply goes to a call nobody waits for (done is
+		// buffered); at dates it for the watchdog.
+		w.buf = append(w.buf, "*1\r\n$6\r\nASKING\r\n"...)
+		w.enqueue(&call{done: make(chan struct{}, 1), at: c.at})
+	}
+	w.buf = cmd.append(w.buf)
+	w.enqueue(c)
+	if fn != nil {
+		// The reader may complete c, and the pool hand it out again,
+		// as soon as w.mu is released.
+		c = nil
+	}
+	if p.t.Reply > 0 && !w.armed {
+		w.armed = true
+		first := p.t.Reply
+		if w.stall > 0 {
+			first = min(first, w.stall)
+		}
+		if w.watch == nil {
+			timeout := p.t.Reply
+			w.watch = time.AfterFunc(first, func() { w.watchdog(timeout) })
+		} else {
+			w.watch.Reset(first)
+		}
+	}
+	switch {
+	case w.writing:
+		w.mu.Unlock() // the write in progress takes it
+	case fn != nil && w.sent > w.answered() && len(w.buf) < asyncWriteBytes:
+		// A call of PublishAsync while written commands await replies
+		// leaves the write to the reader, which makes it once it has
+		// handled the replies it holds: the calls made meanwhile go out
+		// in one write, as redis-benchmark -P does, instead of a write
+		// each. The reader will come: a reply is due, or the wire fails.
+		w.mu.Unlock()
+	default:
+		w.flush(p.t.Write) // unlocks w.mu
+	}
+	return c, nil
+}
+
+// asyncWriteBytes is how many queued bytes make a call of PublishAsync
+// write them itself rather than leave them for the reader.
+const asyncWriteBytes = 64 << 10
+
+// answered returns how many calls of w had their replies matched (or
+// failed). The caller holds w.mu.
+func (w *wire) answered() uint64 {
+	return w.queued - uint64(len(w.queue)-w.head)
+}
+
+// complete hands a call its outcome: a waiting caller is woken; a call of
+// PublishAsync goes back to the pool and its fn runs, here, on the
+// reader's goroutine.
+func (p *Pub) complete(c *call, value any, err error) {
+	if fn := c.fn; fn != nil {
+		c.fn, c.at = nil, time.Time{}
+		calls.Put(c)
+		if err == nil {
+			p.published.Add(1)
+		}
+		fn(err)
+		return
+	}
+	c.value, c.err = value, err
+	c.done <- struct{}{}
 }
 
 // enqueue appends c to the calls waiting for replies. The caller holds
@@ -553,8 +662,10 @@ func ctxErr(ctx context.Context) error {
 // every call still queued and forgets the wire so the next Publish dials.
 func (p *Pub) read(w *wire) {
 	defer p.wires.Done()
-	rd := resp.NewReader(bufio.NewReaderSize(w.nc, 16<<10))
+	br := bufio.NewReaderSize(w.nc, 16<<10)
+	rd := resp.NewReader(br)
 	var err error
+	woke := false // a call of PublishAsync was completed since the last write check
 	for {
 		// A publish is answered on one line; a command of Do may get a
 		// bulk string or an array, decoded whole.
@@ -611,9 +722,30 @@ func (p *Pub) read(w *wire) {
 		case c.want && line != nil && res == nil:
 			value, res = lineValue(line)
 		}
-		c.value = value
-		c.err = res
-		c.done <- struct{}{}
+		if c.fn != nil {
+			woke = true
+		}
+		p.complete(c, value, res)
+		if br.Buffered() == 0 {
+			// The replies read so far are handled: before waiting for
+			// more, write what calls of PublishAsync left for this moment
+			// (see send). Their done funcs may have let callers go on to
+			// more calls: claim the write and yield once, so that those
+			// calls join it rather than each write on its own.
+			w.mu.Lock()
+			if !w.writing && w.err == nil && (woke || len(w.buf) > 0) {
+				if woke {
+					w.writing = true
+					w.mu.Unlock()
+					runtime.Gosched()
+					w.mu.Lock()
+				}
+				w.flush(p.t.Write) // unlocks w.mu
+			} else {
+				w.mu.Unlock()
+			}
+			woke = false
+		}
 	}
 	_ = w.nc.Close()
 	p.mu.Lock()
@@ -643,11 +775,11 @@ func (p *Pub) read(w *wire) {
 	w.mu.Unlock()
 	var notSentErr error = &notSent{err}
 	for i, c := range queue {
-		c.err = err
 		if i >= len(queue)-unsent {
-			c.err = notSentErr
+			p.complete(c, nil, notSentErr)
+		} else {
+			p.complete(c, nil, err)
 		}
-		c.done <- struct{}{}
 	}
 }
 

@@ -198,6 +198,22 @@ var gapNotes = []struct{ prefix, note string }{
   spreads over as many hosts, and the three masters share the machine's
   two cores with it. Compare the SSUBSCRIBE calls and the like-for-like
   rows at Centrifuge's fleet size.`},
+	{"speed (issue 15), opt-in PublishAsync", `*Speed (issue 15), opt-in
+  PublishAsync.* The asynchronous form removes the park/wake per call and
+  the round-trip bound: with 16 calls in flight per publisher, calls made
+  while earlier ones await replies go out in one write when the replies
+  come, as redis-benchmark -P 16 does; at 8 publishers that brings the
+  rate near the ceiling at about a third of the sync form's client CPU
+  per message. At 128 publishers it is 2,048 calls in flight on one
+  core, and the gap is not the client's CPU: delivered/s × client
+  CPU/msg stays well under one core, while p50 grows to milliseconds, so
+  the time goes to queueing between 128 runnable publisher goroutines,
+  the subscriber's read loop and its workers on the one P (in two runs
+  the async row was 0.56× and 0.37× the ceiling against the sync row's
+  0.48× and 0.59×). A lower MaxAsyncPublishes (256) removed the worker
+  drops of BenchmarkPublishDeliverAsync/async/128 -cpu 1 but cost about
+  17% more CPU per message in wake-ups on the room. Not yet explained
+  further; the cluster engine has no PublishAsync yet.`},
 	{"speed (issue 15)", `*Speed (issue 15).* With the client on one
   core (GOMAXPROCS 1) that core is the bottleneck at 128 publishers:
   delivered/s × client CPU/msg is about one core. A CPU profile of that

@@ -94,6 +94,9 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		"reader, since every message push has the same size. A `redis-cli SUBSCRIBE` subscriber was tried first and cannot keep up on this "+
 		"machine: Redis disconnects it at the pubsub output buffer limit within seconds. Its client CPU is redis-benchmark's (from /proc) plus this "+
 		"process's.\n\n", ceiling, ceilingClients)
+	fmt.Fprintf(&body, "The *shardcast-async* row is the same sharded broker driven through the opt-in `PublishAsync` (shardcast.AsyncPublisher): "+
+		"each publisher goroutine keeps up to %d calls in flight, as redis-benchmark -P %d does per connection, and counts a message when its "+
+		"done func hears nil. *shardcast* stays the headline: the synchronous Publish, one call in flight per goroutine.\n\n", asyncWindow, asyncWindow)
 	type topology struct {
 		name    string
 		cluster bool
@@ -101,7 +104,7 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		procs   int // GOMAXPROCS while it runs
 	}
 	topos := []topology{
-		{"standalone", false, []string{"shardcast", "centrifuge", "go-redis", ceiling}, clientProcs},
+		{"standalone", false, []string{"shardcast", "shardcast-async", "centrifuge", "go-redis", ceiling}, clientProcs},
 		{"cluster-3", true, []string{"shardcast-cluster", "centrifuge-sharded", "centrifuge-sharded-tags", "go-redis-cluster"}, clientProcs},
 	}
 	if cfg.allCores && clientProcs < runtime.NumCPU() {
@@ -334,9 +337,14 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	}
 	res.Connections = measure.Clients(servers) - base
 
-	pubs := startPublishers(ctx, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
-		return eng.Publish(ctx, ch, buf)
-	})
+	var pubs *publishers
+	if ae, ok := eng.(engines.AsyncEngine); ok {
+		pubs = startAsyncPublishers(ctx, p, cfg.payload, names, ae)
+	} else {
+		pubs = startPublishers(ctx, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
+			return eng.Publish(ctx, ch, buf)
+		})
+	}
 	sleepCtx(ctx, cfg.warmup)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)

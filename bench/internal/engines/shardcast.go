@@ -11,6 +11,9 @@ import (
 
 func init() {
 	register(Kind{Name: "shardcast", New: newSharded})
+	// The opt-in PublishAsync: each publisher goroutine keeps a window of
+	// calls in flight (see throughput).
+	register(Kind{Name: "shardcast-async", New: newShardedAsync})
 	register(Kind{Name: "shardcast-cluster", Cluster: true, New: newCluster})
 }
 
@@ -58,4 +61,32 @@ func newCluster(t Target, tu Tuning, recv Recv) (Engine, error) {
 		*tu.Stats = func() (int, uint64) { s := b.Stats(); return s.Channels, s.Reconnects }
 	}
 	return shardcastEngine{b}, nil
+}
+
+// AsyncEngine is an Engine that can also publish without waiting for the
+// reply (shardcast.AsyncPublisher); throughput drives it with a window of
+// calls in flight per publisher.
+type AsyncEngine interface {
+	Engine
+	PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error
+}
+
+// shardcastAsync is the sharded engine driven through PublishAsync.
+type shardcastAsync struct {
+	shardcastEngine
+	ap shardcast.AsyncPublisher
+}
+
+// PublishAsync is the broker's shardcast.AsyncPublisher.PublishAsync.
+func (e shardcastAsync) PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error {
+	return e.ap.PublishAsync(ctx, channel, payload, done)
+}
+
+func newShardedAsync(t Target, tu Tuning, recv Recv) (Engine, error) {
+	e, err := newSharded(t, tu, recv)
+	if err != nil {
+		return nil, err
+	}
+	se := e.(shardcastEngine)
+	return shardcastAsync{shardcastEngine: se, ap: se.Broker.(shardcast.AsyncPublisher)}, nil
 }
