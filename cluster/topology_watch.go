@@ -279,6 +279,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // known healthy.
 func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcast.SlotMap, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
+	diff.Moved = b.inUse(diff.Moved)
 	if diff.Empty() {
 		return
 	}
@@ -302,6 +303,8 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcas
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
 		}
+		moves = append(moves, m)
+		m.Path += bankSize // the partition's path in the other bank
 		moves = append(moves, m)
 	}
 	b.core.InterruptMoved(moves, func(from, to string) error {

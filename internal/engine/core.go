@@ -49,6 +49,7 @@ type Core struct {
 	router     Router
 	mode       subconn.Mode
 	partitions bool // paths are cluster partitions: events list them
+	bank       int  // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber
 
 	calls, published, reconnects atomic.Uint64
@@ -88,6 +89,9 @@ type CoreConfig struct {
 	// cluster partitions (events then list them in Event.Partitions).
 	Paths      int
 	Partitions bool
+	// PartitionBank, if set, says the paths come in banks of that many
+	// partitions: path p is partition p % PartitionBank in events.
+	PartitionBank int
 	// Mode is the subscribe command family of the engine's wires.
 	Mode subconn.Mode
 }
@@ -100,6 +104,7 @@ func NewCore(cfg CoreConfig) *Core {
 		Log:        cfg.Options.Logger,
 		mode:       cfg.Mode,
 		partitions: cfg.Partitions,
+		bank:       cfg.PartitionBank,
 		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
 		changed:    make(chan struct{}),
 		refresh:    make(chan struct{}, 1),
@@ -262,7 +267,7 @@ func (c *Core) reportStale(l *Link, p int, channel string, at time.Time) {
 	}
 	part := -1
 	if c.partitions {
-		part = p
+		part = c.partitionOf(p)
 	}
 	c.late.add(l.Addr, part, channel, at)
 }
@@ -405,8 +410,16 @@ func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, chann
 	}
 	if c.partitions {
 		for _, p := range paths {
-			ev.Partitions = append(ev.Partitions, p.ID)
+			ev.Partitions = append(ev.Partitions, c.partitionOf(p.ID))
 		}
 	}
 	return ev
+}
+
+// partitionOf returns the partition path p stands for in events.
+func (c *Core) partitionOf(p int) int {
+	if c.bank > 0 {
+		return p % c.bank
+	}
+	return p
 }
