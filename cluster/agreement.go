@@ -26,9 +26,9 @@ func (b *Broker) joinLayout() error {
 		Run:       run,
 		Where:     "the cluster of " + strings.Join(b.cfg.seeds, ", "),
 		Ours:      layoutRecord(b.view.Load().cur),
-		Timeout: b.cfg.Conn.CommandTimeout,
-		Emit:    b.core.Emitter.Emit,
-		Log:     b.core.Log,
+		Timeout:   b.cfg.Conn.CommandTimeout,
+		Emit:      b.core.Emitter.Emit,
+		Log:       b.core.Log,
 	})
 	if err != nil {
 		return err

@@ -17,17 +17,18 @@ import (
 // order.
 type SeqChecker struct {
 	mu    sync.Mutex
-	last  map[string]int // channel + "|" + publisher → last seq
-	first map[string]int // and the first
-	got   map[string]int // messages taken per channel|publisher
-	// Received counts every message, Dup those seen before, Reorders
-	// those older than one taken before.
+	last  map[string]int      // channel + "|" + publisher → last seq
+	first map[string]int      // and the first
+	got   map[string]int      // distinct messages taken per channel|publisher
+	seen  map[string][]uint64 // the seqs taken, as a bitset
+	// received counts every message, dup those seen before, reorders
+	// those older than one taken before (received, not lost).
 	received, dup, reorders int
 }
 
 // NewSeqChecker returns an empty checker.
 func NewSeqChecker() *SeqChecker {
-	return &SeqChecker{last: map[string]int{}, first: map[string]int{}, got: map[string]int{}}
+	return &SeqChecker{last: map[string]int{}, first: map[string]int{}, got: map[string]int{}, seen: map[string][]uint64{}}
 }
 
 // Handle is the Handler.
@@ -41,20 +42,29 @@ func (c *SeqChecker) Handle(m shardcast.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.received++
-	last, seen := c.last[k]
-	switch {
-	case seen && seq == last:
+	bits := c.seen[k]
+	for len(bits) <= seq/64 {
+		bits = append(bits, 0)
+	}
+	c.seen[k] = bits
+	if bits[seq/64]&(1<<(seq%64)) != 0 {
 		c.dup++
 		return
-	case seen && seq < last:
-		c.reorders++
-		return
 	}
-	if !seen {
+	bits[seq/64] |= 1 << (seq % 64)
+	c.got[k]++
+	last, ok := c.last[k]
+	switch {
+	case ok && seq < last:
+		c.reorders++
+		if seq < c.first[k] {
+			c.first[k] = seq
+		}
+		return
+	case !ok:
 		c.first[k] = seq
 	}
 	c.last[k] = seq
-	c.got[k]++
 }
 
 // PublisherLoad publishes to every channel in turn, numbering each
