@@ -385,26 +385,13 @@ func (b *Broker) groups(v *view, channels []string) []shardcast.Group {
 	if v.next == nil {
 		return shardcast.GroupByPartition(channels, router{b}.PathOf)
 	}
-	byPath := make(map[int][]string)
-	var order []int
-	add := func(p int, ch string) {
-		if _, ok := byPath[p]; !ok {
-			order = append(order, p)
-		}
-		byPath[p] = append(byPath[p], ch)
-	}
-	for _, ch := range channels {
+	return relayout.TwinGroups(channels, func(ch string) (int, int) {
 		cur, next, moving := v.partitions(ch)
-		add(v.curBank*bankSize+cur, ch)
-		if moving {
-			add(v.nextBank*bankSize+next, ch)
+		if !moving {
+			return v.curBank*bankSize + cur, -1
 		}
-	}
-	out := make([]shardcast.Group, len(order))
-	for i, p := range order {
-		out[i] = shardcast.Group{Key: p, Channels: byPath[p]}
-	}
-	return out
+		return v.curBank*bankSize + cur, v.nextBank*bankSize + next
+	})
 }
 
 // watchRoles asks every master the broker publishes to for its ROLE once

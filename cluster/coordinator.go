@@ -127,11 +127,8 @@ type coordinator struct {
 }
 
 func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
-	if err := cfg.Agreement.Validate(); err != nil {
+	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
 		return nil, err
-	}
-	if cfg.Agreement.Off {
-		return nil, fmt.Errorf("%w: a re-layout needs the agreement (Agreement.Off is set)", shardcast.ErrInvalidConfig)
 	}
 	b, err := New(Config{Addrs: cfg.Addrs, Conn: cfg.Conn, Agreement: shardcast.Agreement{Off: true}})
 	if err != nil {

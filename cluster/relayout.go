@@ -80,7 +80,7 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 	for _, p := range b.barrierPaths(v) {
 		groups[p] = append(groups[p], v.barrier)
 	}
-	if err := b.core.SubscribeGroups(ctx, toGroups(groups)); err != nil {
+	if err := b.core.SubscribeGroups(ctx, relayout.ToGroups(groups)); err != nil {
 		return 0, fmt.Errorf("subscribing under the new layout: %w", err)
 	}
 	return moving, nil
@@ -96,14 +96,6 @@ func (b *Broker) barrierPaths(v *view) []int {
 	var out []int
 	for _, p := range losing(v.cur, v.next) {
 		out = append(out, v.curBank*bankSize+p)
-	}
-	return out
-}
-
-func toGroups(m map[int][]string) []shardcast.Group {
-	out := make([]shardcast.Group, 0, len(m))
-	for p, chans := range m {
-		out = append(out, shardcast.Group{Key: p, Channels: chans})
 	}
 	return out
 }
@@ -198,7 +190,7 @@ func (b *Broker) settle(ctx context.Context, a shardcast.Agreement) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	if err := b.core.UnsubscribeGroups(ctx, toGroups(groups)); err != nil {
+	if err := b.core.UnsubscribeGroups(ctx, relayout.ToGroups(groups)); err != nil {
 		return fmt.Errorf("shardcast: re-layout: dropping the old subscriptions: %w", err)
 	}
 	return nil

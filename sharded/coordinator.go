@@ -121,11 +121,8 @@ type coordinator struct {
 }
 
 func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
-	if err := cfg.Agreement.Validate(); err != nil {
+	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
 		return nil, err
-	}
-	if cfg.Agreement.Off {
-		return nil, fmt.Errorf("%w: a re-layout needs the agreement (Agreement.Off is set)", shardcast.ErrInvalidConfig)
 	}
 	if err := cfg.Conn.Validate(); err != nil {
 		return nil, err
