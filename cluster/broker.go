@@ -442,7 +442,7 @@ func (b *Broker) watchRoles() {
 // channel's old path.
 func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 	v := b.view.Load()
-	path, channel, ok := v.split(key)
+	path, channel, ok := v.split(key, b.core.Wants)
 	if !ok {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
@@ -463,7 +463,7 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 // onLost runs on a wire's reader goroutine when the server unsubscribed a
 // channel on its own: the channel's slot moved away from l's master.
 func (b *Broker) onLost(l *engine.Link, key string) {
-	path, _, ok := b.view.Load().split(key)
+	path, _, ok := b.view.Load().split(key, b.core.Wants)
 	if !ok {
 		return
 	}

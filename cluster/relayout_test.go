@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ func checkSettled(t *testing.T, c *redistest.Cluster, f *brokertest.RelayoutFlee
 func testRelayoutGrow(t *testing.T, c *redistest.Cluster) {
 	const app = "grow:"
 	channels := numbered("grow.", 300)
-	f := brokertest.NewRelayoutFleet(t, 4, channels, fleetStarter(t, c, app, 128, ""))
+	f := brokertest.NewRelayoutFleet(t, 4, channels, false, fleetStarter(t, c, app, 128, ""))
 	f.WaitPublished(2000)
 	ctx := testCtx(t, 30*time.Second)
 	before := f.Published()
@@ -155,7 +156,7 @@ func testRelayoutGrow(t *testing.T, c *redistest.Cluster) {
 func testRelayoutPrefixAndShrink(t *testing.T, c *redistest.Cluster) {
 	const app = "prefix:"
 	channels := numbered("prefix.", 200)
-	f := brokertest.NewRelayoutFleet(t, 3, channels, fleetStarter(t, c, app, 1024, "a:"))
+	f := brokertest.NewRelayoutFleet(t, 3, channels, false, fleetStarter(t, c, app, 1024, "a:"))
 	f.WaitPublished(1500)
 	ctx := testCtx(t, 30*time.Second)
 	cfg := clusterRelayoutConfig(c, app, 256)
@@ -199,7 +200,7 @@ func boolInt(b bool) int64 {
 func testRelayoutAbort(t *testing.T, c *redistest.Cluster) {
 	const app = "abort:"
 	channels := numbered("abort.", 200)
-	f := brokertest.NewRelayoutFleet(t, 3, channels, fleetStarter(t, c, app, 128, ""))
+	f := brokertest.NewRelayoutFleet(t, 3, channels, false, fleetStarter(t, c, app, 128, ""))
 	f.WaitPublished(1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -248,7 +249,7 @@ func testRelayoutAbort(t *testing.T, c *redistest.Cluster) {
 func testRelayoutBrokerDies(t *testing.T, c *redistest.Cluster) {
 	const app = "dies:"
 	channels := numbered("dies.", 200)
-	f := brokertest.NewRelayoutFleet(t, 4, channels, fleetStarter(t, c, app, 128, ""))
+	f := brokertest.NewRelayoutFleet(t, 4, channels, false, fleetStarter(t, c, app, 128, ""))
 	f.WaitPublished(1000)
 	ctx := testCtx(t, 30*time.Second)
 	cfg := clusterRelayoutConfig(c, app, 512)
@@ -275,7 +276,7 @@ func testRelayoutBrokerDies(t *testing.T, c *redistest.Cluster) {
 func testRelayoutBrokerJoins(t *testing.T, c *redistest.Cluster) {
 	const app = "joins:"
 	channels := numbered("joins.", 200)
-	f := brokertest.NewRelayoutFleet(t, 3, channels, fleetStarter(t, c, app, 128, ""))
+	f := brokertest.NewRelayoutFleet(t, 3, channels, false, fleetStarter(t, c, app, 128, ""))
 	f.WaitPublished(1000)
 	ctx := testCtx(t, 30*time.Second)
 	cfg := clusterRelayoutConfig(c, app, 1024)
@@ -345,4 +346,35 @@ func testRelayoutRefused(t *testing.T, c *redistest.Cluster) {
 	assert.ErrorIs(t, other, shardcast.ErrRelayoutInProgress)
 	assert.Contains(t, other.Error(), "phase switch")
 	assert.True(t, strings.Contains(other.Error(), "1024 partitions"), other.Error())
+}
+
+// TestRelayoutHeavy (with SHARDCAST_HEAVY set): 20 brokers each
+// subscribing 100,000 channels, each publishing to its twentieth of them
+// without pause, move from 128 to 1024 partitions: 0 lost, 0 duplicates,
+// 0 reordered.
+func TestRelayoutHeavy(t *testing.T) {
+	if os.Getenv(brokertest.HeavyEnv) == "" {
+		t.Skipf("set %s to run it", brokertest.HeavyEnv)
+	}
+	c := redistest.StartCluster(t, 3, 1)
+	const app = "heavy:"
+	channels := numbered("heavy.", 100_000)
+	f := brokertest.NewRelayoutFleet(t, 20, channels, true, fleetStarter(t, c, app, 128, ""))
+	f.WaitPublished(50_000)
+	ctx := testCtx(t, 5*time.Minute)
+	before := f.Published()
+	start := time.Now()
+	rep, err := Relayout(ctx, clusterRelayoutConfig(c, app, 1024))
+	require.NoError(t, err)
+	t.Logf("re-layout took %v; %d messages published during it", time.Since(start).Round(time.Millisecond), f.Published()-before)
+	assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, logPhases(t, rep))
+	f.WaitPublished(50_000)
+	live := make([]int, 20)
+	for i := range live {
+		live[i] = i
+	}
+	checkCounts(t, f.Finish(live, time.Minute), false)
+	for i, x := range f.Brokers {
+		assert.Equal(t, layoutOf(t, 1024, "").Fingerprint(), x.(*Broker).Fingerprint(), "broker %d", i)
+	}
 }

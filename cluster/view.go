@@ -150,9 +150,10 @@ func (v *view) key(path int, channel string) string {
 
 // split returns the path and channel of a wire key: the tag names the
 // partition, the prefix the bank. When both banks' prefixes match (one
-// extends the other), the bank whose layout puts the channel in that
-// partition wins; the layout in force is tried first.
-func (v *view) split(key string) (path int, channel string, ok bool) {
+// extends the other, "" extends every prefix), the bank whose layout puts
+// the channel in that partition wins; if both do, the one whose path
+// wants its channel (wants may be nil), then the longer prefix.
+func (v *view) split(key string, wants func(path int, channel string) bool) (path int, channel string, ok bool) {
 	p, rest, ok := wide.SplitKey(key)
 	if !ok {
 		return 0, "", false
@@ -169,9 +170,20 @@ func (v *view) split(key string) (path int, channel string, ok bool) {
 			continue
 		}
 		l, lb := v.layoutOf(bank), v.layoutOf(best)
-		if l != nil && l.Partition(ch) == p && (lb == nil || lb.Partition(channel) != p) {
-			best, channel = bank, ch
+		if l == nil || l.Partition(ch) != p {
+			continue
 		}
+		if lb != nil && lb.Partition(channel) == p {
+			// Both readings are plausible: ask the subscriptions.
+			in, inBest := true, true
+			if wants != nil {
+				in, inBest = wants(bank*bankSize+p, ch), wants(best*bankSize+p, channel)
+			}
+			if in == inBest && len(pre) < len(v.prefix[best]) || !in && inBest {
+				continue
+			}
+		}
+		best, channel = bank, ch
 	}
 	if best < 0 {
 		return 0, "", false

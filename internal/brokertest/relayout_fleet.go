@@ -119,6 +119,7 @@ type RelayoutFleet struct {
 	Checkers []*SeqChecker
 	Events   []*EventLog
 	Pubs     []*PublisherLoad
+	split    bool            // each broker publishes to its share of the channels only
 	late     []bool          // the broker subscribed after publishing began
 	dead     map[string]bool // publishers closed mid-way: not counted
 	started  bool
@@ -128,9 +129,11 @@ type RelayoutFleet struct {
 
 // NewRelayoutFleet starts n brokers made by start (given the Handler and
 // the OnEvent hook to use), subscribes every channel on each, and starts
-// a publisher on each.
-func NewRelayoutFleet(t *testing.T, n int, channels []string, start func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker) *RelayoutFleet {
-	f := &RelayoutFleet{t: t, channels: channels, stop: make(chan struct{}), dead: map[string]bool{}}
+// a publisher on each: to every channel, or with split to every n-th
+// (broker i to channels i, i+n, …), which keeps a large fleet's checkers
+// small.
+func NewRelayoutFleet(t *testing.T, n int, channels []string, split bool, start func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker) *RelayoutFleet {
+	f := &RelayoutFleet{t: t, channels: channels, split: split, stop: make(chan struct{}), dead: map[string]bool{}}
 	for range n {
 		f.Add(start)
 	}
@@ -142,8 +145,14 @@ func NewRelayoutFleet(t *testing.T, n int, channels []string, start func(shardca
 }
 
 func (f *RelayoutFleet) startPublisher(i int) {
-	p, b := f.Pubs[i], f.Brokers[i]
-	f.wg.Go(func() { p.Run(b, f.channels, f.stop) })
+	p, b, chans := f.Pubs[i], f.Brokers[i], f.channels
+	if f.split {
+		chans = nil
+		for k := i % len(f.Brokers); k < len(f.channels); k += len(f.Brokers) {
+			chans = append(chans, f.channels[k])
+		}
+	}
+	f.wg.Go(func() { p.Run(b, chans, f.stop) })
 }
 
 // Add starts one more broker, subscribes every channel on it and, once

@@ -288,6 +288,18 @@ func (l *Link) NodeStats() shardcast.NodeStats {
 	}
 }
 
+// Wants reports whether channel is wanted on path p.
+func (c *Core) Wants(p int, channel string) bool {
+	if c.Paths == nil {
+		return false
+	}
+	path := c.Paths[p]
+	path.mu.Lock()
+	defer path.mu.Unlock()
+	_, ok := path.wanted[channel]
+	return ok
+}
+
 // PathStats returns path p's counters as partition statistics (Master
 // names its carrier now).
 func (c *Core) PathStats(p int) shardcast.PartitionStats {
