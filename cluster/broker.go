@@ -26,13 +26,15 @@ import (
 type Broker struct {
 	cfg  settings
 	core *engine.Core
-	// layout is the layout whose partitions the topology is kept for:
-	// every tag (wide, see view.go), so that an online re-layout finds the
-	// partitions of any count assigned to their masters. view maps
-	// channels to partitions, paths and wire keys under the layout in
-	// force (and, during a re-layout, the next one).
-	layout *shardcast.Layout
-	view   atomic.Pointer[view]
+	// layout gives the slot of any partition number (wide: every tag, see
+	// view.go). view maps channels to partitions, paths and wire keys
+	// under the layout in force (and, during a re-layout, the next one);
+	// the topology is kept for the partitions it reaches (view.span).
+	// polls and pollsDone count the slot-map passes begun and ended, so
+	// that a re-layout knows when one that saw its view was applied.
+	layout           *shardcast.Layout
+	view             atomic.Pointer[view]
+	polls, pollsDone atomic.Uint64
 	// route maps each partition to the publishing connection of its
 	// master, rebuilt whenever the assignment changes.
 	route atomic.Pointer[[]*pubconn.Pub]
@@ -106,7 +108,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.core.StartProbes(b.publish)
 	b.applySlots(context.Background(), slots)
-	b.core.Maintain(s.TopologyInterval, b.poll)
+	b.core.Maintain(s.TopologyInterval, b.countedPoll)
 	b.core.Go(b.watchRoles)
 	if err := b.joinLayout(); err != nil {
 		b.Close()

@@ -130,7 +130,9 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
 		return nil, err
 	}
-	b, err := New(Config{Addrs: cfg.Addrs, Conn: cfg.Conn, Agreement: shardcast.Agreement{Off: true}})
+	// Sized for every partition number, so that it has a route to each
+	// partition of any layout.
+	b, err := New(Config{Addrs: cfg.Addrs, Conn: cfg.Conn, Partitions: bankSize, Agreement: shardcast.Agreement{Off: true}})
 	if err != nil {
 		return nil, fmt.Errorf("shardcast: relayout: %w", err)
 	}

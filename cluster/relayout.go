@@ -58,6 +58,11 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 		b.hand.Reset(b.barrierPaths(v))
 		b.view.Store(v)
 	}
+	// The new layout's partitions need their masters before anything is
+	// subscribed or published there.
+	if err := b.awaitTopology(ctx); err != nil {
+		return 0, fmt.Errorf("waiting for the topology of the new partitions: %w", err)
+	}
 	if b.core.Paths == nil {
 		return 0, nil
 	}
@@ -148,6 +153,7 @@ func (s steps) Finish(ctx context.Context, to shardcast.LayoutRecord) error {
 			return fmt.Errorf("shardcast: re-layout finishes to %s, the broker moves to %s", to.Fingerprint, v.next.Fingerprint())
 		}
 		b.view.Store(newView(v.next, v.nextBank, v.prefix))
+		b.core.RequestRefresh() // the topology of partitions no longer used goes
 	}
 	return b.settle(ctx, s.a)
 }
@@ -162,6 +168,7 @@ func (s steps) Revert(ctx context.Context) error {
 	defer b.gate.Unlock()
 	if v := b.view.Load(); v.next != nil {
 		b.view.Store(newView(v.cur, v.curBank, v.prefix))
+		b.core.RequestRefresh()
 	}
 	return b.settle(ctx, s.a)
 }

@@ -169,7 +169,7 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 // it is up, and interrupting them after that would report a loss that did
 // not happen and subscribe them a second time.
 func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
-	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots))
+	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.view.Load().span(), slots))
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
@@ -279,7 +279,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // known healthy.
 func (b *Broker) reportMoves(old, assign shardcast.Assignment, oldSlots shardcast.SlotMap, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
-	diff.Moved = b.inUse(diff.Moved)
+	diff.Moved = inUse(old, assign, diff.Moved)
 	if diff.Empty() {
 		return
 	}

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardcast/shardcast"
 )
@@ -206,10 +208,45 @@ func losing(from, to *shardcast.Layout) []int {
 	return out
 }
 
-// inUse keeps the moves of partitions the layouts in use reach: the
-// topology is kept for every tag, but only those partitions carry
-// channels.
-func (b *Broker) inUse(moved []shardcast.PartitionMove) []shardcast.PartitionMove {
-	n := b.view.Load().span()
+// inUse keeps the moves of partitions both assignments cover: a
+// re-layout that grows or shrinks the partitions in use adds or drops
+// partitions, which is no move.
+func inUse(old, assign shardcast.Assignment, moved []shardcast.PartitionMove) []shardcast.PartitionMove {
+	n := min(len(old), len(assign))
 	return slices.DeleteFunc(moved, func(mv shardcast.PartitionMove) bool { return mv.Partition >= n })
+}
+
+// countedPoll is poll, counted in polls and pollsDone.
+func (b *Broker) countedPoll(ctx context.Context) {
+	b.polls.Add(1)
+	defer b.pollsDone.Add(1)
+	b.poll(ctx)
+}
+
+// awaitTopology asks for slot-map passes until one that began after the
+// view in force was stored applied it: every partition the view reaches
+// has its master in the assignment (a pass begun before could still
+// install an assignment sized for the view before).
+func (b *Broker) awaitTopology(ctx context.Context) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		target := b.polls.Load() + 1
+		b.core.RequestRefresh()
+		for b.pollsDone.Load() < target {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-b.core.Closing():
+				return shardcast.ErrClosed
+			case <-tick.C:
+			}
+		}
+		b.mu.Lock()
+		n := len(b.assign)
+		b.mu.Unlock()
+		if n >= b.view.Load().span() {
+			return nil
+		}
+	}
 }
