@@ -70,6 +70,7 @@ func (c *SeqChecker) Handle(m shardcast.Message) {
 // PublisherLoad publishes to every channel in turn, numbering each
 // channel's messages, until stopped.
 type PublisherLoad struct {
+	// Name is the publisher's part of each payload.
 	Name string
 	mu   sync.Mutex
 	sent map[string]int // channel|publisher → accepted publishes
@@ -104,6 +105,7 @@ func (p *PublisherLoad) Run(b shardcast.Broker, channels []string, stop <-chan s
 // Counts are one subscriber's figures at the end of a re-layout test.
 type Counts struct{ Published, Received, Lost, Dup, Reordered int }
 
+// String formats c for a test log.
 func (c Counts) String() string {
 	return fmt.Sprintf("published %d, received %d, lost %d, duplicates %d, reordered %d",
 		c.Published, c.Received, c.Lost, c.Dup, c.Reordered)

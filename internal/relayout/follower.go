@@ -50,6 +50,8 @@ type FollowerConfig struct {
 	// registration.
 	Run    agreement.Runner
 	Member *agreement.Member
+	// Core is the broker's engine core (events, log, goroutines), Hand its
+	// hand-over buffer, Engine its steps.
 	Core   *engine.Core
 	Hand   *Handover
 	Engine Engine
