@@ -77,8 +77,9 @@ type PublisherLoad struct {
 	errs int
 }
 
-// Run publishes through b until stop closes.
-func (p *PublisherLoad) Run(b shardcast.Broker, channels []string, stop <-chan struct{}) {
+// Run publishes through b until stop closes, pausing for pause after each
+// publish (none when zero).
+func (p *PublisherLoad) Run(b shardcast.Broker, channels []string, pause time.Duration, stop <-chan struct{}) {
 	seq := make(map[string]int)
 	for {
 		for _, ch := range channels {
@@ -98,6 +99,9 @@ func (p *PublisherLoad) Run(b shardcast.Broker, channels []string, stop <-chan s
 				p.sent[ch+"|"+p.Name]++
 			}
 			p.mu.Unlock()
+			if pause > 0 {
+				time.Sleep(pause)
+			}
 		}
 	}
 }
@@ -121,7 +125,7 @@ type RelayoutFleet struct {
 	Checkers []*SeqChecker
 	Events   []*EventLog
 	Pubs     []*PublisherLoad
-	split    bool            // each broker publishes to its share of the channels only
+	opts     FleetOptions
 	late     []bool          // the broker subscribed after publishing began
 	dead     map[string]bool // publishers closed mid-way: not counted
 	started  bool
@@ -129,13 +133,21 @@ type RelayoutFleet struct {
 	wg       sync.WaitGroup
 }
 
+// FleetOptions tune a RelayoutFleet's publishers.
+type FleetOptions struct {
+	// Split has broker i publish to channels i, i+n, … only, instead of
+	// every channel, which keeps a large fleet's checkers small.
+	Split bool
+	// Pause is how long each publisher pauses after each publish (none
+	// when zero), to keep a large fleet within what the host can deliver.
+	Pause time.Duration
+}
+
 // NewRelayoutFleet starts n brokers made by start (given the Handler and
 // the OnEvent hook to use), subscribes every channel on each, and starts
-// a publisher on each: to every channel, or with split to every n-th
-// (broker i to channels i, i+n, …), which keeps a large fleet's checkers
-// small.
-func NewRelayoutFleet(t *testing.T, n int, channels []string, split bool, start func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker) *RelayoutFleet {
-	f := &RelayoutFleet{t: t, channels: channels, split: split, stop: make(chan struct{}), dead: map[string]bool{}}
+// a publisher on each.
+func NewRelayoutFleet(t *testing.T, n int, channels []string, opts FleetOptions, start func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker) *RelayoutFleet {
+	f := &RelayoutFleet{t: t, channels: channels, opts: opts, stop: make(chan struct{}), dead: map[string]bool{}}
 	for range n {
 		f.Add(start)
 	}
@@ -148,13 +160,13 @@ func NewRelayoutFleet(t *testing.T, n int, channels []string, split bool, start 
 
 func (f *RelayoutFleet) startPublisher(i int) {
 	p, b, chans := f.Pubs[i], f.Brokers[i], f.channels
-	if f.split {
+	if f.opts.Split {
 		chans = nil
 		for k := i % len(f.Brokers); k < len(f.channels); k += len(f.Brokers) {
 			chans = append(chans, f.channels[k])
 		}
 	}
-	f.wg.Go(func() { p.Run(b, chans, f.stop) })
+	f.wg.Go(func() { p.Run(b, chans, f.opts.Pause, f.stop) })
 }
 
 // Add starts one more broker, subscribes every channel on it and, once
