@@ -1,6 +1,9 @@
 package shardcast
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Phases of an online re-layout, as the transition record in Redis names
 // them and EventRelayout reports them (docs/RELAYOUT.md gives the
@@ -51,3 +54,28 @@ var (
 	// switch (never lost or twice).
 	ErrRelayoutOrder = errors.New("shardcast: re-layout hand-over without its barrier; order at the switch not guaranteed")
 )
+
+// RelayoutPhaseReport is one completed phase of a re-layout, as its
+// coordinator saw it (sharded.Relayout, cluster.Relayout).
+type RelayoutPhaseReport struct {
+	// Phase is a Phase constant.
+	Phase string
+	// Took is how long the fleet took to acknowledge it.
+	Took time.Duration
+	// Brokers counts the live brokers that acknowledged.
+	Brokers int
+	// Barriers counts the barriers sent (PhaseDrain).
+	Barriers int
+}
+
+// RelayoutReport is what a re-layout did.
+type RelayoutReport struct {
+	// ID names the re-layout.
+	ID string
+	// From and To are the layouts it moved between.
+	From, To LayoutRecord
+	// Phases lists the phases completed, in order.
+	Phases []RelayoutPhaseReport
+	// Aborted is set when the fleet returned to From.
+	Aborted bool
+}

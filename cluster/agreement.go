@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/relayout"
 )
 
 // joinLayout checks the broker's partition count and prefix against the
@@ -17,27 +18,37 @@ func (b *Broker) joinLayout() error {
 	if a.Off {
 		return nil
 	}
+	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+		return b.evalPartition(ctx, 0, s, keys, args, true)
+	}
 	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
 		Agreement: a,
-		Run: func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-			return b.evalPartition(ctx, 0, s, keys, args, true)
-		},
-		Where: "the cluster of " + strings.Join(b.cfg.seeds, ", "),
-		Ours: shardcast.LayoutRecord{
-			Fingerprint: b.layout.Fingerprint(),
-			Description: fmt.Sprintf("cluster: %d partitions, prefix %q", b.layout.Partitions(), b.layout.Prefix()),
-			Engine:      "cluster",
-			Partitions:  b.layout.Partitions(),
-			Prefix:      b.layout.Prefix(),
-		},
-		Timeout: b.cfg.Conn.CommandTimeout,
-		Emit:    b.core.Emitter.Emit,
-		Log:     b.core.Log,
+		Run:       run,
+		Where:     "the cluster of " + strings.Join(b.cfg.seeds, ", "),
+		Ours:      layoutRecord(b.view.Load().cur),
+		Timeout:   b.cfg.Conn.CommandTimeout,
+		Emit:      b.core.Emitter.Emit,
+		Log:       b.core.Log,
 	})
 	if err != nil {
 		return err
 	}
 	b.member = m
+	b.rel = relayout.NewFollower(relayout.FollowerConfig{
+		Agreement: a, Run: run, Member: m, Core: b.core, Hand: b.hand, Engine: steps{b, a, run},
+		BarrierTimeout: b.cfg.BarrierTimeout, Timeout: b.cfg.Conn.CommandTimeout,
+	})
 	m.Start(b.core.Ctx(), b.core.Go)
 	return nil
+}
+
+// layoutRecord describes l as the layout record holds it.
+func layoutRecord(l *shardcast.Layout) shardcast.LayoutRecord {
+	return shardcast.LayoutRecord{
+		Fingerprint: l.Fingerprint(),
+		Description: fmt.Sprintf("cluster: %d partitions, prefix %q", l.Partitions(), l.Prefix()),
+		Engine:      "cluster",
+		Partitions:  l.Partitions(),
+		Prefix:      l.Prefix(),
+	}
 }

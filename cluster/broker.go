@@ -16,6 +16,7 @@ import (
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -23,14 +24,20 @@ import (
 // Broker is the node-grouped sharded Pub/Sub engine for Redis Cluster. It
 // implements shardcast.Broker and is safe for concurrent use.
 type Broker struct {
-	cfg    settings
-	core   *engine.Core
-	layout *shardcast.Layout
+	cfg  settings
+	core *engine.Core
+	// layout gives the slot of any partition number (wide: every tag, see
+	// view.go). view maps channels to partitions, paths and wire keys
+	// under the layout in force (and, during a re-layout, the next one);
+	// the topology is kept for the partitions it reaches (view.span).
+	// polls and pollsDone count the slot-map passes begun and ended, so
+	// that a re-layout knows when one that saw its view was applied.
+	layout           *shardcast.Layout
+	view             atomic.Pointer[view]
+	polls, pollsDone atomic.Uint64
 	// route maps each partition to the publishing connection of its
-	// master, rebuilt whenever the assignment changes; keyPrefix holds
-	// each partition's "{tag}." and layout prefix.
-	route     atomic.Pointer[[]*pubconn.Pub]
-	keyPrefix []string
+	// master, rebuilt whenever the assignment changes.
+	route atomic.Pointer[[]*pubconn.Pub]
 
 	mu       sync.Mutex
 	slots    shardcast.SlotMap
@@ -51,6 +58,12 @@ type Broker struct {
 	// member is the broker's layout registration (nil with
 	// Agreement.Off).
 	member *agreement.Member
+	// gate keeps Subscribe and Unsubscribe out while a re-layout changes
+	// the view; hand holds back messages at its switch; rel follows the
+	// re-layouts (nil with Agreement.Off).
+	gate relayout.Gate
+	hand *relayout.Handover
+	rel  *relayout.Follower
 }
 
 var _ shardcast.Broker = (*Broker)(nil)
@@ -79,18 +92,17 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{
 		cfg:     s,
-		layout:  layout,
+		layout:  wide,
 		pubs:    make(map[string]*pubconn.Pub),
 		masters: make(map[string][]*engine.Link),
 	}
+	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
-		Options: s.Options, Conn: s.Conn, Paths: layout.Partitions(), Partitions: true, Mode: subconn.Sharded,
+		Options: s.Options, Conn: s.Conn, Paths: 2 * bankSize, Partitions: true, PartitionBank: bankSize,
+		Mode: subconn.Sharded,
 	})
 	b.core.SetRouter(router{b})
-	b.keyPrefix = make([]string, layout.Partitions())
-	for p := range b.keyPrefix {
-		b.keyPrefix[p] = layout.PartitionKey(p, "")
-	}
+	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
 	slots, err := b.pollSlots(pollCtx)
 	pollCancel()
@@ -100,21 +112,26 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.core.StartProbes(b.publish)
 	b.applySlots(context.Background(), slots)
-	b.core.Maintain(s.TopologyInterval, b.poll)
+	b.core.Maintain(s.TopologyInterval, b.countedPoll)
 	b.core.Go(b.watchRoles)
 	if err := b.joinLayout(); err != nil {
 		b.Close()
 		return nil, err
 	}
+	b.rel.Start()
 	return b, nil
 }
 
-// Layout returns the partition layout the broker uses.
-func (b *Broker) Layout() *shardcast.Layout { return b.layout }
+// Layout returns the partition layout the broker publishes by: Config's,
+// until an online re-layout replaced it. During a re-layout it is the new
+// layout once the broker publishes under it (from the switch): for every
+// channel, its partition under Layout is where Publish and Eval send it.
+func (b *Broker) Layout() *shardcast.Layout { return b.view.Load().publishLayout() }
 
-// Fingerprint identifies the partition count, tag table and prefix. Nodes
-// of one application must report the same value.
-func (b *Broker) Fingerprint() string { return b.layout.Fingerprint() }
+// Fingerprint identifies the partition count, tag table and prefix of the
+// layout in force. Nodes of one application must report the same value.
+// After an online re-layout it is the new layout's.
+func (b *Broker) Fingerprint() string { return b.view.Load().cur.Fingerprint() }
 
 // Publish sends payload with SPUBLISH to the master owning channel's
 // partition, on that master's pipelined publishing connection. A publish
@@ -137,16 +154,43 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 }
 
 // publish is Publish after the argument check, without counting the
-// message in Stats.Published: delivery probes are sent with it.
+// message in Stats.Published: delivery probes are sent with it. During a
+// re-layout, a publish of a moving channel counts in its view's inflight
+// until answered, so that the next step knows when none is left under the
+// old routing.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	p := b.layout.Partition(channel)
+	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+		// Probes test paths, whatever the layout: routed by path.
+		v, path := b.view.Load(), router{b}.PathOf(channel)
+		return b.send(ctx, path%bankSize, v.key(path, ""), channel, payload)
+	}
+	for {
+		v := b.view.Load()
+		p, keyPrefix, moving := v.publishRoute(channel)
+		if !moving {
+			return b.send(ctx, p, keyPrefix, channel, payload)
+		}
+		v.inflight.Add(1)
+		if b.view.Load() != v {
+			v.inflight.Add(-1)
+			continue
+		}
+		err := b.send(ctx, p, keyPrefix, channel, payload)
+		v.inflight.Add(-1)
+		return err
+	}
+}
+
+// send SPUBLISHes channel's payload under keyPrefix ("{tag}." + prefix of
+// partition p) to p's master.
+func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, payload []byte) error {
 	pub, err := b.awaitRoute(ctx, p)
 	if err != nil {
 		return fmt.Errorf("shardcast: publish: %w", err)
 	}
 	now := time.Now()
 	if pub != nil {
-		err = pub.SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
+		err = pub.SPublish(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 		if err == nil {
 			return nil
 		}
@@ -158,7 +202,7 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 	if pub == nil || resendable(ctx, err) {
 		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 			if !asking {
-				return pub.SPublish(ctx, b.keyPrefix[p], channel, payload, b.core.Options.Raw, now)
+				return pub.SPublish(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 			}
 			// Redis 7 serves SPUBLISH on a migrating slot's source rather
 			// than redirecting it with ASK; this path is for servers that do.
@@ -166,7 +210,7 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 			if !b.core.Options.Raw {
 				msg = envelope.Append(nil, now, payload)
 			}
-			_, err := pub.DoAsking(ctx, "SPUBLISH", b.layout.Key(channel), string(msg))
+			_, err := pub.DoAsking(ctx, "SPUBLISH", keyPrefix+channel, string(msg))
 			return err
 		})
 	}
@@ -192,20 +236,40 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 // redirected (its slot moved, or is moving: ASK) or that never left is
 // resent, to the node named or to the slot's master by then; an error
 // that wraps shardcast.ErrNotSent means it certainly did not run.
+//
+// During an online re-layout a script follows the channel's publishes: it
+// runs on the master of the channel's partition under Layout() (the new
+// layout once the broker switched), so its keys must be built from
+// Layout() as above; keys built under the other layout fail with
+// ErrInvalidKey before anything is sent. Keys a script kept under the
+// old layout's tag (a history stream) are not moved (docs/RELAYOUT.md).
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
 	if err := b.core.CheckChannel(ctx, channel); err != nil {
 		return nil, err
 	}
-	p := b.layout.Partition(channel)
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: Eval needs at least one key, in the slot of channel %q", ErrInvalidKey, channel)
 	}
-	for _, k := range keys {
-		if crc16.Slot(k) != b.layout.Slot(p) {
-			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, b.layout.Slot(p))
+	for {
+		v := b.view.Load()
+		p, _, moving := v.publishRoute(channel)
+		for _, k := range keys {
+			if crc16.Slot(k) != wide.Slot(p) {
+				return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, wide.Slot(p))
+			}
 		}
+		if !moving {
+			return b.evalPartition(ctx, p, s, keys, args, false)
+		}
+		v.inflight.Add(1)
+		if b.view.Load() != v {
+			v.inflight.Add(-1)
+			continue
+		}
+		r, err := b.evalPartition(ctx, p, s, keys, args, false)
+		v.inflight.Add(-1)
+		return r, err
 	}
-	return b.evalPartition(ctx, p, s, keys, args, false)
 }
 
 // evalPartition runs s on the master of partition p, whose slot every key
@@ -258,8 +322,12 @@ func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, 
 var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
 
 // WireChannel returns the name channel has on the wire ("{tag}." + Prefix
-// + channel): the channel a script run by Eval SPUBLISHes to.
-func (b *Broker) WireChannel(channel string) string { return b.layout.Key(channel) }
+// + channel) under Layout(): the channel a script run by Eval SPUBLISHes
+// to.
+func (b *Broker) WireChannel(channel string) string {
+	_, keyPrefix, _ := b.view.Load().publishRoute(channel)
+	return keyPrefix + channel
+}
 
 // sleep waits for d, bounded by ctx and by Close.
 func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
@@ -284,7 +352,17 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 // commands ctx cut short finishes in the background, ahead of any later
 // call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.core.Subscribe(ctx, channels)
+	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
+		return err
+	}
+	if b.core.Pool == nil {
+		return shardcast.ErrNoHandler
+	}
+	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.Exit()
+	return b.core.SubscribeGroups(ctx, b.groups(b.view.Load(), channels))
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -293,7 +371,33 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.core.Unsubscribe(ctx, channels)
+	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
+		return err
+	}
+	if b.core.Pool == nil {
+		return nil
+	}
+	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.Exit()
+	return b.core.UnsubscribeGroups(ctx, b.groups(b.view.Load(), channels))
+}
+
+// groups groups channels by the paths they are wanted on under v: their
+// path under the layout in force and, during a re-layout, a moving
+// channel's path under the next one too.
+func (b *Broker) groups(v *view, channels []string) []shardcast.Group {
+	if v.next == nil {
+		return shardcast.GroupByPartition(channels, router{b}.PathOf)
+	}
+	return relayout.TwinGroups(channels, func(ch string) (int, int) {
+		cur, next, moving := v.partitions(ch)
+		if !moving {
+			return v.curBank*bankSize + cur, -1
+		}
+		return v.curBank*bankSize + cur, v.nextBank*bankSize + next
+	})
 }
 
 // watchRoles asks every master the broker publishes to for its ROLE once
@@ -338,24 +442,38 @@ func (b *Broker) watchRoles() {
 	}
 }
 
-// onMessage runs on the reader goroutine of l's wire.
+// onMessage runs on the reader goroutine of l's wire. During a re-layout
+// it takes the barrier, and holds back a moving channel's message that
+// came under the new layout until the old layout's barrier arrived on the
+// channel's old path.
 func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
-	p, channel, ok := b.layout.SplitKey(key)
+	v := b.view.Load()
+	path, channel, ok := v.split(key, b.core.Wants)
 	if !ok {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
-	b.core.DeliverFrom(l, p, channel, payload)
+	if v.next != nil {
+		if channel == v.barrier {
+			b.hand.Barrier(path)
+			return
+		}
+		cur, next, moving := v.partitions(channel)
+		if moving && path == v.nextBank*bankSize+next && b.hand.Hold(v.curBank*bankSize+cur, l, path, channel, payload) {
+			return
+		}
+	}
+	b.core.DeliverFrom(l, path, channel, payload)
 }
 
 // onLost runs on a wire's reader goroutine when the server unsubscribed a
 // channel on its own: the channel's slot moved away from l's master.
 func (b *Broker) onLost(l *engine.Link, key string) {
-	channel, ok := b.layout.Channel(key)
+	path, _, ok := b.view.Load().split(key, b.core.Wants)
 	if !ok {
 		return
 	}
-	b.core.NoteLost(l, b.layout.Partition(channel), shardcast.ErrSlotMoved)
+	b.core.NoteLost(l, path, shardcast.ErrSlotMoved)
 }
 
 // Stats returns the broker's counters.
@@ -402,24 +520,32 @@ func (b *Broker) NodeStats() []shardcast.NodeStats {
 	return out
 }
 
-// PartitionStats returns the counters of every partition, by number; it
-// is empty on a publish-only broker.
+// PartitionStats returns the counters of every partition of the layout
+// in force, by number; it is empty on a publish-only broker.
 func (b *Broker) PartitionStats() []shardcast.PartitionStats {
-	out := make([]shardcast.PartitionStats, len(b.core.Paths))
-	for p := range b.core.Paths {
-		out[p] = b.core.PathStats(p)
+	if b.core.Paths == nil {
+		return []shardcast.PartitionStats{}
+	}
+	v := b.view.Load()
+	out := make([]shardcast.PartitionStats, v.cur.Partitions())
+	for p := range out {
+		out[p] = b.core.PathStats(v.curBank*bankSize + p)
+		out[p].Partition = p
 	}
 	return out
 }
 
 // Masters returns the masters the broker currently holds a subscribe
-// connection to (or is connecting to), and the partitions each owns.
+// connection to (or is connecting to), and the partitions of the layout
+// in force each owns.
 func (b *Broker) Masters() map[string][]int {
+	n := b.view.Load().cur.Partitions()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make(map[string][]int, len(b.masters))
 	for addr := range b.masters {
-		out[addr] = b.assign.PartitionsOf(addr)
+		parts := b.assign.PartitionsOf(addr)
+		out[addr] = slices.DeleteFunc(parts, func(p int) bool { return p >= n })
 	}
 	return out
 }

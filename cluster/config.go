@@ -59,6 +59,19 @@ type Config struct {
 	// (on by default; see shardcast.Agreement). The record lives in the
 	// cluster, in the slot of its hash tag.
 	Agreement shardcast.Agreement
+
+	// HandoverLimit bounds the messages the broker holds back during an
+	// online re-layout (default 65,536): those of moving channels that
+	// arrive under the new layout before the old one drained (see
+	// Relayout). Past it, the held messages of the fullest wait are
+	// delivered at once and an EventRelayout of phase
+	// shardcast.PhaseHandoverFull names their channels.
+	HandoverLimit int
+	// BarrierTimeout bounds how long the broker waits for the barriers of
+	// a re-layout's drain phase (default 3 Agreement.Heartbeat, at least
+	// 2s) before it delivers what it held back and reports an
+	// EventRelayout of phase shardcast.PhaseBarrierTimeout.
+	BarrierTimeout time.Duration
 }
 
 // settings is a validated Config with defaults applied, and how to reach
@@ -74,6 +87,9 @@ type settings struct {
 func (c Config) settings() (settings, error) {
 	if len(c.Addrs) == 0 {
 		return settings{}, fmt.Errorf("%w: cluster.Config.Addrs is empty", shardcast.ErrInvalidConfig)
+	}
+	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
+		return settings{}, fmt.Errorf("%w: cluster.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
 	if c.TopologyInterval < 0 || c.SlotsTimeout < 0 {
 		return settings{}, fmt.Errorf("%w: TopologyInterval = %v, SlotsTimeout = %v, want >= 0", shardcast.ErrInvalidConfig, c.TopologyInterval, c.SlotsTimeout)

@@ -115,10 +115,11 @@ func redirection(err error) (resp.Redirect, bool) {
 }
 
 // routeOf returns the publishing connection of partition p's master, or
-// nil while the slot map names none.
+// nil while the slot map names none (or the topology does not reach p
+// yet: a re-layout's new partitions until the next slot-map pass).
 func (b *Broker) routeOf(p int) *pubconn.Pub {
 	route := b.route.Load()
-	if route == nil {
+	if route == nil || p >= len(*route) {
 		return nil
 	}
 	return (*route)[p]

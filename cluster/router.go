@@ -2,25 +2,37 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/cespare/xxhash/v2"
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // router tells the engine core where a channel lives: its path is its
-// partition, carried by the subscribe link of the partition's master.
+// partition under the layout in force, in that layout's bank (see
+// view.go), carried by the subscribe link of the partition's master.
 type router struct{ b *Broker }
 
-func (r router) PathOf(channel string) int { return r.b.layout.Partition(channel) }
+func (r router) PathOf(channel string) int {
+	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+		// Probes test paths, whatever the layout: spread over every path.
+		return int(xxhash.Sum64String(channel) % uint64(2*bankSize))
+	}
+	v := r.b.view.Load()
+	return v.curBank*bankSize + v.cur.Partition(channel)
+}
 
-func (r router) Key(p int, channel string) string { return r.b.layout.PartitionKey(p, channel) }
+func (r router) Key(p int, channel string) string { return r.b.view.Load().key(p, channel) }
 
 func (r router) Carrier(p int) *engine.Link {
 	r.b.mu.Lock()
 	defer r.b.mu.Unlock()
-	return r.b.linkForLocked(p)
+	return r.b.linkForLocked(p % bankSize)
 }
 
-// Carried returns the partitions l carries.
+// Carried returns the paths l carries: those of its master's partitions
+// that it carries, in both banks.
 func (r router) Carried(l *engine.Link) []int {
 	b := r.b
 	b.mu.Lock()
@@ -28,7 +40,7 @@ func (r router) Carried(l *engine.Link) []int {
 	var out []int
 	for _, p := range b.assign.PartitionsOf(l.Addr) {
 		if b.linkForLocked(p) == l {
-			out = append(out, p)
+			out = append(out, p, bankSize+p)
 		}
 	}
 	return out
@@ -45,7 +57,10 @@ func (r router) Links() []*engine.Link {
 }
 
 func (r router) Describe(p int) string {
-	return fmt.Sprintf("partition %d (slot %d)", p, r.b.layout.Slot(p))
+	if p >= bankSize {
+		return fmt.Sprintf("partition %d (slot %d, second bank)", p%bankSize, wide.Slot(p%bankSize))
+	}
+	return fmt.Sprintf("partition %d (slot %d)", p, wide.Slot(p))
 }
 
 // linkForLocked returns the subscribe link that carries partition part,

@@ -172,7 +172,7 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 // it is up, and interrupting them after that would report a loss that did
 // not happen and subscribe them a second time.
 func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
-	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.layout.Partitions(), slots))
+	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.view.Load().span(), slots))
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
@@ -284,6 +284,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // known healthy.
 func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	diff := shardcast.DiffAssignments(old, assign)
+	diff.Moved = inUse(old, assign, diff.Moved)
 	if diff.Empty() {
 		return
 	}
@@ -308,6 +309,8 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
 		}
+		moves = append(moves, m)
+		m.Path += bankSize // the partition's path in the other bank
 		moves = append(moves, m)
 	}
 	b.failoverMoves.Add(uint64(failovers))

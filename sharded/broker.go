@@ -16,6 +16,7 @@ import (
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -374,27 +375,14 @@ func (b *Broker) groups(r *route, channels []string) []shardcast.Group {
 	if r.next == nil {
 		return shardcast.GroupByPartition(channels, rt.PathOf)
 	}
-	byPath := make(map[int][]string)
-	var order []int
-	add := func(p int, ch string) {
-		if _, ok := byPath[p]; !ok {
-			order = append(order, p)
-		}
-		byPath[p] = append(byPath[p], ch)
-	}
-	for _, ch := range channels {
+	return relayout.TwinGroups(channels, func(ch string) (int, int) {
 		cur, next := r.slots(ch)
 		sub := b.subIndex(ch)
-		add(cur*b.conns+sub, ch)
-		if next != cur {
-			add(next*b.conns+sub, ch)
+		if next == cur {
+			return cur*b.conns + sub, -1
 		}
-	}
-	out := make([]shardcast.Group, len(order))
-	for i, p := range order {
-		out[i] = shardcast.Group{Key: p, Channels: byPath[p]}
-	}
-	return out
+		return cur*b.conns + sub, next*b.conns + sub
+	})
 }
 
 // subIndex returns which of an instance's subscribe connections carries

@@ -2,18 +2,15 @@ package sharded
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/relayout"
 )
 
 // RelayoutConfig configures Relayout.
@@ -35,28 +32,10 @@ type RelayoutConfig struct {
 }
 
 // PhaseReport is one completed phase of a re-layout.
-type PhaseReport struct {
-	// Phase is a shardcast.Phase constant.
-	Phase string
-	// Took is how long the fleet took to acknowledge it.
-	Took time.Duration
-	// Brokers counts the live brokers that acknowledged.
-	Brokers int
-	// Barriers counts the barriers sent (PhaseDrain).
-	Barriers int
-}
+type PhaseReport = shardcast.RelayoutPhaseReport
 
 // RelayoutReport is what Relayout did.
-type RelayoutReport struct {
-	// ID names the re-layout.
-	ID string
-	// From and To are the layouts it moved between.
-	From, To shardcast.LayoutRecord
-	// Phases lists the phases completed, in order.
-	Phases []PhaseReport
-	// Aborted is set when the fleet returned to From.
-	Aborted bool
-}
+type RelayoutReport = shardcast.RelayoutReport
 
 // Relayout moves the running brokers of an application from the instance
 // list in its layout record to cfg.To, without stopping them, and returns
@@ -91,85 +70,34 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	}
 	toRec := shardcast.LayoutRecord{Fingerprint: fingerprint(to), Engine: "sharded", Instances: to,
 		Description: fmt.Sprintf("sharded: %d instances: %s", len(to), strings.Join(to, ", "))}
-	res, err := agreement.Begin(ctx, c.run, c.a, newRelayoutID(), c.name, toRec)
-	rep.From, rep.To = res.From, toRec
+	t, rep, err := c.Begin(ctx, toRec, func(from shardcast.LayoutRecord) error {
+		if n := len(union(from.Instances, to)); n > minSlots {
+			return fmt.Errorf("%w: the old and new lists name %d instances; at most %d at once", shardcast.ErrInvalidConfig, n, minSlots)
+		}
+		return nil
+	})
 	if err != nil {
 		return rep, err
 	}
-	t := res.Current
-	if !res.Begun {
-		if t == nil || t.To != toRec.Fingerprint {
-			desc := ""
-			if t != nil {
-				desc = fmt.Sprintf(" (%s, to %s, phase %s)", t.ID, t.ToRecord.Description, t.Phase)
-			}
-			return rep, fmt.Errorf("%w%s", shardcast.ErrRelayoutInProgress, desc)
-		}
-	} else {
-		st, err := agreement.ReadTransition(ctx, c.run, c.a)
-		if err != nil {
-			return rep, err
-		}
-		t = st.T
-		if t == nil {
-			return rep, errors.New("shardcast: the re-layout vanished as it began")
-		}
-	}
-	rep.ID = t.ID
-	if n := len(union(res.From.Instances, to)); n > minSlots {
-		_, _ = agreement.Abort(context.WithoutCancel(ctx), c.run, c.a, t.ID)
-		return rep, fmt.Errorf("%w: the old and new lists name %d instances; at most %d at once", shardcast.ErrInvalidConfig, n, minSlots)
-	}
-	from, err := c.dialAll(ctx, res.From.Instances)
+	from, err := c.dialAll(ctx, rep.From.Instances)
 	if err != nil {
-		abortErr := c.abort(context.WithoutCancel(ctx), t, &rep)
+		abortErr := c.Abort(context.WithoutCancel(ctx), t, &rep)
 		return rep, errors.Join(err, abortErr)
 	}
 	var barriers []*pubconn.Pub
 	for _, i := range losing(from, to) {
 		barriers = append(barriers, c.pubs[from[i]])
 	}
-	steps := []struct{ from, to string }{
-		{shardcast.PhasePrepare, shardcast.PhaseSwitch},
-		{shardcast.PhaseSwitch, shardcast.PhaseDrain},
-		{shardcast.PhaseDrain, shardcast.PhaseFinish},
-		{shardcast.PhaseFinish, "done"},
-	}
-	// Resume where the transition is.
-	for len(steps) > 0 && steps[0].from != t.Phase {
-		steps = steps[1:]
-	}
-	if t.Phase == shardcast.PhaseAbort {
-		err := c.abort(ctx, t, &rep)
-		return rep, errors.Join(shardcast.ErrRelayoutAborted, err)
-	}
-	for _, s := range steps {
-		var sendBarriers func(context.Context) int
-		if s.from == shardcast.PhaseDrain {
-			sendBarriers = func(ctx context.Context) int {
-				n := 0
-				for _, p := range barriers {
-					if p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now()) == nil {
-						n++
-					}
-				}
-				return n
+	sendBarriers := func(ctx context.Context) int {
+		n := 0
+		for _, p := range barriers {
+			if p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now()) == nil {
+				n++
 			}
 		}
-		pr, err := c.await(ctx, t, s.from, s.to, sendBarriers)
-		if err != nil {
-			if errors.Is(err, shardcast.ErrRelayoutAborted) || (ctx.Err() != nil && s.from != shardcast.PhaseFinish) {
-				abortErr := c.abort(context.WithoutCancel(ctx), t, &rep)
-				return rep, errors.Join(shardcast.ErrRelayoutAborted, err, abortErr)
-			}
-			return rep, err
-		}
-		rep.Phases = append(rep.Phases, pr)
-		if cfg.OnPhase != nil {
-			cfg.OnPhase(pr)
-		}
+		return n
 	}
-	return rep, nil
+	return rep, c.Drive(ctx, t, &rep, sendBarriers)
 }
 
 // AbortRelayout returns the brokers of a re-layout under way to the old
@@ -181,33 +109,20 @@ func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
 		return err
 	}
 	defer c.close()
-	st, err := agreement.ReadTransition(ctx, c.run, c.a)
-	if err != nil {
-		return err
-	}
-	if st.T == nil {
-		return fmt.Errorf("shardcast: no re-layout under way in %s", c.a.TransitionKey())
-	}
-	var rep RelayoutReport
-	return c.abort(ctx, st.T, &rep)
+	return c.AbortCurrent(ctx)
 }
 
 // coordinator is one run of Relayout or AbortRelayout.
 type coordinator struct {
-	a       shardcast.Agreement
+	relayout.Coordinator
 	conn    shardcast.ConnOptions
 	control *pubconn.Pub
-	run     agreement.Runner
-	name    string
 	pubs    map[string]*pubconn.Pub
 }
 
 func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
-	if err := cfg.Agreement.Validate(); err != nil {
+	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
 		return nil, err
-	}
-	if cfg.Agreement.Off {
-		return nil, fmt.Errorf("%w: a re-layout needs the agreement (Agreement.Off is set)", shardcast.ErrInvalidConfig)
 	}
 	if err := cfg.Conn.Validate(); err != nil {
 		return nil, err
@@ -220,11 +135,11 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)
 	}
-	host, _ := os.Hostname()
-	c := &coordinator{a: cfg.Agreement.WithDefaults(), conn: conn, pubs: map[string]*pubconn.Pub{},
-		name: fmt.Sprintf("relayout:%s/%d", host, os.Getpid())}
+	c := &coordinator{conn: conn, pubs: map[string]*pubconn.Pub{}, Coordinator: relayout.Coordinator{
+		Agreement: cfg.Agreement.WithDefaults(), Name: relayout.NewName(), OnPhase: cfg.OnPhase,
+	}}
 	c.control = pubconn.New(d, engine.PubTimeouts(conn))
-	c.run = func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+	c.Run = func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, conn.CommandTimeout)
 		defer cancel()
 		return engine.Eval(ctx, c.control, s, keys, args)
@@ -265,64 +180,11 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 	return out, nil
 }
 
-// await polls, every heartbeat, until every live broker acknowledged
-// phase from, then moves the transition to phase to. each, if set, runs
-// before every poll (the drain's barriers).
-func (c *coordinator) await(ctx context.Context, t *agreement.Transition, from, to string, each func(context.Context) int) (PhaseReport, error) {
-	start := time.Now()
-	pr := PhaseReport{Phase: from}
-	tick := time.NewTicker(max(c.a.Heartbeat/2, time.Millisecond))
-	defer tick.Stop()
-	for {
-		if each != nil {
-			pr.Barriers += each(ctx)
-		}
-		st, err := agreement.ReadTransition(ctx, c.run, c.a)
-		if err == nil {
-			pr.Brokers = len(st.Live)
-			var waiting []string
-			waiting, err = agreement.Advance(ctx, c.run, c.a, t, from, to, c.name)
-			if err == nil && waiting == nil {
-				pr.Took = time.Since(start)
-				return pr, nil
-			}
-		}
-		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || ctx.Err() != nil) {
-			return pr, err
-		}
-		select {
-		case <-ctx.Done():
-			return pr, ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// abort turns t into an abort and waits until every live broker
-// acknowledged it, then ends the transition.
-func (c *coordinator) abort(ctx context.Context, t *agreement.Transition, rep *RelayoutReport) error {
-	rep.Aborted = true
-	if _, err := agreement.Abort(ctx, c.run, c.a, t.ID); err != nil {
-		return err
-	}
-	pr, err := c.await(ctx, t, shardcast.PhaseAbort, "done", nil)
-	if err == nil {
-		rep.Phases = append(rep.Phases, pr)
-	}
-	return err
-}
-
 func (c *coordinator) close() {
 	c.control.Close()
 	for _, p := range c.pubs {
 		p.Close()
 	}
-}
-
-func newRelayoutID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
 func union(a, b []string) []string {

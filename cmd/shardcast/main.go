@@ -11,6 +11,7 @@
 //	shardcast pub (-cluster host:port | -shards a,b,c) CHANNEL [MESSAGE...]   (stdin lines without MESSAGE)
 //	shardcast tags [-partitions N] [-json]
 //	shardcast relayout -shards a,b,c -control host:port [-app name] [-abort]
+//	shardcast relayout -cluster host:port [-partitions N] [-prefix p] [-app name] [-abort]
 //
 // Addresses are host:port or redis:// and rediss:// URLs. -user,
 // -password (or the REDISCLI_AUTH environment variable), -tls and
@@ -69,7 +70,7 @@ func commands() []command {
 		{"sub", "subscribe to channels and print each message with its publish→receive lag", runSub},
 		{"pub", "publish messages (arguments or stdin lines) to a channel", runPub},
 		{"tags", "print the shipped tag table of a partition count", runTags},
-		{"relayout", "move running sharded brokers to a new instance list (online re-layout)", runRelayout},
+		{"relayout", "move running brokers to a new instance list, partition count or prefix (online re-layout)", runRelayout},
 	}
 }
 

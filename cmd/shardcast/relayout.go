@@ -3,25 +3,33 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/sharded"
 )
 
-// runRelayout moves the running brokers of a sharded application to a
-// new instance list (sharded.Relayout), or aborts the re-layout under way.
+// runRelayout moves the running brokers of an application to a new
+// layout, or aborts the re-layout under way: a sharded application to a
+// new instance list (sharded.Relayout), a cluster one to a new partition
+// count and/or prefix (cluster.Relayout).
 func runRelayout(ctx context.Context, args []string, io stdio) error {
 	var (
-		t         target
-		control   string
-		app       string
-		heartbeat time.Duration
-		abort     bool
+		t          target
+		control    string
+		app        string
+		heartbeat  time.Duration
+		abort      bool
+		partitions int
+		prefix     string
 	)
-	fs := newFlagSet("relayout", "-shards a,b,c [-control host:port] [-app name] [-abort]", io.err)
+	fs := newFlagSet("relayout", "-shards a,b,c -control host:port | -cluster seeds [-partitions N] [-prefix P]; [-app name] [-abort]", io.err)
 	t.register(fs)
+	fs.IntVar(&partitions, "partitions", 0, "cluster: the new partition count (a power of two, 16 to 4096; default: keep the recorded one)")
+	fs.StringVar(&prefix, "prefix", "", "cluster: the new channel prefix (default: keep the recorded one)")
 	fs.StringVar(&control, "control", "", "the instance that holds the layout record (default: the first of the brokers' current list; required)")
 	fs.StringVar(&app, "app", "", "Agreement.App of the application")
 	fs.DurationVar(&heartbeat, "heartbeat", shardcast.DefaultHeartbeat, "the brokers' Agreement.Heartbeat (paces the polls)")
@@ -29,8 +37,21 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	printPhase := func(p shardcast.RelayoutPhaseReport) {
+		fmt.Fprintf(io.out, "phase %-7s done in %v by %d live broker(s)", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
+		if p.Barriers > 0 {
+			fmt.Fprintf(io.out, ", %d barrier(s) sent", p.Barriers)
+		}
+		fmt.Fprintln(io.out)
+	}
 	if t.cluster != "" {
-		return errors.New("relayout: only the sharded engine (-shards) is supported so far")
+		prefixSet := false
+		fs.Visit(func(f *flag.Flag) { prefixSet = prefixSet || f.Name == "prefix" })
+		return relayoutCluster(ctx, t, io, partitions, prefix, prefixSet, abort,
+			shardcast.Agreement{App: app, Heartbeat: heartbeat}, printPhase)
+	}
+	if partitions != 0 || prefix != "" {
+		return errors.New("relayout: -partitions and -prefix are for a cluster application (-cluster)")
 	}
 	if control == "" {
 		return errors.New("relayout: give -control host:port, the instance that holds the layout record")
@@ -42,13 +63,7 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	cfg := sharded.RelayoutConfig{
 		ControlAddr: control, Conn: conn, To: t.instances(),
 		Agreement: shardcast.Agreement{App: app, Heartbeat: heartbeat},
-		OnPhase: func(p sharded.PhaseReport) {
-			fmt.Fprintf(io.out, "phase %-7s done in %v by %d live broker(s)", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
-			if p.Barriers > 0 {
-				fmt.Fprintf(io.out, ", %d barrier(s) sent", p.Barriers)
-			}
-			fmt.Fprintln(io.out)
-		},
+		OnPhase:   printPhase,
 	}
 	if abort {
 		if err := sharded.AbortRelayout(ctx, cfg); err != nil {
@@ -61,6 +76,35 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 		return errors.New("relayout: give -shards with the new instance list")
 	}
 	rep, err := sharded.Relayout(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.out, "re-layout %s done: %s -> %s\n", rep.ID, rep.From.Description, rep.To.Description)
+	return nil
+}
+
+// relayoutCluster is runRelayout for a cluster application.
+func relayoutCluster(ctx context.Context, t target, io stdio, partitions int, prefix string, prefixSet, abort bool,
+	a shardcast.Agreement, onPhase func(shardcast.RelayoutPhaseReport)) error {
+	conn, err := t.conn(io.getenv)
+	if err != nil {
+		return err
+	}
+	cfg := cluster.RelayoutConfig{Addrs: t.seeds(), Conn: conn, Agreement: a, Partitions: partitions, OnPhase: onPhase}
+	if prefixSet {
+		cfg.Prefix = &prefix
+	}
+	if abort {
+		if err := cluster.AbortRelayout(ctx, cfg); err != nil {
+			return err
+		}
+		fmt.Fprintln(io.out, "re-layout aborted; every live broker is back on the recorded layout")
+		return nil
+	}
+	if partitions == 0 && !prefixSet {
+		return errors.New("relayout: give -partitions and/or -prefix with the new layout")
+	}
+	rep, err := cluster.Relayout(ctx, cfg)
 	if err != nil {
 		return err
 	}

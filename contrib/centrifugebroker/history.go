@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
@@ -32,13 +33,15 @@ type scripter interface {
 // beside the channels, through the engine's Eval.
 type history struct {
 	engine scripter
-	// layout is the cluster engine's; nil for the sharded engine.
-	layout *shardcast.Layout
-	// partitionPrefix holds, on a cluster, what starts every key in each
-	// partition's slot: "{tag}." and the engine's prefix, as
-	// Layout.PartitionKey writes them. The sharded engine's keys carry
-	// neither.
-	partitionPrefix []string
+	// cluster is the cluster engine; nil for the sharded engine. Its
+	// layout is read on every call, so that the keys follow an online
+	// re-layout (the engine's Eval checks them against where the
+	// channel's publishes go); places caches, per layout, what starts
+	// every key in each partition's slot: "{tag}." and the engine's
+	// prefix, as Layout.PartitionKey writes them. The sharded engine's
+	// keys carry neither.
+	cluster *cluster.Broker
+	places  atomic.Pointer[partitionPlaces]
 	// publish is the command a script publishes with.
 	publish string
 	// raw: publish frames without a shardcast envelope.
@@ -55,38 +58,50 @@ func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.D
 	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish"}
 	h.engine, _ = engine.(scripter)
 	if c, ok := engine.(*cluster.Broker); ok {
-		h.layout = c.Layout()
+		h.cluster = c
 		h.publish = "spublish"
-		h.partitionPrefix = make([]string, h.layout.Partitions())
-		for p := range h.partitionPrefix {
-			h.partitionPrefix[p] = h.layout.PartitionKey(p, "")
-		}
 	}
 	return h
 }
 
-// partition returns ch's partition on a cluster, 0 otherwise.
-func (h *history) partition(ch string) int {
-	if h.layout == nil {
-		return 0
-	}
-	return h.layout.Partition(ch)
+// partitionPlaces is, for one cluster layout, the "{tag}." + prefix of
+// each partition.
+type partitionPlaces struct {
+	layout *shardcast.Layout
+	prefix []string
 }
 
-// addKey adds to a the Redis key made of name on the node of a channel in
-// partition p: in p's slot on a cluster.
-func (h *history) addKey(a *scriptArgs, p int, name ...string) {
-	if h.partitionPrefix != nil {
-		a.buf = append(a.buf, h.partitionPrefix[p]...)
+// place returns what starts the keys of ch: "{tag}." + prefix of its
+// partition under the layout the cluster engine publishes by, or "" for
+// the sharded engine.
+func (h *history) place(ch string) string {
+	if h.cluster == nil {
+		return ""
 	}
+	l := h.cluster.Layout()
+	pp := h.places.Load()
+	if pp == nil || pp.layout != l {
+		pp = &partitionPlaces{layout: l, prefix: make([]string, l.Partitions())}
+		for p := range pp.prefix {
+			pp.prefix[p] = l.PartitionKey(p, "")
+		}
+		h.places.Store(pp)
+	}
+	return pp.prefix[l.Partition(ch)]
+}
+
+// addKey adds to a the Redis key made of name on the node of a channel
+// whose keys start with place (see place).
+func (h *history) addKey(a *scriptArgs, place string, name ...string) {
+	a.buf = append(a.buf, place...)
 	a.buf = append(a.buf, h.prefix...)
 	a.add(name...)
 }
 
-// addKeys adds the stream and meta keys of ch, in partition p, and for an
+// addKeys adds the stream and meta keys of ch, at place, and for an
 // idempotencyKey its result key. The result key spells the lengths out so
 // that no two (channel, key) pairs share one.
-func (h *history) addKeys(a *scriptArgs, p int, ch, idempotencyKey string) {
+func (h *history) addKeys(a *scriptArgs, p string, ch, idempotencyKey string) {
 	h.addKey(a, p, "history.stream.", ch)
 	h.addKey(a, p, "history.meta.", ch)
 	if idempotencyKey != "" {
@@ -98,15 +113,15 @@ func (h *history) addKeys(a *scriptArgs, p int, ch, idempotencyKey string) {
 func (h *history) keys(ch, idempotencyKey string) []string {
 	a := getScriptArgs()
 	defer a.release()
-	h.addKeys(a, h.partition(ch), ch, idempotencyKey)
+	h.addKeys(a, h.place(ch), ch, idempotencyKey)
 	return a.strings()
 }
 
-// addWire adds the wire channel of ch, in partition p: what the engine's
+// addWire adds the wire channel of ch, at place: what the engine's
 // WireChannel returns, built without hashing ch again on a cluster.
-func (h *history) addWire(a *scriptArgs, p int, ch string) {
-	if h.partitionPrefix != nil {
-		a.add(h.partitionPrefix[p], ch)
+func (h *history) addWire(a *scriptArgs, place string, ch string) {
+	if h.cluster != nil {
+		a.add(place, ch)
 		return
 	}
 	a.add(h.engine.WireChannel(ch))
@@ -143,7 +158,7 @@ func (h *history) publishScripted(ctx context.Context, ch string, data []byte, o
 	now := time.Now()
 	a := getScriptArgs()
 	defer a.release()
-	p := h.partition(ch)
+	p := h.place(ch)
 	h.addKeys(a, p, ch, opts.IdempotencyKey)
 	if opts.IdempotencyKey == "" {
 		h.addKey(a, p, "history.meta.", ch) // unused: no idempotency
@@ -254,7 +269,7 @@ func (h *history) read(ctx context.Context, ch string, opts centrifuge.HistoryOp
 	}
 	a := getScriptArgs()
 	defer a.release()
-	h.addKeys(a, h.partition(ch), ch, "")
+	h.addKeys(a, h.place(ch), ch, "")
 	a.add(withPubs)
 	a.addUint(from)
 	a.addUint(count)

@@ -389,7 +389,7 @@ func TestKeyNames(t *testing.T) {
 		assert.Equal(t, []string{key("kp.history.stream." + ch), key("kp.history.meta." + ch),
 			key("kp.result." + strconv.Itoa(len(ch)) + "." + ch + ".idem")}, b.history.keys(ch, "idem"))
 		a := getScriptArgs()
-		b.history.addWire(a, b.history.partition(ch), ch)
+		b.history.addWire(a, b.history.place(ch), ch)
 		assert.Equal(t, []string{c.WireChannel(ch)}, a.strings())
 		a.release()
 	}

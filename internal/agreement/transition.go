@@ -22,8 +22,8 @@ type Transition struct {
 	// constants.
 	ID, Phase string
 	// From and To are the fingerprints of the layouts it moves between;
-	// ToRecord is the new layout (Fingerprint, Description, Engine,
-	// Instances).
+	// ToRecord is the new layout (Fingerprint, Description, Engine, and
+	// Instances or Partitions and Prefix).
 	From, To string
 	ToRecord shardcast.LayoutRecord
 	// Barrier is the channel of the coordinator's barriers.
@@ -81,6 +81,8 @@ func parseTransition(f map[string]string) *Transition {
 			Fingerprint: f["to"], Description: f["to_description"], Engine: f["to_engine"],
 		},
 	}
+	t.ToRecord.Prefix = f["to_prefix"]
+	t.ToRecord.Partitions, _ = strconv.Atoi(f["to_partitions"])
 	if s := f["to_instances"]; s != "" {
 		t.ToRecord.Instances = strings.Split(s, "\n")
 	}
@@ -109,7 +111,7 @@ type BeginResult struct {
 // already holds to.
 func Begin(ctx context.Context, run Runner, a shardcast.Agreement, id, coordinator string, to shardcast.LayoutRecord) (BeginResult, error) {
 	args := []string{id, coordinator, to.Fingerprint, to.Description, to.Engine,
-		strings.Join(to.Instances, "\n"), a.BarrierChannel(id)}
+		strings.Join(to.Instances, "\n"), a.BarrierChannel(id), strconv.Itoa(to.Partitions), to.Prefix}
 	v, err := run(ctx, beginScript, transitionKeys(a), args)
 	if err != nil {
 		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s: %w", a.TransitionKey(), err)
@@ -217,7 +219,8 @@ func Abort(ctx context.Context, run Runner, a shardcast.Agreement, id string) (s
 // The transition scripts take KEYS = [record, registry, transition, acks].
 
 // beginScript starts a transition: ARGV = [id, coordinator, to
-// fingerprint, to description, to engine, to instances, barrier channel].
+// fingerprint, to description, to engine, to instances, barrier channel,
+// to partitions, to prefix] (the last two for the cluster engine).
 var beginScript = shardcast.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -239,7 +242,7 @@ local ts = string.format('%d', now)
 redis.call('DEL', KEYS[4])
 redis.call('HSET', KEYS[3], 'id', ARGV[1], 'phase', 'prepare', 'from', fp, 'to', ARGV[3],
   'to_description', ARGV[4], 'to_engine', ARGV[5], 'to_instances', ARGV[6], 'barrier', ARGV[7],
-  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts)
+  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts, 'to_partitions', ARGV[8], 'to_prefix', ARGV[9])
 return {'begun', rec, live}
 `)
 

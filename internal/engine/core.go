@@ -49,6 +49,7 @@ type Core struct {
 	router     Router
 	mode       subconn.Mode
 	partitions bool // paths are cluster partitions: events list them
+	bank       int  // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber
 
 	calls, published, reconnects atomic.Uint64
@@ -88,6 +89,9 @@ type CoreConfig struct {
 	// cluster partitions (events then list them in Event.Partitions).
 	Paths      int
 	Partitions bool
+	// PartitionBank, if set, says the paths come in banks of that many
+	// partitions: path p is partition p % PartitionBank in events.
+	PartitionBank int
 	// Mode is the subscribe command family of the engine's wires.
 	Mode subconn.Mode
 }
@@ -100,6 +104,7 @@ func NewCore(cfg CoreConfig) *Core {
 		Log:        cfg.Options.Logger,
 		mode:       cfg.Mode,
 		partitions: cfg.Partitions,
+		bank:       cfg.PartitionBank,
 		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
 		changed:    make(chan struct{}),
 		refresh:    make(chan struct{}, 1),
@@ -262,7 +267,7 @@ func (c *Core) reportStale(l *Link, p int, channel string, at time.Time) {
 	}
 	part := -1
 	if c.partitions {
-		part = p
+		part = c.partitionOf(p)
 	}
 	c.late.add(l.Addr, part, channel, at)
 }
@@ -281,6 +286,18 @@ func (l *Link) NodeStats() shardcast.NodeStats {
 		BadFrames: l.badFrames.Load(), Stale: l.stale.Load(), Reconnects: l.reconnects.Load(),
 		ResubscribeCommands: l.resubscribeCommands.Load(), Down: l.Down(),
 	}
+}
+
+// Wants reports whether channel is wanted on path p.
+func (c *Core) Wants(p int, channel string) bool {
+	if c.Paths == nil {
+		return false
+	}
+	path := c.Paths[p]
+	path.mu.Lock()
+	defer path.mu.Unlock()
+	_, ok := path.wanted[channel]
+	return ok
 }
 
 // PathStats returns path p's counters as partition statistics (Master
@@ -405,8 +422,16 @@ func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, chann
 	}
 	if c.partitions {
 		for _, p := range paths {
-			ev.Partitions = append(ev.Partitions, p.ID)
+			ev.Partitions = append(ev.Partitions, c.partitionOf(p.ID))
 		}
 	}
 	return ev
+}
+
+// partitionOf returns the partition path p stands for in events.
+func (c *Core) partitionOf(p int) int {
+	if c.bank > 0 {
+		return p % c.bank
+	}
+	return p
 }

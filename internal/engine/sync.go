@@ -303,7 +303,7 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 			order = append(order, r)
 		}
 		if c.partitions {
-			e.Partitions = append(e.Partitions, p.ID)
+			e.Partitions = append(e.Partitions, c.partitionOf(p.ID))
 		}
 		e.Channels = append(e.Channels, chans...)
 	}

@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/relayout"
+)
+
+// steps is what the cluster engine does at each step of an online
+// re-layout (relayout.Engine; docs/RELAYOUT.md): it changes the broker's
+// view, subscribes the twins of moving channels and the barriers, and
+// drops what the layout it left needed.
+type steps struct {
+	b   *Broker
+	a   shardcast.Agreement
+	run agreement.Runner
+}
+
+var _ relayout.Engine = steps{}
+
+// Prepare makes t's new layout the broker's next one, subscribes every
+// moving channel it wants under it too (a channel moves when its wire key
+// changes) and the barrier on each of the old layout's partitions that
+// lose channels, and holds back what moving channels bring under the new
+// layout until the barrier of their old partition arrived.
+func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error) {
+	b := s.b
+	next, err := shardcast.NewLayout(t.ToRecord.Partitions, t.ToRecord.Prefix)
+	if err != nil || next.Fingerprint() != t.To {
+		return 0, fmt.Errorf("shardcast: cannot follow re-layout %s to %s (%s): %v", t.ID, t.To, t.ToRecord.Description, err)
+	}
+	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
+		return 0, err
+	}
+	defer b.gate.Unlock()
+	v := b.view.Load()
+	if v.id != t.ID {
+		if v.cur.Fingerprint() != t.From {
+			// A broker configured with the new layout, started mid-way:
+			// it starts from the record's layout, as the fleet does. It
+			// subscribed nothing yet (New follows before it returns).
+			st, err := agreement.Read(ctx, s.run, s.a)
+			if err != nil || st.Record == nil || st.Record.Fingerprint != t.From || v.cur.Fingerprint() != t.To {
+				return 0, fmt.Errorf("shardcast: cannot follow re-layout %s from %s to %s: this broker's layout is %s", t.ID, t.From, t.To, v.cur.Fingerprint())
+			}
+			from, err := shardcast.NewLayout(st.Record.Partitions, st.Record.Prefix)
+			if err != nil {
+				return 0, fmt.Errorf("shardcast: cannot follow re-layout %s: the recorded layout: %w", t.ID, err)
+			}
+			v = newView(from, v.curBank, v.prefix)
+		}
+		v = v.withNext(next, t.ID, t.Barrier)
+		b.hand.Reset(b.barrierPaths(v))
+		b.view.Store(v)
+	}
+	// The new layout's partitions need their masters before anything is
+	// subscribed or published there.
+	if err := b.awaitTopology(ctx); err != nil {
+		return 0, fmt.Errorf("waiting for the topology of the new partitions: %w", err)
+	}
+	if b.core.Paths == nil {
+		return 0, nil
+	}
+	groups := map[int][]string{}
+	moving := 0
+	for p := range v.cur.Partitions() {
+		path := v.curBank*bankSize + p
+		for _, ch := range b.core.Paths[path].Wanted() {
+			if ch == v.barrier {
+				continue
+			}
+			cur, next, mv := v.partitions(ch)
+			if mv && cur == p {
+				q := v.nextBank*bankSize + next
+				groups[q] = append(groups[q], ch)
+				moving++
+			}
+		}
+	}
+	for _, p := range b.barrierPaths(v) {
+		groups[p] = append(groups[p], v.barrier)
+	}
+	if err := b.core.SubscribeGroups(ctx, relayout.ToGroups(groups)); err != nil {
+		return 0, fmt.Errorf("subscribing under the new layout: %w", err)
+	}
+	return moving, nil
+}
+
+// barrierPaths returns the paths of the old layout's partitions that
+// lose channels (none on a publish-only broker): a barrier comes through
+// each.
+func (b *Broker) barrierPaths(v *view) []int {
+	if b.core.Paths == nil {
+		return nil
+	}
+	var out []int
+	for _, p := range losing(v.cur, v.next) {
+		out = append(out, v.curBank*bankSize+p)
+	}
+	return out
+}
+
+// Route stores a copy of the view that publishes moving channels under
+// the new layout (switched) or the old one, and waits until every publish
+// of a moving channel sent under the view it replaced was answered.
+func (s steps) Route(ctx context.Context, switched bool) error {
+	b := s.b
+	old := b.view.Load()
+	nv := old.copyView()
+	nv.switched = switched
+	b.view.Store(nv)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for old.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// Switched reports whether moving channels are published under the new
+// layout.
+func (s steps) Switched() bool { return s.b.view.Load().switched }
+
+// NextFingerprint returns the fingerprint of the layout the re-layout
+// under way moves to.
+func (s steps) NextFingerprint() string {
+	if v := s.b.view.Load(); v.next != nil {
+		return v.next.Fingerprint()
+	}
+	return ""
+}
+
+// Finish makes the new layout the one in force and drops the old
+// layout's subscriptions of moved channels and the barriers. Called
+// again after a failure, it retries the drop.
+func (s steps) Finish(ctx context.Context, to shardcast.LayoutRecord) error {
+	b := s.b
+	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.Unlock()
+	if v := b.view.Load(); v.next != nil {
+		if v.next.Fingerprint() != to.Fingerprint {
+			return fmt.Errorf("shardcast: re-layout finishes to %s, the broker moves to %s", to.Fingerprint, v.next.Fingerprint())
+		}
+		b.view.Store(newView(v.next, v.nextBank, v.prefix))
+		b.core.RequestRefresh() // the topology of partitions no longer used goes
+	}
+	return b.settle(ctx, s.a)
+}
+
+// Revert returns to the old layout alone after an aborted re-layout
+// ended, and drops the new layout's subscriptions and the barriers.
+func (s steps) Revert(ctx context.Context) error {
+	b := s.b
+	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
+		return err
+	}
+	defer b.gate.Unlock()
+	if v := b.view.Load(); v.next != nil {
+		b.view.Store(newView(v.cur, v.curBank, v.prefix))
+		b.core.RequestRefresh()
+	}
+	return b.settle(ctx, s.a)
+}
+
+// settle drops every subscription the view in force does not route to
+// its path: the other layout's copies of moved channels, and the
+// barriers (their names are reserved for the agreement). The caller
+// holds the gate.
+func (b *Broker) settle(ctx context.Context, a shardcast.Agreement) error {
+	if b.core.Paths == nil {
+		return nil
+	}
+	barriers := a.BarrierChannel("")
+	rt := router{b}
+	groups := map[int][]string{}
+	for p, path := range b.core.Paths {
+		if path.WantedCount() == 0 {
+			continue
+		}
+		for _, ch := range path.Wanted() {
+			if strings.HasPrefix(ch, barriers) || rt.PathOf(ch) != p {
+				groups[p] = append(groups[p], ch)
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	if err := b.core.UnsubscribeGroups(ctx, relayout.ToGroups(groups)); err != nil {
+		return fmt.Errorf("shardcast: re-layout: dropping the old subscriptions: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package relayout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
+)
+
+// Coordinator steps the fleet of an application through a re-layout:
+// it begins (or resumes) the transition, waits at each phase until every
+// live broker acknowledged, and aborts when asked or when its ctx ends
+// before the finish. The engines supply the new layout and the barriers.
+type Coordinator struct {
+	// Agreement names the application; its Heartbeat paces the polls.
+	Agreement shardcast.Agreement
+	// Run executes the agreement's scripts.
+	Run agreement.Runner
+	// Name says who coordinates, in the transition record.
+	Name string
+	// OnPhase, if set, is called as each phase completes.
+	OnPhase func(shardcast.RelayoutPhaseReport)
+}
+
+// NewName returns a coordinator name for this process.
+func NewName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("relayout:%s/%d", host, os.Getpid())
+}
+
+// Begin starts a re-layout to layout to, or resumes the one under way to
+// it; check, if set, may refuse the move from the recorded layout, before
+// anything changes (it is called before a new transition is written). It
+// fails with shardcast.ErrRelayoutInProgress when another re-layout is
+// under way.
+func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, check func(from shardcast.LayoutRecord) error) (*agreement.Transition, shardcast.RelayoutReport, error) {
+	rep := shardcast.RelayoutReport{To: to}
+	if check != nil {
+		st, err := agreement.Read(ctx, c.Run, c.Agreement)
+		if err != nil {
+			return nil, rep, err
+		}
+		if st.Record == nil {
+			return nil, rep, fmt.Errorf("%w in %s (App %q)", shardcast.ErrNoLayoutRecord, c.Agreement.RecordKey(), c.Agreement.App)
+		}
+		rep.From = *st.Record
+		if st.Record.Fingerprint != to.Fingerprint {
+			if err := check(*st.Record); err != nil {
+				return nil, rep, err
+			}
+		}
+	}
+	res, err := agreement.Begin(ctx, c.Run, c.Agreement, newID(), c.Name, to)
+	rep.From = res.From
+	if err != nil {
+		return nil, rep, err
+	}
+	t := res.Current
+	if !res.Begun {
+		if t == nil || t.To != to.Fingerprint {
+			desc := ""
+			if t != nil {
+				desc = fmt.Sprintf(" (%s, to %s, phase %s)", t.ID, t.ToRecord.Description, t.Phase)
+			}
+			return nil, rep, fmt.Errorf("%w%s", shardcast.ErrRelayoutInProgress, desc)
+		}
+	} else {
+		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
+		if err != nil {
+			return nil, rep, err
+		}
+		if t = st.T; t == nil {
+			return nil, rep, errors.New("shardcast: the re-layout vanished as it began")
+		}
+	}
+	rep.ID = t.ID
+	return t, rep, nil
+}
+
+// Drive takes transition t from its phase to the end. barriers, called
+// before every poll of the drain phase, sends the barriers and returns
+// how many it sent. If ctx ends before the finish, or the transition was
+// aborted, it aborts (waiting, without ctx's bound, for every broker) and
+// returns an error wrapping shardcast.ErrRelayoutAborted.
+func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport, barriers func(context.Context) int) error {
+	steps := []struct{ from, to string }{
+		{shardcast.PhasePrepare, shardcast.PhaseSwitch},
+		{shardcast.PhaseSwitch, shardcast.PhaseDrain},
+		{shardcast.PhaseDrain, shardcast.PhaseFinish},
+		{shardcast.PhaseFinish, "done"},
+	}
+	for len(steps) > 0 && steps[0].from != t.Phase {
+		steps = steps[1:] // resume where the transition is
+	}
+	if t.Phase == shardcast.PhaseAbort {
+		return errors.Join(shardcast.ErrRelayoutAborted, c.Abort(ctx, t, rep))
+	}
+	for _, s := range steps {
+		var each func(context.Context) int
+		if s.from == shardcast.PhaseDrain {
+			each = barriers
+		}
+		pr, err := c.await(ctx, t, s.from, s.to, each)
+		if err != nil {
+			if errors.Is(err, shardcast.ErrRelayoutAborted) || (ctx.Err() != nil && s.from != shardcast.PhaseFinish) {
+				abortErr := c.Abort(context.WithoutCancel(ctx), t, rep)
+				return errors.Join(shardcast.ErrRelayoutAborted, err, abortErr)
+			}
+			return err
+		}
+		rep.Phases = append(rep.Phases, pr)
+		if c.OnPhase != nil {
+			c.OnPhase(pr)
+		}
+	}
+	return nil
+}
+
+// AbortCurrent aborts the re-layout under way and waits until every live
+// broker acknowledged, bounded by ctx.
+func (c *Coordinator) AbortCurrent(ctx context.Context) error {
+	st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
+	if err != nil {
+		return err
+	}
+	if st.T == nil {
+		return fmt.Errorf("shardcast: no re-layout under way in %s", c.Agreement.TransitionKey())
+	}
+	var rep shardcast.RelayoutReport
+	return c.Abort(ctx, st.T, &rep)
+}
+
+// await polls, every half heartbeat, until every live broker acknowledged
+// phase from, then moves the transition to phase to. each, if set, runs
+// before every poll (the drain's barriers).
+func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, to string, each func(context.Context) int) (shardcast.RelayoutPhaseReport, error) {
+	start := time.Now()
+	pr := shardcast.RelayoutPhaseReport{Phase: from}
+	tick := time.NewTicker(max(c.Agreement.Heartbeat/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		if each != nil {
+			pr.Barriers += each(ctx)
+		}
+		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
+		if err == nil {
+			pr.Brokers = len(st.Live)
+			var waiting []string
+			waiting, err = agreement.Advance(ctx, c.Run, c.Agreement, t, from, to, c.Name)
+			if err == nil && waiting == nil {
+				pr.Took = time.Since(start)
+				return pr, nil
+			}
+		}
+		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || ctx.Err() != nil) {
+			return pr, err
+		}
+		select {
+		case <-ctx.Done():
+			return pr, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Abort turns t into an abort and waits until every live broker
+// acknowledged it, then ends the transition.
+func (c *Coordinator) Abort(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport) error {
+	rep.Aborted = true
+	if _, err := agreement.Abort(ctx, c.Run, c.Agreement, t.ID); err != nil {
+		return err
+	}
+	pr, err := c.await(ctx, t, shardcast.PhaseAbort, "done", nil)
+	if err == nil {
+		rep.Phases = append(rep.Phases, pr)
+	}
+	return err
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
