@@ -98,7 +98,7 @@ type hotNode struct {
 // if o.HotSampleRate is negative.
 func NewHotTracker(o Options, emit func(Event)) *HotTracker {
 	o = o.WithDefaults()
-	if o.HotSampleRate < 0 {
+	if o.HotSampleRate < 0 || !observeDeliveries {
 		return nil
 	}
 	rate := min(o.HotSampleRate, 1)

@@ -429,6 +429,15 @@ func (p *WorkerPool) work(w *poolWorker) {
 		if n == 0 {
 			return
 		}
+		if !observeDeliveries {
+			for i := range n {
+				m := batch[i]
+				batch[i] = Message{}
+				w.held.Store(int64(n - i - 1))
+				p.handle(w, m)
+			}
+			continue
+		}
 		// now is the clock at the start of the next call when fresh,
 		// and at most stale calls before it otherwise.
 		now, fresh, stale, exact := clock.read(), true, 0, false
