@@ -195,7 +195,7 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
-	if c.hot.Sampled() {
+	if l.hot.Sampled() {
 		c.hot.Record(shardcast.HotIn, l.Addr, channel)
 	}
 	if path.owner.Load() != l {
