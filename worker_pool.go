@@ -77,8 +77,9 @@ type poolWorker struct {
 	delivered atomic.Uint64
 	panics    atomic.Uint64
 	// held is how many messages of the batch the worker took are still
-	// waiting for the handler (the one in it not counted): QueueDepth
-	// counts them as queued. Only the worker writes it.
+	// waiting for the handler (the one in it not counted), as of the
+	// worker's last publish of its counters (see work): QueueDepth counts
+	// them as queued. Only the worker writes it.
 	held atomic.Int64
 	// highWater is the deepest the backlog was when the worker took from
 	// its queue or when a stats call looked (see observe). Submit does not
@@ -239,7 +240,9 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.head -= len(w.ring)
 	}
 	w.n -= n
-	w.held.Store(int64(n)) // under mu, so that queued always counts them
+	// Under mu, so that queued always counts them; the first is about to
+	// go to the handler.
+	w.held.Store(int64(n - 1))
 	w.mu.Unlock()
 	w.raise(depth)
 	return n, slept
@@ -306,7 +309,9 @@ func (p *WorkerPool) Dropped() uint64 {
 }
 
 // Delivered returns the number of messages the handler returned from
-// normally, since the pool started.
+// normally, since the pool started. A worker publishes its count when it
+// finishes a batch and at most every 8 calls before, so the count may
+// trail by the calls since.
 func (p *WorkerPool) Delivered() uint64 {
 	var n uint64
 	for i := range p.workers {
@@ -326,7 +331,9 @@ func (p *WorkerPool) Panics() uint64 {
 }
 
 // QueueDepth returns the number of messages waiting in the worker queues
-// now, summed over workers.
+// now, summed over workers. A worker busy with fast calls updates the
+// count of the messages it has taken every few calls (see Delivered), so
+// it may still count up to 7 it has handed to the handler.
 func (p *WorkerPool) QueueDepth() int {
 	n := 0
 	for i := range p.workers {
@@ -418,10 +425,21 @@ func (p *WorkerPool) Close() {
 // call at most), every later call of the batch. A lag is therefore short
 // by at most the durations of the lagEvery-1 calls before it, and exact
 // while handlers are slow.
+//
+// The worker's counters are atomics that stats calls read concurrently,
+// and on amd64 every atomic store is a locked instruction that costs more
+// than the rest of recording a lag; so the worker publishes them where it
+// reads the clock before a timed call, and at the end of each batch,
+// rather than per call: delivered and the lags gathered since (lags
+// first, so that a reader who sees a delivery sees its lag), and held.
+// Between two such points, at most lagEvery
+// calls apart, Delivered and the lag histogram lag behind by the calls
+// since, and QueueDepth still counts the messages handed over since.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
 		clock workerClock
+		lags  histTally
 		batch [takeBatch]Message
 	)
 	for {
@@ -429,39 +447,52 @@ func (p *WorkerPool) work(w *poolWorker) {
 		if n == 0 {
 			return
 		}
-		if !observeDeliveries {
-			for i := range n {
-				m := batch[i]
-				batch[i] = Message{}
-				w.held.Store(int64(n - i - 1))
-				p.handle(w, m)
-			}
-			continue
-		}
 		// now is the clock at the start of the next call when fresh,
-		// and at most stale calls before it otherwise.
-		now, fresh, stale, exact := clock.read(), true, 0, false
+		// and at most stale calls before it otherwise. done counts the
+		// calls that returned since delivered was last published.
+		var now time.Duration
+		if observeDeliveries {
+			now = clock.read()
+		}
+		fresh, stale, exact, done := true, 0, false, uint64(0)
+		held := n - 1 // as take stored it
 		for i := range n {
 			m := batch[i]
 			batch[i] = Message{}
-			w.held.Store(int64(n - i - 1))
-			if !m.PublishedAt.IsZero() {
-				w.lag.recordOwned(clock.lag(now, m.PublishedAt))
+			if observeDeliveries && !m.PublishedAt.IsZero() {
+				lags.record(&w.lag, clock.lag(now, m.PublishedAt))
 			}
 			returned := p.handle(w, m)
+			if returned {
+				done++
+			}
 			if fresh {
-				end := clock.since()
-				if returned {
-					d := end - now
-					w.handling.recordOwned(d)
-					exact = exact || d >= exactDuration
+				var end time.Duration
+				if observeDeliveries {
+					end = clock.since()
+					if returned {
+						d := end - now
+						w.handling.recordOwned(d)
+						exact = exact || d >= exactDuration
+					}
 				}
 				// A panicking call went untimed: time the next one.
 				now, fresh, stale = end, exact || !returned, 0
-				continue
+			} else if stale++; stale == lagEvery-1 {
+				if observeDeliveries {
+					now = clock.since()
+				}
+				fresh, stale = true, 0
 			}
-			if stale++; stale == lagEvery-1 {
-				now, fresh, stale = clock.since(), true, 0
+			if fresh || i == n-1 {
+				lags.flush(&w.lag)
+				w.delivered.Store(w.delivered.Load() + done) // only this worker writes it
+				done = 0
+				// The next call's message is no longer held.
+				if next := max(n-i-2, 0); next != held {
+					w.held.Store(int64(next))
+					held = next
+				}
 			}
 		}
 	}
@@ -471,11 +502,13 @@ const (
 	// exactDuration is the handler duration from which a worker times
 	// every call of a batch (see work).
 	exactDuration = 2 * time.Microsecond
-	// lagEvery bounds how many fast calls share one clock reading.
+	// lagEvery bounds how many fast calls share one clock reading, and
+	// how many calls the worker's published counters may lag behind.
 	lagEvery = 8
 )
 
-// handle calls the handler and reports whether it returned normally.
+// handle calls the handler and reports whether it returned normally; the
+// caller counts it as delivered then.
 func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -484,7 +517,6 @@ func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 		}
 	}()
 	p.handler(m)
-	w.delivered.Store(w.delivered.Load() + 1) // only this worker writes it
 	return true
 }
 
