@@ -19,7 +19,9 @@ type Message struct {
 	// read-only: engines may hand out memory shared with other fields. (The
 	// engines here allocate Channel and Payload together, once per message,
 	// so a Channel string kept past the handler keeps that message's
-	// payload in memory too; clone it if that matters.)
+	// payload in memory too; clone it if that matters.) With
+	// Options.ReusePayloads the Payload is valid only until the Handler
+	// returns.
 	Payload []byte
 	// PublishedAt is the publisher's clock at Publish time, or the zero
 	// time when the message carried no envelope (raw mode or a foreign
@@ -247,6 +249,15 @@ type Options struct {
 	Raw bool
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+	// ReusePayloads lets the broker reuse the memory of a received
+	// message's Payload for a later message once the Handler has returned
+	// from it, which saves an allocation per message, and the garbage
+	// collection it causes. Set it only for a Handler that never keeps
+	// Message.Payload, nor any slice of it, after it returns (one that
+	// needs the bytes later copies them), or it will see them change.
+	// Message.Channel and PublishedAt stay safe to keep. Default false:
+	// every message's Payload is memory of its own.
+	ReusePayloads bool
 
 	// HotSampleRate is the fraction of messages, published and received,
 	// that hot-channel detection samples (default 0.01, at most 1). A

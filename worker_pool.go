@@ -43,6 +43,9 @@ type WorkerPool struct {
 	emit           func(Event)
 	workers        []poolWorker
 	reportInterval time.Duration
+	// reuse: the buffers of SubmitCopy's payloads are recycled once
+	// handled (see NewReusingWorkerPool).
+	reuse bool
 
 	drops  lossWindow
 	panics lossWindow
@@ -70,7 +73,13 @@ type poolWorker struct {
 	head, n  int           // ring[head], … the n queued messages, wrapping
 	wake     chan struct{} // capacity 1
 	dropped  atomic.Uint64
-	_        [64]byte
+	// In a reusing pool, owned[j] tells that ring[j]'s Payload is a
+	// buffer of the pool's own (queued by SubmitCopy), recycled once
+	// handled, and free holds the recycled buffers until a feeder takes
+	// them (see Feeder.SubmitCopy); nil otherwise.
+	owned []bool
+	free  [][]byte
+	_     [64]byte
 
 	// delivered, lag and handling are written by the worker goroutine
 	// only (see Histogram.recordOwned).
@@ -107,12 +116,23 @@ const takeBatch = 64
 //
 // The caller owns the pool and must Close it to stop its goroutines.
 func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval)
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, false)
 }
 
-// newWorkerPool is NewWorkerPool with a chosen report interval, so tests
-// can pin down aggregation without depending on the scheduler's timing.
-func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration) *WorkerPool {
+// NewReusingWorkerPool is NewWorkerPool for a handler that keeps no
+// Message.Payload, nor any slice of one, after it returns (see
+// Options.ReusePayloads): the payload buffers Feeder.SubmitCopy fills are
+// recycled for later messages once the handler returned from theirs, so
+// that a steady stream of messages allocates nothing. Messages queued
+// with Submit keep their payloads; only the pool's own are recycled.
+func NewReusingWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, true)
+}
+
+// newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse) with a
+// chosen report interval, so tests can pin down aggregation without
+// depending on the scheduler's timing.
+func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse bool) *WorkerPool {
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
@@ -130,6 +150,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 		emit:           emit,
 		workers:        make([]poolWorker, workers),
 		reportInterval: reportInterval,
+		reuse:          reuse,
 		kick:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		reporterDone:   make(chan struct{}),
@@ -138,6 +159,9 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 	for i := range p.workers {
 		w := &p.workers[i]
 		w.ring = make([]Message, queueSize)
+		if reuse {
+			w.owned = make([]bool, queueSize)
+		}
 		w.wake = make(chan struct{}, 1)
 		go p.work(w)
 	}
@@ -159,7 +183,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 // pool is gone, not overloaded.
 func (p *WorkerPool) Submit(m Message) bool {
 	i := p.workerOf(m.Channel)
-	queued, asleep := p.push(i, m)
+	queued, asleep := p.push(i, m, false, nil)
 	if asleep {
 		p.workers[i].wakeUp()
 	}
@@ -173,8 +197,11 @@ func (p *WorkerPool) workerOf(channel string) int {
 
 // push queues m for worker i, or counts it as dropped when that queue is
 // full, and reports whether m was queued and whether the worker is asleep
-// and must be woken for it.
-func (p *WorkerPool) push(i int, m Message) (queued, asleep bool) {
+// and must be woken for it. owned marks m's Payload as the pool's own
+// buffer (see NewReusingWorkerPool). With refill, a feeder's empty stash
+// of buffers, and m queued, push swaps it with the worker's free buffers,
+// under the lock it takes anyway.
+func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
@@ -194,8 +221,14 @@ func (p *WorkerPool) push(i int, m Message) (queued, asleep bool) {
 		at -= len(w.ring)
 	}
 	w.ring[at] = m
+	if w.owned != nil {
+		w.owned[at] = owned
+	}
 	w.n++
 	asleep = w.sleeping
+	if refill != nil && len(*refill) == 0 && len(w.free) > 0 {
+		*refill, w.free = w.free, *refill
+	}
 	w.mu.Unlock()
 	return true, asleep
 }
@@ -212,11 +245,38 @@ func (w *poolWorker) wakeUp() {
 	}
 }
 
-// take moves up to len(dst) queued messages into dst, sleeping while the
-// queue is empty, and returns how many it moved and whether it slept; n is
-// 0 once the pool is closed and the queue drained.
-func (w *poolWorker) take(dst []Message) (n int, slept bool) {
+// workerBatch is what a worker has taken from its queue: the messages,
+// which of their payloads are the pool's to recycle, and the recycled
+// payloads of the messages handled since its last take.
+type workerBatch struct {
+	msgs   [takeBatch]Message
+	owned  [takeBatch]bool
+	spent  [takeBatch][]byte
+	nspent int
+}
+
+// Bounds on the buffers a reusing pool keeps for later messages, so that
+// a burst, or a few huge payloads, do not hold memory for good: each
+// worker's free list and each feeder's stash keep at most maxFree buffers
+// of at most maxRecycled bytes.
+const (
+	maxFree     = 256
+	maxRecycled = 16 << 10
+)
+
+// take hands the payloads b.spent to w's free list, then moves up to
+// takeBatch queued messages into b, sleeping while the queue is empty,
+// and returns how many it moved and whether it slept; n is 0 once the pool
+// is closed and the queue drained.
+func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 	w.mu.Lock()
+	for _, buf := range b.spent[:b.nspent] {
+		if len(w.free) < maxFree && cap(buf) <= maxRecycled {
+			w.free = append(w.free, buf[:0])
+		}
+	}
+	clear(b.spent[:b.nspent])
+	b.nspent = 0
 	for w.n == 0 {
 		if w.closed {
 			w.mu.Unlock()
@@ -229,9 +289,13 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.mu.Lock()
 	}
 	depth := int64(w.n)
-	n = min(w.n, len(dst))
-	first := copy(dst[:n], w.ring[w.head:])
-	copy(dst[first:n], w.ring)
+	n = min(w.n, len(b.msgs))
+	first := copy(b.msgs[:n], w.ring[w.head:])
+	copy(b.msgs[first:n], w.ring)
+	if w.owned != nil {
+		copy(b.owned[:n], w.owned[w.head:])
+		copy(b.owned[first:n], w.owned)
+	}
 	// Clear the slots so the ring does not keep handled payloads alive.
 	clear(w.ring[w.head:min(w.head+n, len(w.ring))])
 	clear(w.ring[:n-first])
@@ -254,48 +318,6 @@ func (w *poolWorker) queued() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.n + int(w.held.Load())
-}
-
-// A Feeder submits messages to a pool from one goroutine, a socket read
-// loop, and defers waking idle workers until Flush: a burst of messages
-// read from one socket then wakes each worker it feeds once, instead of
-// once per message, and workers that are busy are never woken at all. A
-// message queued for a sleeping worker waits until Flush, so the feeding
-// goroutine must call Flush before it blocks (a read loop: before every
-// read from its socket).
-//
-// A Feeder is not safe for concurrent use; each read loop has its own.
-type Feeder struct {
-	p       *WorkerPool
-	pending []int  // workers asleep with messages from this feeder
-	marked  []bool // marked[i]: i is in pending
-}
-
-// NewFeeder returns a Feeder for p.
-func (p *WorkerPool) NewFeeder() *Feeder {
-	return &Feeder{p: p, marked: make([]bool, len(p.workers))}
-}
-
-// Submit is WorkerPool.Submit, except that a worker asleep on an empty
-// queue is woken at the next Flush instead of now.
-func (f *Feeder) Submit(m Message) bool {
-	i := f.p.workerOf(m.Channel)
-	queued, asleep := f.p.push(i, m)
-	if asleep && !f.marked[i] {
-		f.marked[i] = true
-		f.pending = append(f.pending, i)
-	}
-	return queued
-}
-
-// Flush wakes the workers that were asleep when this feeder queued
-// messages for them.
-func (f *Feeder) Flush() {
-	for _, i := range f.pending {
-		f.marked[i] = false
-		f.p.workers[i].wakeUp()
-	}
-	f.pending = f.pending[:0]
 }
 
 // Dropped returns the number of messages Submit dropped because a queue was
@@ -440,10 +462,10 @@ func (p *WorkerPool) work(w *poolWorker) {
 	var (
 		clock workerClock
 		lags  histTally
-		batch [takeBatch]Message
+		b     workerBatch
 	)
 	for {
-		n, _ := w.take(batch[:])
+		n, _ := w.take(&b)
 		if n == 0 {
 			return
 		}
@@ -457,14 +479,18 @@ func (p *WorkerPool) work(w *poolWorker) {
 		fresh, stale, exact, done := true, 0, false, uint64(0)
 		held := n - 1 // as take stored it
 		for i := range n {
-			m := batch[i]
-			batch[i] = Message{}
+			m := b.msgs[i]
+			b.msgs[i] = Message{}
 			if observeDeliveries && !m.PublishedAt.IsZero() {
 				lags.record(&w.lag, clock.lag(now, m.PublishedAt))
 			}
 			returned := p.handle(w, m)
 			if returned {
 				done++
+			}
+			if b.owned[i] {
+				b.spent[b.nspent] = m.Payload
+				b.nspent++
 			}
 			if fresh {
 				var end time.Duration

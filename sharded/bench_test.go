@@ -22,6 +22,14 @@ func BenchmarkPublishDeliver(b *testing.B) {
 	benchPublishDeliver(b, shardcast.Options{})
 }
 
+// BenchmarkPublishDeliverReusePayloads is BenchmarkPublishDeliver with
+// Options.ReusePayloads on the subscriber: its handler keeps nothing, so
+// payload buffers are recycled and allocs/op shows what is left per
+// message. Run both in one go (-bench PublishDeliver) for the ratio.
+func BenchmarkPublishDeliverReusePayloads(b *testing.B) {
+	benchPublishDeliver(b, shardcast.Options{ReusePayloads: true})
+}
+
 // benchPublishDeliver runs BenchmarkPublishDeliver with the subscriber
 // built from opts (its Handler set here).
 func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
