@@ -367,7 +367,9 @@ type Stats struct {
 	Published uint64
 	// Received counts messages read from Redis.
 	Received uint64
-	// Delivered counts messages the Handler returned from.
+	// Delivered counts messages the Handler returned from. A worker adds
+	// its calls every few of them (at most 8) and at the end of each
+	// batch it takes, so the count may trail its last few calls.
 	Delivered uint64
 	// Dropped counts messages lost to full worker queues.
 	Dropped uint64
@@ -387,7 +389,8 @@ type Stats struct {
 	// bus) or behind a later message of their channel (kept in order).
 	Stale uint64
 	// QueueDepth is the number of messages waiting in worker queues now,
-	// summed over workers.
+	// summed over workers (a worker busy with fast calls may still count
+	// up to 7 it has handed to the Handler).
 	QueueDepth int
 	// QueueHighWater is the deepest any one worker queue has been since
 	// the broker started; messages are dropped once it reaches
@@ -409,7 +412,11 @@ type LatencyStats struct {
 	// the clock read before every message. Messages with a zero PublishedAt (raw
 	// mode, foreign publishers) are not in it. Between hosts it includes
 	// their clock difference; a subscriber whose clock is behind the
-	// publisher's records negative lags, counted in Lag.Negative.
+	// publisher's records negative lags, counted in Lag.Negative. A
+	// worker adds its lags to the histogram where it reads the clock and
+	// at the end of each batch, with its Delivered count, so a snapshot
+	// may miss the lags of its last few calls (at most 8), never those of
+	// messages Stats.Delivered already counts.
 	Lag HistogramSnapshot
 	// HandlerTime is how long Handler calls took, for calls that returned
 	// (a panicking call is counted in no histogram). Calls under 2µs are
