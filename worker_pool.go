@@ -454,9 +454,9 @@ func (p *WorkerPool) Close() {
 // reads the clock before a timed call, and at the end of each batch,
 // rather than per call: delivered and the lags gathered since (lags
 // first, so that a reader who sees a delivery sees its lag), and held.
-// Between two such points, at most lagEvery
-// calls apart, Delivered and the lag histogram lag behind by the calls
-// since, and QueueDepth still counts the messages handed over since.
+// Between two such points, at most lagEvery calls apart, Delivered and
+// the lag histogram trail by the calls since, and QueueDepth still counts
+// the messages handed over since.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
