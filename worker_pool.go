@@ -198,9 +198,11 @@ func (p *WorkerPool) workerOf(channel string) int {
 // push queues m for worker i, or counts it as dropped when that queue is
 // full, and reports whether m was queued and whether the worker is asleep
 // and must be woken for it. owned marks m's Payload as the pool's own
-// buffer (see NewReusingWorkerPool). With refill, a feeder's empty stash
-// of buffers, and m queued, push swaps it with the worker's free buffers,
-// under the lock it takes anyway.
+// buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
+// buffers, and m queued, push moves the worker's free buffers into the
+// stash if it runs low, under the lock it takes anyway: every worker a
+// feeder feeds hands back its buffers that way, so none piles up buffers
+// to its cap (and drops them) while the feeder allocates new ones.
 func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
@@ -226,8 +228,12 @@ func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queue
 	}
 	w.n++
 	asleep = w.sleeping
-	if refill != nil && len(*refill) == 0 && len(w.free) > 0 {
-		*refill, w.free = w.free, *refill
+	if refill != nil && len(*refill) < refillBelow && len(w.free) > 0 {
+		n := min(len(w.free), maxFree-len(*refill))
+		rest := len(w.free) - n
+		*refill = append(*refill, w.free[rest:]...)
+		clear(w.free[rest:])
+		w.free = w.free[:rest]
 	}
 	w.mu.Unlock()
 	return true, asleep
@@ -262,6 +268,9 @@ type workerBatch struct {
 const (
 	maxFree     = 256
 	maxRecycled = 16 << 10
+	// refillBelow is the stash size below which a feeder takes a
+	// worker's free buffers.
+	refillBelow = 32
 )
 
 // take hands the payloads b.spent to w's free list, then moves up to
