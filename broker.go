@@ -255,8 +255,12 @@ type Options struct {
 	// collection it causes. Set it only for a Handler that never keeps
 	// Message.Payload, nor any slice of it, after it returns (one that
 	// needs the bytes later copies them), or it will see them change.
-	// Message.Channel and PublishedAt stay safe to keep. Default false:
-	// every message's Payload is memory of its own.
+	// Message.Channel and PublishedAt stay safe to keep. The broker then
+	// keeps recycled buffers for later messages: at most 256 of at most
+	// 16 KiB per worker and per subscribe connection (larger payloads
+	// are allocated as usual), and 4,096 channel names per subscribe
+	// connection. Default false: every message's Payload is memory of its
+	// own.
 	ReusePayloads bool
 
 	// HotSampleRate is the fraction of messages, published and received,
