@@ -19,7 +19,9 @@ type Message struct {
 	// read-only: engines may hand out memory shared with other fields. (The
 	// engines here allocate Channel and Payload together, once per message,
 	// so a Channel string kept past the handler keeps that message's
-	// payload in memory too; clone it if that matters.)
+	// payload in memory too; clone it if that matters.) With
+	// Options.ReusePayloads the Payload is valid only until the Handler
+	// returns.
 	Payload []byte
 	// PublishedAt is the publisher's clock at Publish time, or the zero
 	// time when the message carried no envelope (raw mode or a foreign
@@ -267,6 +269,19 @@ type Options struct {
 	Raw bool
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+	// ReusePayloads lets the broker reuse the memory of a received
+	// message's Payload for a later message once the Handler has returned
+	// from it, which saves an allocation per message, and the garbage
+	// collection it causes. Set it only for a Handler that never keeps
+	// Message.Payload, nor any slice of it, after it returns (one that
+	// needs the bytes later copies them), or it will see them change.
+	// Message.Channel and PublishedAt stay safe to keep. The broker then
+	// keeps recycled buffers for later messages: at most 256 of at most
+	// 16 KiB per worker and per subscribe connection (larger payloads
+	// are allocated as usual), and 4,096 channel names per subscribe
+	// connection. Default false: every message's Payload is memory of its
+	// own.
+	ReusePayloads bool
 
 	// HotSampleRate is the fraction of messages, published and received,
 	// that hot-channel detection samples (default 0.01, at most 1). A
@@ -381,7 +396,9 @@ type Stats struct {
 	Published uint64
 	// Received counts messages read from Redis.
 	Received uint64
-	// Delivered counts messages the Handler returned from.
+	// Delivered counts messages the Handler returned from. A worker adds
+	// its calls every few of them (at most 8) and at the end of each
+	// batch it takes, so the count may trail its last few calls.
 	Delivered uint64
 	// Dropped counts messages lost to full worker queues.
 	Dropped uint64
@@ -401,7 +418,8 @@ type Stats struct {
 	// bus) or behind a later message of their channel (kept in order).
 	Stale uint64
 	// QueueDepth is the number of messages waiting in worker queues now,
-	// summed over workers.
+	// summed over workers (a worker busy with fast calls may still count
+	// up to 7 it has handed to the Handler).
 	QueueDepth int
 	// QueueHighWater is the deepest any one worker queue has been since
 	// the broker started; messages are dropped once it reaches
@@ -423,7 +441,11 @@ type LatencyStats struct {
 	// the clock read before every message. Messages with a zero PublishedAt (raw
 	// mode, foreign publishers) are not in it. Between hosts it includes
 	// their clock difference; a subscriber whose clock is behind the
-	// publisher's records negative lags, counted in Lag.Negative.
+	// publisher's records negative lags, counted in Lag.Negative. A
+	// worker adds its lags to the histogram where it reads the clock and
+	// at the end of each batch, with its Delivered count, so a snapshot
+	// may miss the lags of its last few calls (at most 8), never those of
+	// messages Stats.Delivered already counts.
 	Lag HistogramSnapshot
 	// HandlerTime is how long Handler calls took, for calls that returned
 	// (a panicking call is counted in no histogram). Calls under 2µs are

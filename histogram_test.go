@@ -259,3 +259,31 @@ func TestHistogramRecordOwned(t *testing.T) {
 	assert.Equal(t, shared.Snapshot(), owned.Snapshot())
 	assert.Equal(t, uint64(len(durations)), owned.Snapshot().Count+owned.Snapshot().Negative)
 }
+
+// TestHistTally: durations gathered in a tally and flushed (also by a
+// full tally flushing itself) count exactly what Record counts, runs of
+// equal buckets, negative durations and both ends of the range included;
+// before the flush, only the negative ones are in the histogram.
+func TestHistTally(t *testing.T) {
+	ds := []time.Duration{0, 5 * time.Microsecond, 5 * time.Microsecond, -time.Second,
+		HistogramMin, HistogramMin, HistogramMin, time.Millisecond, HistogramMax, time.Hour}
+	for i := range 40 { // more than tallySize, in runs
+		ds = append(ds, time.Duration(1+i/3)*100*time.Microsecond)
+	}
+	var want, got Histogram
+	var tally histTally
+	for _, d := range ds[:5] {
+		want.Record(d)
+		tally.record(&got, d)
+	}
+	snap := got.Snapshot()
+	assert.Zero(t, snap.Count, "gathered, not flushed")
+	assert.EqualValues(t, 1, snap.Negative)
+	for _, d := range ds[5:] {
+		want.Record(d)
+		tally.record(&got, d)
+	}
+	tally.flush(&got)
+	tally.flush(&got) // an empty flush adds nothing
+	assert.Equal(t, want.Snapshot(), got.Snapshot())
+}

@@ -64,7 +64,8 @@ type HotChannel struct {
 // at a time, and reports the busiest channels and the ones that carry
 // more than Options.HotShare of a node's traffic. It is the building
 // block both engines share: Sampled decides per message, lock-free, and
-// only sampled messages go through Record and its lock. A nil
+// only sampled messages go through Record and its lock; a read loop
+// decides with a HotSampler instead, cheaper per message. A nil
 // *HotTracker (detection off) samples nothing.
 //
 // A window ends at the first sampled message or HotChannels call after
@@ -73,6 +74,7 @@ type HotChannel struct {
 type HotTracker struct {
 	threshold uint64 // sample when a random uint32 is below it
 	rate      float64
+	logq      float64 // log(1 - rate), for HotSampler's skips
 	window    time.Duration
 	k         int
 	share     float64
@@ -98,13 +100,14 @@ type hotNode struct {
 // if o.HotSampleRate is negative.
 func NewHotTracker(o Options, emit func(Event)) *HotTracker {
 	o = o.WithDefaults()
-	if o.HotSampleRate < 0 {
+	if o.HotSampleRate < 0 || !observeDeliveries {
 		return nil
 	}
 	rate := min(o.HotSampleRate, 1)
 	return &HotTracker{
 		threshold: uint64(math.Round(rate * (1 << 32))),
 		rate:      rate,
+		logq:      math.Log1p(-rate),
 		window:    o.HotWindow,
 		k:         o.HotTopK,
 		share:     o.HotShare,
@@ -128,6 +131,68 @@ func (t *HotTracker) draw() bool {
 		return uint64(t.random()) < t.threshold
 	}
 	return uint64(rand.Uint32()) < t.threshold
+}
+
+// HotSampler makes a HotTracker's sampling decision for the messages of
+// one goroutine, a socket read loop, at the cost of a decrement for an
+// unsampled message: at each sample it draws how many messages to pass
+// over before the next one, a geometric number, so the messages it
+// samples are distributed exactly as those of HotTracker.Sampled (each
+// with probability HotSampleRate, independently) without a random draw
+// per message. A HotSampler is not safe for concurrent use; the zero
+// HotSampler, like the Sampler of a nil tracker, samples nothing.
+type HotSampler struct {
+	t    *HotTracker
+	skip uint64 // messages to pass over before the next sample
+}
+
+// Sampler returns a HotSampler for t's rate.
+func (t *HotTracker) Sampler() HotSampler {
+	s := HotSampler{t: t}
+	s.next()
+	return s
+}
+
+// Sampled reports whether to sample the current message (then call
+// Record).
+func (s *HotSampler) Sampled() bool {
+	// Small enough to inline: a message not sampled costs a decrement.
+	if s.skip > 0 {
+		s.skip--
+		return false
+	}
+	return s.next()
+}
+
+// next draws the skip before the next sample and reports whether the
+// current message is sampled, which it is unless s has no tracker.
+func (s *HotSampler) next() bool {
+	if s.t == nil {
+		s.skip = math.MaxUint64
+		return false
+	}
+	s.skip = s.t.gap()
+	return true
+}
+
+// gap returns the number of messages to pass over before the next sample:
+// failures before the first success in Bernoulli trials of probability
+// rate, drawn by inversion, or counted with a test's random source.
+func (t *HotTracker) gap() uint64 {
+	if t.random != nil {
+		var n uint64
+		for !t.draw() {
+			n++
+		}
+		return n
+	}
+	// 1 - Float64() is in (0, 1], so the log is finite and <= 0; logq
+	// is < 0 (-Inf at rate 1, which makes every gap 0).
+	g := math.Log(1-rand.Float64()) / t.logq
+	if !(g < 1<<62) { // also catches NaN
+		return 1 << 62
+	}
+	return uint64(g)
 }
 
 // Record counts one sampled message of channel, exchanged with node in

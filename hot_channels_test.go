@@ -200,6 +200,45 @@ func TestHotTrackerSampleRate(t *testing.T) {
 	assert.Nil(t, none.HotChannels())
 }
 
+// TestHotSamplerRate: a HotSampler samples the asked fraction, with gaps
+// as long on average as independent draws give (mean (1-p)/p), every
+// message at rate 1, none without a tracker, and exactly one in n under a
+// test's every-nth source.
+func TestHotSamplerRate(t *testing.T) {
+	tr := NewHotTracker(Options{}, nil)
+	s := tr.Sampler()
+	n, last, gaps, gapSum := 0, -1, 0, 0
+	for i := range 1_000_000 {
+		if s.Sampled() {
+			n++
+			if last >= 0 {
+				gaps++
+				gapSum += i - last - 1
+			}
+			last = i
+		}
+	}
+	assert.InDelta(t, 10_000, n, 500, "1% by default") // 5 standard deviations
+	// The gaps' standard deviation is about 99.5, so their mean over
+	// ~10,000 of them is within 5 deviations of 99 by about ±5.
+	assert.InDelta(t, 99, float64(gapSum)/float64(gaps), 5, "mean gap")
+	all := NewHotTracker(Options{HotSampleRate: 1}, nil).Sampler()
+	for range 1000 {
+		require.True(t, all.Sampled())
+	}
+	var none *HotTracker
+	off, zero := none.Sampler(), HotSampler{}
+	for range 1000 {
+		require.False(t, off.Sampled())
+		require.False(t, zero.Sampled())
+	}
+	tr4, _ := newTestTracker(t, Options{HotSampleRate: 0.25}, &fakeClock{}, everyNth(4))
+	s4 := tr4.Sampler()
+	for i := range 100 {
+		assert.Equal(t, i%4 == 0, s4.Sampled(), "message %d, as Sampled would pick", i)
+	}
+}
+
 func TestHotOptions(t *testing.T) {
 	d := Options{}.WithDefaults()
 	assert.Equal(t, DefaultHotSampleRate, d.HotSampleRate)
@@ -226,6 +265,19 @@ func BenchmarkHotSampled(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		if tr.Sampled() {
+			n++
+		}
+	}
+	_ = n
+}
+
+// BenchmarkHotSampler is the cost a read loop's message pays for
+// detection at the default rate: a decrement, and a logarithm per sample.
+func BenchmarkHotSampler(b *testing.B) {
+	s := NewHotTracker(Options{}, nil).Sampler()
+	n := 0
+	for b.Loop() {
+		if s.Sampled() {
 			n++
 		}
 	}

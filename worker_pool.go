@@ -43,6 +43,9 @@ type WorkerPool struct {
 	emit           func(Event)
 	workers        []poolWorker
 	reportInterval time.Duration
+	// reuse: the buffers of SubmitCopy's payloads are recycled once
+	// handled (see NewReusingWorkerPool).
+	reuse bool
 
 	drops  lossWindow
 	panics lossWindow
@@ -70,15 +73,22 @@ type poolWorker struct {
 	head, n  int           // ring[head], … the n queued messages, wrapping
 	wake     chan struct{} // capacity 1
 	dropped  atomic.Uint64
-	_        [64]byte
+	// In a reusing pool, owned[j] tells that ring[j]'s Payload is a
+	// buffer of the pool's own (queued by SubmitCopy), recycled once
+	// handled, and free holds the recycled buffers until a feeder takes
+	// them (see Feeder.SubmitCopy); nil otherwise.
+	owned []bool
+	free  [][]byte
+	_     [64]byte
 
 	// delivered, lag and handling are written by the worker goroutine
 	// only (see Histogram.recordOwned).
 	delivered atomic.Uint64
 	panics    atomic.Uint64
 	// held is how many messages of the batch the worker took are still
-	// waiting for the handler (the one in it not counted): QueueDepth
-	// counts them as queued. Only the worker writes it.
+	// waiting for the handler (the one in it not counted), as of the
+	// worker's last publish of its counters (see work): QueueDepth counts
+	// them as queued. Only the worker writes it.
 	held atomic.Int64
 	// highWater is the deepest the backlog was when the worker took from
 	// its queue or when a stats call looked (see observe). Submit does not
@@ -106,12 +116,23 @@ const takeBatch = 64
 //
 // The caller owns the pool and must Close it to stop its goroutines.
 func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval)
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, false)
 }
 
-// newWorkerPool is NewWorkerPool with a chosen report interval, so tests
-// can pin down aggregation without depending on the scheduler's timing.
-func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration) *WorkerPool {
+// NewReusingWorkerPool is NewWorkerPool for a handler that keeps no
+// Message.Payload, nor any slice of one, after it returns (see
+// Options.ReusePayloads): the payload buffers Feeder.SubmitCopy fills are
+// recycled for later messages once the handler returned from theirs, so
+// that a steady stream of messages allocates nothing. Messages queued
+// with Submit keep their payloads; only the pool's own are recycled.
+func NewReusingWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, true)
+}
+
+// newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse) with a
+// chosen report interval, so tests can pin down aggregation without
+// depending on the scheduler's timing.
+func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse bool) *WorkerPool {
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
@@ -129,6 +150,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 		emit:           emit,
 		workers:        make([]poolWorker, workers),
 		reportInterval: reportInterval,
+		reuse:          reuse,
 		kick:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		reporterDone:   make(chan struct{}),
@@ -137,6 +159,9 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 	for i := range p.workers {
 		w := &p.workers[i]
 		w.ring = make([]Message, queueSize)
+		if reuse {
+			w.owned = make([]bool, queueSize)
+		}
 		w.wake = make(chan struct{}, 1)
 		go p.work(w)
 	}
@@ -158,7 +183,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 // pool is gone, not overloaded.
 func (p *WorkerPool) Submit(m Message) bool {
 	i := p.workerOf(m.Channel)
-	queued, asleep := p.push(i, m)
+	queued, asleep := p.push(i, m, false, nil)
 	if asleep {
 		p.workers[i].wakeUp()
 	}
@@ -172,8 +197,13 @@ func (p *WorkerPool) workerOf(channel string) int {
 
 // push queues m for worker i, or counts it as dropped when that queue is
 // full, and reports whether m was queued and whether the worker is asleep
-// and must be woken for it.
-func (p *WorkerPool) push(i int, m Message) (queued, asleep bool) {
+// and must be woken for it. owned marks m's Payload as the pool's own
+// buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
+// buffers, and m queued, push moves the worker's free buffers into the
+// stash if it runs low, under the lock it takes anyway: every worker a
+// feeder feeds hands back its buffers that way, so none piles up buffers
+// to its cap (and drops them) while the feeder allocates new ones.
+func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
@@ -193,8 +223,18 @@ func (p *WorkerPool) push(i int, m Message) (queued, asleep bool) {
 		at -= len(w.ring)
 	}
 	w.ring[at] = m
+	if w.owned != nil {
+		w.owned[at] = owned
+	}
 	w.n++
 	asleep = w.sleeping
+	if refill != nil && len(*refill) < refillBelow && len(w.free) > 0 {
+		n := min(len(w.free), maxFree-len(*refill))
+		rest := len(w.free) - n
+		*refill = append(*refill, w.free[rest:]...)
+		clear(w.free[rest:])
+		w.free = w.free[:rest]
+	}
 	w.mu.Unlock()
 	return true, asleep
 }
@@ -211,11 +251,41 @@ func (w *poolWorker) wakeUp() {
 	}
 }
 
-// take moves up to len(dst) queued messages into dst, sleeping while the
-// queue is empty, and returns how many it moved and whether it slept; n is
-// 0 once the pool is closed and the queue drained.
-func (w *poolWorker) take(dst []Message) (n int, slept bool) {
+// workerBatch is what a worker has taken from its queue: the messages,
+// which of their payloads are the pool's to recycle, and the recycled
+// payloads of the messages handled since its last take.
+type workerBatch struct {
+	msgs   [takeBatch]Message
+	owned  [takeBatch]bool
+	spent  [takeBatch][]byte
+	nspent int
+}
+
+// Bounds on the buffers a reusing pool keeps for later messages, so that
+// a burst, or a few huge payloads, do not hold memory for good: each
+// worker's free list and each feeder's stash keep at most maxFree buffers
+// of at most maxRecycled bytes.
+const (
+	maxFree     = 256
+	maxRecycled = 16 << 10
+	// refillBelow is the stash size below which a feeder takes a
+	// worker's free buffers.
+	refillBelow = 32
+)
+
+// take hands the payloads b.spent to w's free list, then moves up to
+// takeBatch queued messages into b, sleeping while the queue is empty,
+// and returns how many it moved and whether it slept; n is 0 once the pool
+// is closed and the queue drained.
+func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 	w.mu.Lock()
+	for _, buf := range b.spent[:b.nspent] {
+		if len(w.free) < maxFree && cap(buf) <= maxRecycled {
+			w.free = append(w.free, buf[:0])
+		}
+	}
+	clear(b.spent[:b.nspent])
+	b.nspent = 0
 	for w.n == 0 {
 		if w.closed {
 			w.mu.Unlock()
@@ -228,9 +298,13 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.mu.Lock()
 	}
 	depth := int64(w.n)
-	n = min(w.n, len(dst))
-	first := copy(dst[:n], w.ring[w.head:])
-	copy(dst[first:n], w.ring)
+	n = min(w.n, len(b.msgs))
+	first := copy(b.msgs[:n], w.ring[w.head:])
+	copy(b.msgs[first:n], w.ring)
+	if w.owned != nil {
+		copy(b.owned[:n], w.owned[w.head:])
+		copy(b.owned[first:n], w.owned)
+	}
 	// Clear the slots so the ring does not keep handled payloads alive.
 	clear(w.ring[w.head:min(w.head+n, len(w.ring))])
 	clear(w.ring[:n-first])
@@ -239,7 +313,9 @@ func (w *poolWorker) take(dst []Message) (n int, slept bool) {
 		w.head -= len(w.ring)
 	}
 	w.n -= n
-	w.held.Store(int64(n)) // under mu, so that queued always counts them
+	// Under mu, so that queued always counts them; the first is about to
+	// go to the handler.
+	w.held.Store(int64(n - 1))
 	w.mu.Unlock()
 	w.raise(depth)
 	return n, slept
@@ -253,48 +329,6 @@ func (w *poolWorker) queued() int {
 	return w.n + int(w.held.Load())
 }
 
-// A Feeder submits messages to a pool from one goroutine, a socket read
-// loop, and defers waking idle workers until Flush: a burst of messages
-// read from one socket then wakes each worker it feeds once, instead of
-// once per message, and workers that are busy are never woken at all. A
-// message queued for a sleeping worker waits until Flush, so the feeding
-// goroutine must call Flush before it blocks (a read loop: before every
-// read from its socket).
-//
-// A Feeder is not safe for concurrent use; each read loop has its own.
-type Feeder struct {
-	p       *WorkerPool
-	pending []int  // workers asleep with messages from this feeder
-	marked  []bool // marked[i]: i is in pending
-}
-
-// NewFeeder returns a Feeder for p.
-func (p *WorkerPool) NewFeeder() *Feeder {
-	return &Feeder{p: p, marked: make([]bool, len(p.workers))}
-}
-
-// Submit is WorkerPool.Submit, except that a worker asleep on an empty
-// queue is woken at the next Flush instead of now.
-func (f *Feeder) Submit(m Message) bool {
-	i := f.p.workerOf(m.Channel)
-	queued, asleep := f.p.push(i, m)
-	if asleep && !f.marked[i] {
-		f.marked[i] = true
-		f.pending = append(f.pending, i)
-	}
-	return queued
-}
-
-// Flush wakes the workers that were asleep when this feeder queued
-// messages for them.
-func (f *Feeder) Flush() {
-	for _, i := range f.pending {
-		f.marked[i] = false
-		f.p.workers[i].wakeUp()
-	}
-	f.pending = f.pending[:0]
-}
-
 // Dropped returns the number of messages Submit dropped because a queue was
 // full, since the pool started.
 func (p *WorkerPool) Dropped() uint64 {
@@ -306,7 +340,9 @@ func (p *WorkerPool) Dropped() uint64 {
 }
 
 // Delivered returns the number of messages the handler returned from
-// normally, since the pool started.
+// normally, since the pool started. A worker publishes its count when it
+// finishes a batch and at most every 8 calls before, so the count may
+// trail by the calls since.
 func (p *WorkerPool) Delivered() uint64 {
 	var n uint64
 	for i := range p.workers {
@@ -326,7 +362,9 @@ func (p *WorkerPool) Panics() uint64 {
 }
 
 // QueueDepth returns the number of messages waiting in the worker queues
-// now, summed over workers.
+// now, summed over workers. A worker busy with fast calls updates the
+// count of the messages it has taken every few calls (see Delivered), so
+// it may still count up to 7 it has handed to the handler.
 func (p *WorkerPool) QueueDepth() int {
 	n := 0
 	for i := range p.workers {
@@ -418,41 +456,78 @@ func (p *WorkerPool) Close() {
 // call at most), every later call of the batch. A lag is therefore short
 // by at most the durations of the lagEvery-1 calls before it, and exact
 // while handlers are slow.
+//
+// The worker's counters are atomics that stats calls read concurrently,
+// and on amd64 every atomic store is a locked instruction that costs more
+// than the rest of recording a lag; so the worker publishes them where it
+// reads the clock before a timed call, and at the end of each batch,
+// rather than per call: delivered and the lags gathered since (lags
+// first, so that a reader who sees a delivery sees its lag), and held.
+// Between two such points, at most lagEvery calls apart, Delivered and
+// the lag histogram trail by the calls since, and QueueDepth still counts
+// the messages handed over since.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var (
 		clock workerClock
-		batch [takeBatch]Message
+		lags  histTally
+		b     workerBatch
 	)
 	for {
-		n, _ := w.take(batch[:])
+		n, _ := w.take(&b)
 		if n == 0 {
 			return
 		}
 		// now is the clock at the start of the next call when fresh,
-		// and at most stale calls before it otherwise.
-		now, fresh, stale, exact := clock.read(), true, 0, false
+		// and at most stale calls before it otherwise. done counts the
+		// calls that returned since delivered was last published.
+		var now time.Duration
+		if observeDeliveries {
+			now = clock.read()
+		}
+		fresh, stale, exact, done := true, 0, false, uint64(0)
+		held := n - 1 // as take stored it
 		for i := range n {
-			m := batch[i]
-			batch[i] = Message{}
-			w.held.Store(int64(n - i - 1))
-			if !m.PublishedAt.IsZero() {
-				w.lag.recordOwned(clock.lag(now, m.PublishedAt))
+			m := b.msgs[i]
+			b.msgs[i] = Message{}
+			if observeDeliveries && !m.PublishedAt.IsZero() {
+				lags.record(&w.lag, clock.lag(now, m.PublishedAt))
 			}
 			returned := p.handle(w, m)
+			if returned {
+				done++
+			}
+			if b.owned[i] {
+				b.spent[b.nspent] = m.Payload
+				b.nspent++
+			}
 			if fresh {
-				end := clock.since()
-				if returned {
-					d := end - now
-					w.handling.recordOwned(d)
-					exact = exact || d >= exactDuration
+				var end time.Duration
+				if observeDeliveries {
+					end = clock.since()
+					if returned {
+						d := end - now
+						w.handling.recordOwned(d)
+						exact = exact || d >= exactDuration
+					}
 				}
 				// A panicking call went untimed: time the next one.
 				now, fresh, stale = end, exact || !returned, 0
-				continue
+			} else if stale++; stale == lagEvery-1 {
+				if observeDeliveries {
+					now = clock.since()
+				}
+				fresh, stale = true, 0
 			}
-			if stale++; stale == lagEvery-1 {
-				now, fresh, stale = clock.since(), true, 0
+			if fresh || i == n-1 {
+				lags.flush(&w.lag)
+				w.delivered.Store(w.delivered.Load() + done) // only this worker writes it
+				done = 0
+				// The next call's message is no longer held.
+				if next := max(n-i-2, 0); next != held {
+					w.held.Store(int64(next))
+					held = next
+				}
 			}
 		}
 	}
@@ -462,11 +537,13 @@ const (
 	// exactDuration is the handler duration from which a worker times
 	// every call of a batch (see work).
 	exactDuration = 2 * time.Microsecond
-	// lagEvery bounds how many fast calls share one clock reading.
+	// lagEvery bounds how many fast calls share one clock reading, and
+	// how many calls the worker's published counters may lag behind.
 	lagEvery = 8
 )
 
-// handle calls the handler and reports whether it returned normally.
+// handle calls the handler and reports whether it returned normally; the
+// caller counts it as delivered then.
 func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -475,7 +552,6 @@ func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 		}
 	}()
 	p.handler(m)
-	w.delivered.Store(w.delivered.Load() + 1) // only this worker writes it
 	return true
 }
 

@@ -14,14 +14,30 @@ import (
 // instance: 64 goroutines per core publish 256-byte messages over 64
 // channels, and the clock stops once the subscriber has handled (or
 // dropped) every one. It reports delivered messages per second and,
-// through ReportAllocs, the allocations of both sides per message.
+// through ReportAllocs, the allocations of both sides per message, and
+// cpu-ns/msg, the CPU time of the whole process (publishers, subscriber,
+// runtime; not Redis) per message: issue 15's client CPU per message, less
+// sensitive than ns/op to other work on a shared machine.
 func BenchmarkPublishDeliver(b *testing.B) {
+	benchPublishDeliver(b, shardcast.Options{})
+}
+
+// BenchmarkPublishDeliverReusePayloads is BenchmarkPublishDeliver with
+// Options.ReusePayloads on the subscriber: its handler keeps nothing, so
+// payload buffers are recycled and allocs/op shows what is left per
+// message. Run both in one go (-bench PublishDeliver) for the ratio.
+func BenchmarkPublishDeliverReusePayloads(b *testing.B) {
+	benchPublishDeliver(b, shardcast.Options{ReusePayloads: true})
+}
+
+// benchPublishDeliver runs BenchmarkPublishDeliver with the subscriber
+// built from opts (its Handler set here).
+func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
 	s := redistest.StartStandalone(b)
 	ctx := context.Background()
 	var handled atomic.Int64
-	sub := newBroker(b, Config{Addrs: addrs(s), Options: shardcast.Options{
-		Handler: func(shardcast.Message) { handled.Add(1) },
-	}})
+	opts.Handler = func(shardcast.Message) { handled.Add(1) }
+	sub := newBroker(b, Config{Addrs: addrs(s), Options: opts})
 	pub := newBroker(b, Config{Addrs: addrs(s)})
 	chans := channelNames("bench:", 64)
 	if err := sub.Subscribe(ctx, chans...); err != nil {
@@ -36,6 +52,7 @@ func BenchmarkPublishDeliver(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
+	cpu0, cpuOK := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		i := next.Add(1)
 		for pb.Next() {
@@ -59,7 +76,11 @@ func BenchmarkPublishDeliver(b *testing.B) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	b.StopTimer()
+	if cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/msg")
+	}
 	st := sub.Stats()
 	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
 	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")

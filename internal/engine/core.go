@@ -116,7 +116,11 @@ func NewCore(cfg CoreConfig) *Core {
 	c.late.emit = c.Emitter.Emit
 	c.hot = shardcast.NewHotTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
-		c.Pool = shardcast.NewWorkerPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
+		newPool := shardcast.NewWorkerPool
+		if cfg.Options.ReusePayloads {
+			newPool = shardcast.NewReusingWorkerPool
+		}
+		c.Pool = newPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
 		c.Paths = make([]*Path, cfg.Paths)
 		for i := range c.Paths {
@@ -213,7 +217,7 @@ func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payl
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
-	if c.hot.Sampled() {
+	if l.hot.Sampled() {
 		c.hot.Record(shardcast.HotIn, l.Addr, channel)
 	}
 	if path.owner.Load() != l {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"time"
-	"unsafe"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
@@ -31,22 +30,13 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 }
 
 // Submit hands a decoded message to the worker pool through f, the
-// feeder of the read loop it came from. channel and body may
-// be views of a read buffer: Submit copies both into one allocation, the
-// message's only one. The body is placed after the channel's bytes, so a
-// handler writing into it (which it must not do) could still never change
-// the channel string.
+// feeder of the read loop it came from. channel and body may be views of
+// a read buffer: the message gets copies (see Feeder.SubmitCopy).
 // It reports whether the pool queued the message (false: dropped).
 func (in *Inbox) Submit(f *shardcast.Feeder, channel string, body []byte, at time.Time) bool {
-	buf := make([]byte, len(channel)+len(body))
-	copy(buf, channel)
-	copy(buf[len(channel):], body)
-	m := shardcast.Message{Channel: unsafe.String(unsafe.SliceData(buf), len(channel)), PublishedAt: at}
-	if len(body) > 0 {
-		m.Payload = buf[len(channel):]
-	}
 	if f == nil { // a link not built by NewLink (tests)
-		return in.Pool.Submit(m)
+		f = in.Pool.NewFeeder()
+		defer f.Flush()
 	}
-	return f.Submit(m)
+	return f.SubmitCopy(channel, body, at)
 }

@@ -27,6 +27,9 @@ type Link struct {
 	// publish-only broker). Only the wire's reader goroutine uses it, and
 	// a link runs one wire at a time.
 	feeder *shardcast.Feeder
+	// hot picks the messages read on this link that hot-channel detection
+	// samples; only the wire's reader uses it, like feeder.
+	hot shardcast.HotSampler
 
 	mu   sync.Mutex
 	wire *subconn.Conn // nil while down
@@ -66,7 +69,7 @@ type Link struct {
 // move). Start runs it.
 func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link, key string, payload []byte), onLost func(l *Link, key string)) *Link {
 	ctx, cancel := context.WithCancel(c.ctx)
-	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), hot: c.hot.Sampler()}
 	l.hooks.OnMessage = func(key string, payload []byte) { onMessage(l, key, payload) }
 	if c.Pool != nil {
 		l.feeder = c.Pool.NewFeeder()

@@ -40,6 +40,7 @@ type config struct {
 	out                       string
 	scWorkers                 int
 	scBatch                   int
+	scReuse                   bool
 	resubChannels             int
 	memChannels               int
 	memBatch                  int
@@ -105,6 +106,7 @@ func flags() *flag.FlagSet {
 	fs.StringVar(&cfg.out, "out", "", "write a Markdown report (docs/BENCHMARKS.md) to this file")
 	fs.IntVar(&cfg.scWorkers, "sc-workers", 0, "shardcast Workers override (0: library default)")
 	fs.IntVar(&cfg.scBatch, "sc-batch", 0, "shardcast SubscribeBatch override (0: library default)")
+	fs.BoolVar(&cfg.scReuse, "sc-reuse-payloads", false, "shardcast Options.ReusePayloads (every scenario's handler keeps no payload)")
 	fs.IntVar(&cfg.resubChannels, "resub-channels", 100000, "channels (resubscribe)")
 	fs.IntVar(&cfg.memChannels, "mem-channels", 1000000, "channels (memory)")
 	fs.IntVar(&cfg.memBatch, "mem-batch", 10000, "channels per Subscribe call (memory)")

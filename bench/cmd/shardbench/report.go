@@ -298,9 +298,9 @@ func sleepCost(d time.Duration) time.Duration {
 }
 
 func flagSummary() string {
-	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d "+
+	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d -sc-reuse-payloads=%v "+
 		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d",
-		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch,
+		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch, cfg.scReuse,
 		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.centHistory, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers)
 }
 

@@ -43,7 +43,7 @@ type tpResult struct {
 const ceiling = "redis-ceiling"
 
 func tuning() engines.Tuning {
-	return engines.Tuning{Workers: cfg.scWorkers, SubscribeBatch: cfg.scBatch}
+	return engines.Tuning{Workers: cfg.scWorkers, SubscribeBatch: cfg.scBatch, ReusePayloads: cfg.scReuse}
 }
 
 func channelNames(prefix string, n int) []string {

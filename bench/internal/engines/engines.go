@@ -38,6 +38,9 @@ type Tuning struct {
 	Workers int // shardcast only
 	// SubscribeBatch is shardcast's Options.SubscribeBatch.
 	SubscribeBatch int
+	// ReusePayloads is shardcast's Options.ReusePayloads: the Recv must
+	// keep no payload after it returns.
+	ReusePayloads bool
 	// OnEvent receives shardcast events (resubscribe scenario).
 	OnEvent func(kind string, at time.Time)
 	// Stats, when set, is filled with a function that returns the shardcast

@@ -21,6 +21,7 @@ func options(tu Tuning, recv Recv) shardcast.Options {
 	o := shardcast.Options{
 		Workers:        tu.Workers,
 		SubscribeBatch: tu.SubscribeBatch,
+		ReusePayloads:  tu.ReusePayloads,
 		Handler:        func(m shardcast.Message) { recv(m.Channel, m.Payload, m.PublishedAt) },
 	}
 	if tu.OnEvent != nil {

@@ -1,0 +1,93 @@
+package shardcast
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestSubmitCopy: SubmitCopy hands the handler copies, not the caller's
+// memory; a reusing pool recycles the payload buffers it filled (fewer
+// distinct buffers than messages, each payload intact while its handler
+// runs) and shares one copy of each channel name, but never recycles a
+// payload queued with Submit, which is the caller's.
+func TestSubmitCopy(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	for _, reuse := range []bool{false, true} {
+		t.Run("reuse="+strconv.FormatBool(reuse), func(t *testing.T) {
+			const n = 2000
+			var (
+				mu      sync.Mutex
+				wrong   int
+				buffers = map[*byte]bool{}
+				names   = map[*byte]bool{}
+			)
+			handler := func(m Message) {
+				mu.Lock()
+				defer mu.Unlock()
+				i, err := strconv.Atoi(string(m.Payload[:bytes.IndexByte(m.Payload, ':')]))
+				if err != nil || !bytes.Equal(m.Payload, feederPayload(i)) || m.Channel != feederChannel(i) {
+					wrong++
+				}
+				buffers[unsafe.SliceData(m.Payload)] = true
+				names[unsafe.StringData(m.Channel)] = true
+			}
+			newPool := NewWorkerPool
+			if reuse {
+				newPool = NewReusingWorkerPool
+			}
+			pool := newPool(4, n, handler, nil)
+			defer pool.Close()
+			f := pool.NewFeeder()
+			readBuf := make([]byte, 0, 1024) // reused like a socket's read buffer
+			for i := range n {
+				readBuf = append(readBuf[:0], feederChannel(i)...)
+				ch := unsafe.String(unsafe.SliceData(readBuf), len(readBuf))
+				readBuf = append(readBuf, feederPayload(i)...)
+				require.True(t, f.SubmitCopy(ch, readBuf[len(ch):], feederTime))
+				if i%16 == 15 { // a burst read from a socket, handled before the next
+					f.Flush()
+					wptWaitUntil(t, "the burst", func() bool { return pool.Delivered() == uint64(i+1) })
+				}
+			}
+			f.Flush()
+			// Submit's messages are the caller's: a reusing pool must not
+			// hand their payloads to SubmitCopy's next messages.
+			own := [][]byte{feederPayload(n), feederPayload(n + 1)}
+			require.True(t, f.Submit(Message{Channel: feederChannel(n), Payload: own[0]}))
+			f.Flush()
+			require.True(t, pool.Submit(Message{Channel: feederChannel(n + 1), Payload: own[1]}))
+			wptWaitUntil(t, "every message", func() bool { return pool.Delivered() == n+2 })
+			for i := range 200 {
+				require.True(t, f.SubmitCopy(feederChannel(i), feederPayload(i), feederTime))
+			}
+			f.Flush()
+			pool.Close()
+			assert.Equal(t, feederPayload(n), own[0])
+			assert.Equal(t, feederPayload(n+1), own[1])
+			assert.Zero(t, wrong, "messages the handler saw wrong")
+			if reuse {
+				assert.Less(t, len(buffers), n/2, "payload buffers are recycled")
+				assert.Len(t, names, 8+2, "one copy of each channel name (and the Submits' own)")
+			} else {
+				assert.Len(t, buffers, n+200+2, "every payload has memory of its own")
+			}
+		})
+	}
+}
+
+var feederTime = time.Unix(1_700_000_000, 0)
+
+func feederChannel(i int) string { return "ch:" + strconv.Itoa(i%8) }
+
+func feederPayload(i int) []byte {
+	return append([]byte(strconv.Itoa(i)+":"), bytes.Repeat([]byte{'x'}, 20+(i*53)%300)...)
+}
