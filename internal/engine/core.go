@@ -217,7 +217,9 @@ func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payl
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
-	if l.hot.Sampled() {
+	// l's sampler belongs to its reader; a held message is handed over
+	// from another goroutine (f is nil then) and draws from the tracker.
+	if (f != nil && l.hot.Sampled()) || (f == nil && c.hot.Sampled()) {
 		c.hot.Record(shardcast.HotIn, l.Addr, channel)
 	}
 	if path.owner.Load() != l {
