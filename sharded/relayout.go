@@ -30,6 +30,10 @@ type follower struct {
 	// broker began to wait for its barriers.
 	since, drainAt time.Time
 	moving         int
+	// unanswered is the route a step replaced while publishes sent under
+	// it may still be unanswered: the step is not done until they are,
+	// even when it is retried after its ctx ended.
+	unanswered *route
 }
 
 const (
@@ -233,15 +237,24 @@ func toGroups(m map[int][]string) []shardcast.Group {
 	return out
 }
 
-// replace stores a copy of the route that change altered, and waits until
-// every publish of a moving channel sent under the old one was answered.
-func (f *follower) replace(ctx context.Context, change func(r *route)) bool {
+// replace stores a copy of the route that change altered (unless the
+// route in force already has want), and waits until every publish of a
+// moving channel sent under the old one was answered. A wait that ctx cut
+// short is resumed by the next call: the route it replaced is kept in
+// f.unanswered.
+func (f *follower) replace(ctx context.Context, want bool, change func(r *route)) bool {
 	b := f.b
-	old := b.route.Load()
-	nr := &route{cur: old.cur, addrs: old.addrs, fp: old.fp, next: old.next, nextFP: old.nextFP,
-		id: old.id, barrier: old.barrier, switched: old.switched}
-	change(nr)
-	b.route.Store(nr)
+	if old := b.route.Load(); old.switched != want {
+		nr := &route{cur: old.cur, addrs: old.addrs, fp: old.fp, next: old.next, nextFP: old.nextFP,
+			id: old.id, barrier: old.barrier, switched: old.switched}
+		change(nr)
+		b.route.Store(nr)
+		f.unanswered = old
+	}
+	old := f.unanswered
+	if old == nil {
+		return true
+	}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for old.inflight.Load() > 0 {
@@ -251,6 +264,7 @@ func (f *follower) replace(ctx context.Context, change func(r *route)) bool {
 		case <-tick.C:
 		}
 	}
+	f.unanswered = nil
 	return true
 }
 
@@ -260,7 +274,7 @@ func (f *follower) switchOver(ctx context.Context) bool {
 	if f.stage >= stageSwitched {
 		return true
 	}
-	if !f.b.route.Load().switched && !f.replace(ctx, func(r *route) { r.switched = true }) {
+	if !f.replace(ctx, true, func(r *route) { r.switched = true }) {
 		return false
 	}
 	f.stage = stageSwitched
@@ -329,7 +343,7 @@ func (f *follower) abort(ctx context.Context) bool {
 	if f.stage >= stageFinished {
 		return true // too late: the record holds the new layout
 	}
-	if f.b.route.Load().switched && !f.replace(ctx, func(r *route) { r.switched = false }) {
+	if !f.replace(ctx, false, func(r *route) { r.switched = false }) {
 		return false
 	}
 	f.b.hand.force(shardcast.PhaseAbort)
@@ -363,7 +377,7 @@ func (f *follower) ended(ctx context.Context) {
 			b.gate.unlock()
 		}
 	}
-	f.id, f.stage, f.moving = "", stageNone, 0
+	f.id, f.stage, f.moving, f.unanswered = "", stageNone, 0, nil
 }
 
 // settle drops every subscription the route in force does not route to
