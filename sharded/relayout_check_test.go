@@ -176,9 +176,10 @@ func (r reported) covers(ch string, m sentMsg, tol int64) bool {
 }
 
 // checkMessages accounts for every message the publishers sent at every
-// subscriber (each with the events its broker raised); tol is the slack
-// between a Publish call and a reported window.
-func checkMessages(pubs []*seqPublisher, subs []*seqSubscriber, evs []*events, tol time.Duration) faultFigures {
+// subscriber that wants its channel (each subscriber with the events its
+// broker raised; wants nil means every subscriber wants every channel);
+// tol is the slack between a Publish call and a reported window.
+func checkMessages(pubs []*seqPublisher, subs []*seqSubscriber, evs []*events, wants func(sub int, ch string) bool, tol time.Duration) faultFigures {
 	var f faultFigures
 	sample := func(format string, args ...any) {
 		if len(f.Samples) < 10 {
@@ -199,6 +200,9 @@ func checkMessages(pubs []*seqPublisher, subs []*seqSubscriber, evs []*events, t
 		s.mu.Lock()
 		for _, p := range pubs {
 			for ch, log := range p.log {
+				if wants != nil && !wants(i, ch) {
+					continue
+				}
 				seen := make([]bool, len(log))
 				top := 0
 				for _, seq := range s.got[ch+"|"+p.name] {
@@ -309,9 +313,17 @@ func (f *faultFleet) waitPublished(n int64) {
 func (f *faultFleet) finish(tol time.Duration) faultFigures {
 	close(f.stop)
 	f.wg.Wait()
+	waitDelivered(f.subs, int(f.published())*len(f.subs))
+	return checkMessages(f.pubs, f.subs, f.evs, nil, tol)
+}
+
+// waitDelivered waits until the subscribers got want messages in all, or
+// nothing more arrived for a second: losses inside reported windows are
+// allowed, so it cannot wait for every message.
+func waitDelivered(subs []*seqSubscriber, want int) {
 	total := func() int {
 		n := 0
-		for _, s := range f.subs {
+		for _, s := range subs {
 			s.mu.Lock()
 			for _, g := range s.got {
 				n += len(g)
@@ -320,9 +332,6 @@ func (f *faultFleet) finish(tol time.Duration) faultFigures {
 		}
 		return n
 	}
-	want := int(f.published()) * len(f.subs)
-	// Losses are allowed (inside reported windows), so wait for quiet
-	// rather than for every message.
 	deadline := time.Now().Add(waitTimeout)
 	last, quietSince := -1, time.Now()
 	for time.Now().Before(deadline) {
@@ -337,7 +346,6 @@ func (f *faultFleet) finish(tol time.Duration) faultFigures {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return checkMessages(f.pubs, f.subs, f.evs, tol)
 }
 
 // assertClean checks the properties every fault test requires and logs
