@@ -238,6 +238,10 @@ func checkMessages(pubs []*seqPublisher, subs []*seqSubscriber, evs []*events, w
 					f.Lost++
 					if rep.covers(ch, m, tol.Nanoseconds()) {
 						f.LostReported++
+						if f.LostReported <= 3 {
+							sample("subscriber %d: %s #%d from %s (published %s) lost inside a reported window", i, ch, k+1, p.name,
+								time.Unix(0, m.start).Format("15:04:05.000"))
+						}
 					} else {
 						f.LostSilent++
 						sample("subscriber %d: %s #%d from %s (published %s..%s) lost outside every reported window", i, ch, k+1, p.name,

@@ -284,3 +284,40 @@ func TestRelayoutControlRestarted(t *testing.T) {
 	})
 	s.check(err)
 }
+
+// TestRelayoutNewInstanceDeadAborts: the new instance C dies as the first
+// broker finished preparing and stays down; the others cannot prepare,
+// the coordinator's ctx ends and it aborts: every broker returns to the
+// old list, and nothing is lost outside a reported window.
+func TestRelayoutNewInstanceDeadAborts(t *testing.T) {
+	s := newFaultSetup(t, false, Config{})
+	c := s.servers[2]
+	stop := make(chan struct{})
+	s.bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if s.reportedPhase(shardcast.PhasePrepare) {
+				assert.NoError(t, c.Kill())
+				return
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cfg := relayoutConfig(s.control.Addr(), s.new)
+	cfg.Conn = faultConn
+	rep, err := Relayout(ctx, cfg)
+	close(stop)
+	t.Logf("outcome: aborted %v, err %v, phases %v", rep.Aborted, err, phaseNames(rep.Phases))
+	for i, ev := range s.fleet.evs {
+		for _, e := range ev.All() {
+			t.Logf("broker %d: %v %s %s..%s %d channels %v", i, e.Kind, e.Shard, e.Since.Format("15:04:05.000"), e.Until.Format("15:04:05.000"), len(e.Channels), e.Err)
+		}
+	}
+	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
+	s.check(err)
+}
