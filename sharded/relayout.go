@@ -34,6 +34,9 @@ type follower struct {
 	// it may still be unanswered: the step is not done until they are,
 	// even when it is retried after its ctx ended.
 	unanswered *route
+	// graceUntil is when a broker back on the old layout after an unclean
+	// end drops the new layout's subscriptions (see vanished).
+	graceUntil time.Time
 }
 
 const (
@@ -353,7 +356,12 @@ func (f *follower) abort(ctx context.Context) bool {
 }
 
 // ended cleans up after a re-layout that ended: finished (the record holds
-// its layout: finish now if the broker did not) or aborted.
+// its layout: finish now if the broker did not) or aborted. A transition
+// that vanished without either (the control instance lost it, say, in a
+// restart without persistence) is an unclean end: the broker waits until
+// the record is back, follows it, and, when that means the old layout,
+// keeps the new layout's subscriptions for a grace period, since the
+// others may still publish there until they notice (see vanished).
 func (f *follower) ended(ctx context.Context) {
 	b := f.b
 	if f.stage != stageFinished {
@@ -362,11 +370,17 @@ func (f *follower) ended(ctx context.Context) {
 			return
 		}
 		r := b.route.Load()
+		if st.Record == nil && f.stage != stageAborted {
+			return // the first heartbeat writes it again: follow that
+		}
 		if st.Record != nil && st.Record.Fingerprint == r.nextFP && f.stage != stageAborted {
 			if !f.finish(ctx) {
 				return
 			}
 		} else {
+			if f.stage != stageAborted && !f.vanished(ctx) {
+				return
+			}
 			b.hand.force(shardcast.PhaseAbort)
 			if err := b.gate.lock(ctx, b.core.Closing()); err != nil {
 				return
@@ -377,7 +391,55 @@ func (f *follower) ended(ctx context.Context) {
 			b.gate.unlock()
 		}
 	}
-	f.id, f.stage, f.moving, f.unanswered = "", stageNone, 0, nil
+	f.id, f.stage, f.moving, f.unanswered, f.graceUntil = "", stageNone, 0, nil, time.Time{}
+}
+
+// vanished takes the broker back to the old layout after an unclean end,
+// in two steps, and reports whether the second is done: first it
+// publishes under the old layout again (once its publishes under the new
+// one were answered), hands over what it held, and raises an
+// EventRelayout of phase abort whose Err wraps ErrRelayoutOrder, naming
+// its moving channels (a publisher's last message under the new layout
+// and its first under the old one travel on different connections); then
+// it waits HeartbeatsToExpire heartbeats, while the rest of the fleet
+// notices and stops publishing under the new layout, before the caller
+// drops the new layout's subscriptions.
+func (f *follower) vanished(ctx context.Context) bool {
+	if !f.replace(ctx, false, func(r *route) { r.switched = false }) {
+		return false
+	}
+	if f.graceUntil.IsZero() {
+		f.b.hand.force(shardcast.PhaseAbort)
+		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.a.Heartbeat)
+		now := time.Now()
+		f.b.core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
+			Since: f.since, Until: now, Channels: f.b.twinChannels(), Count: uint64(f.moving),
+			Err: fmt.Errorf("%w: re-layout %s vanished from the control instance; back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
+		f.since = now
+	}
+	return !time.Now().Before(f.graceUntil)
+}
+
+// twinChannels returns the moving channels the broker subscribes under
+// the next layout of the route in force.
+func (b *Broker) twinChannels() []string {
+	r := b.route.Load()
+	if b.core.Paths == nil || r.next == nil {
+		return nil
+	}
+	var out []string
+	for p, path := range b.core.Paths {
+		for _, ch := range path.Wanted() {
+			if ch == r.barrier {
+				continue
+			}
+			if c, n := r.slots(ch); c != n && p/b.conns == n {
+				out = append(out, ch)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // settle drops every subscription the route in force does not route to

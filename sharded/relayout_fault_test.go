@@ -65,7 +65,12 @@ func (s *faultSetup) later(d time.Duration, f func()) {
 
 // relayout runs the re-layout to A, B, C with hook as OnPhase.
 func (s *faultSetup) relayout(hook func(PhaseReport)) (RelayoutReport, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	return s.relayoutWithin(waitTimeout, hook)
+}
+
+// relayoutWithin is relayout, bounded by d.
+func (s *faultSetup) relayoutWithin(d time.Duration, hook func(PhaseReport)) (RelayoutReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cfg := relayoutConfig(s.control.Addr(), s.new)
 	cfg.Conn = faultConn
@@ -320,4 +325,27 @@ func TestRelayoutNewInstanceDeadAborts(t *testing.T) {
 	}
 	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
 	s.check(err)
+}
+
+// TestRelayoutControlLosesItsData: the control instance is killed as the
+// switch begins and restarted without persistence: the transition, the
+// record and the registry are gone. Every broker returns to the old list
+// (the first heartbeat writes the record again) and reports the moving
+// channels' order at the switch back as not guaranteed; what the brokers
+// published under the new list meanwhile still arrives. The coordinator
+// fails: its transition vanished (it keeps polling for it until its ctx
+// ends, then finds nothing to abort: a coordinator bug; hence the short
+// ctx here).
+func TestRelayoutControlLosesItsData(t *testing.T) {
+	s := newFaultSetup(t, true, Config{})
+	_, err := s.relayoutWithin(3*time.Second, func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			s.fleet.waitPublished(500) // some under the new list
+			require.NoError(t, s.control.Kill())
+			s.later(200*time.Millisecond, func() { assert.NoError(t, s.control.Restart(context.Background())) })
+		}
+	})
+	require.Error(t, err, "the transition vanished under the coordinator")
+	s.check(shardcast.ErrRelayoutAborted)
+	assert.True(t, s.reportedPhase(shardcast.PhaseAbort), "the unclean end was reported")
 }
