@@ -26,6 +26,12 @@ type follower struct {
 	id    string // the re-layout followed, "" for none
 	stage int
 	to    shardcast.LayoutRecord
+	// from is the layout the broker registered with when the re-layout
+	// began: it registers with to once it publishes there (switch), and
+	// with from again if it returns (abort), so that a heartbeat that must
+	// write the record again (the control instance lost it) writes the
+	// layout the broker publishes under.
+	from shardcast.LayoutRecord
 	// since dates the current stage, for the events; drainAt is when the
 	// broker began to wait for its barriers.
 	since, drainAt time.Time
@@ -202,6 +208,9 @@ func (f *follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	} else {
 		nr = r
 	}
+	if f.id != t.ID {
+		f.from = b.member.Layout()
+	}
 	f.id, f.to = t.ID, t.ToRecord
 	if b.core.Paths != nil {
 		groups := map[int][]string{}
@@ -280,6 +289,7 @@ func (f *follower) switchOver(ctx context.Context) bool {
 	if !f.replace(ctx, true, func(r *route) { r.switched = true }) {
 		return false
 	}
+	f.b.member.SetLayout(f.to)
 	f.stage = stageSwitched
 	f.emit(shardcast.PhaseSwitch, nil)
 	return true
@@ -349,6 +359,7 @@ func (f *follower) abort(ctx context.Context) bool {
 	if !f.replace(ctx, false, func(r *route) { r.switched = false }) {
 		return false
 	}
+	f.b.member.SetLayout(f.from)
 	f.b.hand.force(shardcast.PhaseAbort)
 	f.stage = stageAborted
 	f.emit(shardcast.PhaseAbort, nil)
@@ -359,9 +370,10 @@ func (f *follower) abort(ctx context.Context) bool {
 // its layout: finish now if the broker did not) or aborted. A transition
 // that vanished without either (the control instance lost it, say, in a
 // restart without persistence) is an unclean end: the broker waits until
-// the record is back, follows it, and, when that means the old layout,
-// keeps the new layout's subscriptions for a grace period, since the
-// others may still publish there until they notice (see vanished).
+// the record is back and follows it, keeping the subscriptions of the
+// layout it leaves for a grace period, since the others may still publish
+// there until they notice (see vanished and grace). A broker that finishes
+// late (it was not there to see the finish) does the same.
 func (f *follower) ended(ctx context.Context) {
 	b := f.b
 	if f.stage != stageFinished {
@@ -374,7 +386,9 @@ func (f *follower) ended(ctx context.Context) {
 			return // the first heartbeat writes it again: follow that
 		}
 		if st.Record != nil && st.Record.Fingerprint == r.nextFP && f.stage != stageAborted {
-			if !f.finish(ctx) {
+			// The others may not all have switched: publish under the new
+			// layout, but keep the old one's subscriptions a while.
+			if !f.switchOver(ctx) || !f.grace() || !f.finish(ctx) {
 				return
 			}
 		} else {
@@ -409,13 +423,23 @@ func (f *follower) vanished(ctx context.Context) bool {
 		return false
 	}
 	if f.graceUntil.IsZero() {
+		f.b.member.SetLayout(f.from)
 		f.b.hand.force(shardcast.PhaseAbort)
-		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.a.Heartbeat)
 		now := time.Now()
 		f.b.core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
 			Since: f.since, Until: now, Channels: f.b.twinChannels(), Count: uint64(f.moving),
 			Err: fmt.Errorf("%w: re-layout %s vanished from the control instance; back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
 		f.since = now
+	}
+	return f.grace()
+}
+
+// grace reports whether HeartbeatsToExpire heartbeats passed since its
+// first call after the re-layout ended: the time the rest of the fleet
+// has to notice and stop publishing under the layout the broker leaves.
+func (f *follower) grace() bool {
+	if f.graceUntil.IsZero() {
+		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.a.Heartbeat)
 	}
 	return !time.Now().Before(f.graceUntil)
 }
