@@ -428,7 +428,7 @@ func (f *follower) vanished(ctx context.Context) bool {
 		now := time.Now()
 		f.b.core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
 			Since: f.since, Until: now, Channels: f.b.twinChannels(), Count: uint64(f.moving),
-			Err: fmt.Errorf("%w: re-layout %s vanished from the control instance; back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
+			Err: fmt.Errorf("%w: re-layout %s ended without this broker's abort (the control instance lost it, or dropped the broker); back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
 		f.since = now
 	}
 	return f.grace()
