@@ -293,10 +293,29 @@ func newFaultFleet(t *testing.T, n int, cfg Config, channels []string) *faultFle
 	}
 	for i, b := range f.brokers {
 		p := f.pubs[i]
-		f.wg.Go(func() { p.run(b, channels, f.stop, f.timeout) })
+		share := func(g int) []string {
+			var out []string
+			for k := g; k < len(channels); k += faultPublishers {
+				out = append(out, channels[k])
+			}
+			return out
+		}
+		mine := share(0)
+		f.wg.Go(func() { p.run(b, mine, f.stop, f.timeout) })
+		for g := 1; g < faultPublishers; g++ {
+			q := &seqPublisher{name: p.name + "." + strconv.Itoa(g), log: map[string][]sentMsg{}}
+			f.pubs = append(f.pubs, q)
+			theirs := share(g)
+			f.wg.Go(func() { q.run(b, theirs, f.stop, f.timeout) })
+		}
 	}
 	return f
 }
+
+// faultPublishers is how many goroutines of each broker publish, each to
+// its own share of the channels under a publisher name of its own (the
+// first is the broker's seqPublisher, which gets the first share).
+var faultPublishers = 1
 
 func (f *faultFleet) published() int64 {
 	var n int64

@@ -365,3 +365,27 @@ func TestRelayoutControlLosesItsData(t *testing.T) {
 	require.Error(t, err, "the transition vanished under the coordinator")
 	s.check(shardcast.ErrRelayoutAborted)
 }
+
+// TestRelayoutOldInstanceFrozenSwitchOutlastsStep: as above, but the
+// brokers' switch step gives up waiting for their publishes under the old
+// list long before those are answered (CommandTimeout well under the
+// freeze, ReplyTimeout and HealthTimeout over it): the retried step must
+// still wait for them before it acknowledges the switch, or a publish the
+// frozen instance runs after the barrier is delivered after newer
+// messages.
+func TestRelayoutOldInstanceFrozenSwitchOutlastsStep(t *testing.T) {
+	conn := faultConn
+	faultConn.CommandTimeout, faultConn.ReplyTimeout, faultConn.HealthTimeout = 250*time.Millisecond, 3*time.Second, 3*time.Second
+	faultPublishers = 8 // so that some publish of a moving channel waits on B
+	defer func() { faultConn, faultPublishers = conn, 1 }()
+	s := newFaultSetup(t, false, Config{})
+	faultConn, faultPublishers = conn, 1 // the coordinator's
+	b := s.servers[1]
+	_, err := s.relayout(func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			require.NoError(t, b.Pause())
+			s.later(time.Second, func() { assert.NoError(t, b.Resume()) })
+		}
+	})
+	s.check(err)
+}
