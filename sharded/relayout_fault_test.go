@@ -2,6 +2,7 @@ package sharded
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"testing"
@@ -387,5 +388,69 @@ func TestRelayoutOldInstanceFrozenSwitchOutlastsStep(t *testing.T) {
 			s.later(time.Second, func() { assert.NoError(t, b.Resume()) })
 		}
 	})
+	s.check(err)
+}
+
+// TestRelayoutControlFrozenDuringPrepare: the control instance freezes
+// for a second as soon as the re-layout began, before the brokers read
+// it. When it thaws, every registration has expired: unless the
+// coordinator waits for the brokers to register again, it moves to the
+// switch with nobody prepared, and a broker that switches before another
+// prepared publishes where that one does not listen yet.
+func TestRelayoutControlFrozenDuringPrepare(t *testing.T) {
+	knownControlBug(t)
+	s := newFaultSetup(t, true, Config{})
+	stop := make(chan struct{})
+	s.bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey()); err == nil && n == int64(1) {
+				assert.NoError(t, s.control.Pause())
+				s.later(time.Second, func() { assert.NoError(t, s.control.Resume()) })
+				return
+			}
+		}
+	})
+	_, err := s.relayout(nil)
+	close(stop)
+	s.check(err)
+}
+
+// TestRelayoutControlRestartedDuringPrepare: the control instance (with
+// persistence) is killed as soon as the re-layout began and restarted a
+// second later: as in TestRelayoutControlFrozenDuringPrepare, every
+// registration has expired when it is back.
+func TestRelayoutControlRestartedDuringPrepare(t *testing.T) {
+	knownControlBug(t)
+	s := newFaultSetup(t, true, Config{}, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	stop := make(chan struct{})
+	s.bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey()); err == nil && n == int64(1) {
+				assert.NoError(t, s.control.Kill())
+				s.later(time.Second, func() { assert.NoError(t, s.control.Restart(context.Background())) })
+				return
+			}
+		}
+	})
+	_, err := s.relayout(nil)
+	close(stop)
+	if err != nil && !errors.Is(err, shardcast.ErrRelayoutAborted) {
+		// The coordinator gives up on an error reading the transition
+		// right after it began (a coordinator bug), leaving it in place:
+		// run it again, as an operator would, to resume it.
+		t.Logf("coordinator failed: %v; resuming", err)
+		s.bg.Wait() // the control instance is back
+		_, err = s.relayout(nil)
+	}
 	s.check(err)
 }
