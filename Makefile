@@ -69,6 +69,12 @@ interop: redis
 demo-metrics: redis
 	cd contrib/prometheus && $(GO) run ./cmd/demo-metrics $(ARGS)
 
+## relayout-demo: a fleet of 3 nodes (examples/fleet) on 2 local instances, moved to 3 by `shardcast relayout`
+## while they publish; fails unless every node counts 0 lost, 0 duplicates, 0 reordered (docs/RELAYOUT.md).
+.PHONY: relayout-demo
+relayout-demo: redis
+	./scripts/relayout-demo.sh
+
 ## chaos: a soak that injects faults (killed, frozen and failed-over masters, slot moves, an added
 ## and removed master, killed Pub/Sub clients) while ~8,000 numbered messages/s flow on 600
 ## channels, on a local 3x1 cluster and on 3 standalone instances (3 minutes each), then

@@ -34,6 +34,8 @@ type handover struct {
 	need    map[int]bool
 	drained map[int]bool
 	n       int
+	// peak is the most messages held at once since the broker started.
+	peak int
 	// done closes when every needed path drained.
 	done chan struct{}
 	// forced names the channels delivered without their barrier.
@@ -98,7 +100,16 @@ func (h *handover) hold(from int, l *engine.Link, p int, channel string, payload
 	// channel and payload are views of the reader's buffer: keep copies.
 	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: strings.Clone(channel), payload: append([]byte(nil), payload...)})
 	h.n++
+	h.peak = max(h.peak, h.n)
 	return true
+}
+
+// peakHeld returns the most messages held at once since the broker
+// started.
+func (h *handover) peakHeld() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peak
 }
 
 // barrier records the barrier's arrival on old path p and delivers what

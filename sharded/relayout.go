@@ -26,10 +26,23 @@ type follower struct {
 	id    string // the re-layout followed, "" for none
 	stage int
 	to    shardcast.LayoutRecord
+	// from is the layout the broker registered with when the re-layout
+	// began: it registers with to once it publishes there (switch), and
+	// with from again if it returns (abort), so that a heartbeat that must
+	// write the record again (the control instance lost it) writes the
+	// layout the broker publishes under.
+	from shardcast.LayoutRecord
 	// since dates the current stage, for the events; drainAt is when the
 	// broker began to wait for its barriers.
 	since, drainAt time.Time
 	moving         int
+	// unanswered is the route a step replaced while publishes sent under
+	// it may still be unanswered: the step is not done until they are,
+	// even when it is retried after its ctx ended.
+	unanswered *route
+	// graceUntil is when a broker back on the old layout after an unclean
+	// end drops the new layout's subscriptions (see vanished).
+	graceUntil time.Time
 }
 
 const (
@@ -195,6 +208,9 @@ func (f *follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	} else {
 		nr = r
 	}
+	if f.id != t.ID {
+		f.from = b.member.Layout()
+	}
 	f.id, f.to = t.ID, t.ToRecord
 	if b.core.Paths != nil {
 		groups := map[int][]string{}
@@ -233,15 +249,24 @@ func toGroups(m map[int][]string) []shardcast.Group {
 	return out
 }
 
-// replace stores a copy of the route that change altered, and waits until
-// every publish of a moving channel sent under the old one was answered.
-func (f *follower) replace(ctx context.Context, change func(r *route)) bool {
+// replace stores a copy of the route that change altered (unless the
+// route in force already has want), and waits until every publish of a
+// moving channel sent under the old one was answered. A wait that ctx cut
+// short is resumed by the next call: the route it replaced is kept in
+// f.unanswered.
+func (f *follower) replace(ctx context.Context, want bool, change func(r *route)) bool {
 	b := f.b
-	old := b.route.Load()
-	nr := &route{cur: old.cur, addrs: old.addrs, fp: old.fp, next: old.next, nextFP: old.nextFP,
-		id: old.id, barrier: old.barrier, switched: old.switched}
-	change(nr)
-	b.route.Store(nr)
+	if old := b.route.Load(); old.switched != want {
+		nr := &route{cur: old.cur, addrs: old.addrs, fp: old.fp, next: old.next, nextFP: old.nextFP,
+			id: old.id, barrier: old.barrier, switched: old.switched}
+		change(nr)
+		b.route.Store(nr)
+		f.unanswered = old
+	}
+	old := f.unanswered
+	if old == nil {
+		return true
+	}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for old.inflight.Load() > 0 {
@@ -251,6 +276,7 @@ func (f *follower) replace(ctx context.Context, change func(r *route)) bool {
 		case <-tick.C:
 		}
 	}
+	f.unanswered = nil
 	return true
 }
 
@@ -260,9 +286,10 @@ func (f *follower) switchOver(ctx context.Context) bool {
 	if f.stage >= stageSwitched {
 		return true
 	}
-	if !f.b.route.Load().switched && !f.replace(ctx, func(r *route) { r.switched = true }) {
+	if !f.replace(ctx, true, func(r *route) { r.switched = true }) {
 		return false
 	}
+	f.b.member.SetLayout(f.to)
 	f.stage = stageSwitched
 	f.emit(shardcast.PhaseSwitch, nil)
 	return true
@@ -329,9 +356,10 @@ func (f *follower) abort(ctx context.Context) bool {
 	if f.stage >= stageFinished {
 		return true // too late: the record holds the new layout
 	}
-	if f.b.route.Load().switched && !f.replace(ctx, func(r *route) { r.switched = false }) {
+	if !f.replace(ctx, false, func(r *route) { r.switched = false }) {
 		return false
 	}
+	f.b.member.SetLayout(f.from)
 	f.b.hand.force(shardcast.PhaseAbort)
 	f.stage = stageAborted
 	f.emit(shardcast.PhaseAbort, nil)
@@ -339,7 +367,13 @@ func (f *follower) abort(ctx context.Context) bool {
 }
 
 // ended cleans up after a re-layout that ended: finished (the record holds
-// its layout: finish now if the broker did not) or aborted.
+// its layout: finish now if the broker did not) or aborted. A transition
+// that vanished without either (the control instance lost it, say, in a
+// restart without persistence) is an unclean end: the broker waits until
+// the record is back and follows it, keeping the subscriptions of the
+// layout it leaves for a grace period, since the others may still publish
+// there until they notice (see vanished and grace). A broker that finishes
+// late (it was not there to see the finish) does the same.
 func (f *follower) ended(ctx context.Context) {
 	b := f.b
 	if f.stage != stageFinished {
@@ -348,11 +382,19 @@ func (f *follower) ended(ctx context.Context) {
 			return
 		}
 		r := b.route.Load()
+		if st.Record == nil && f.stage != stageAborted {
+			return // the first heartbeat writes it again: follow that
+		}
 		if st.Record != nil && st.Record.Fingerprint == r.nextFP && f.stage != stageAborted {
-			if !f.finish(ctx) {
+			// The others may not all have switched: publish under the new
+			// layout, but keep the old one's subscriptions a while.
+			if !f.switchOver(ctx) || !f.grace() || !f.finish(ctx) {
 				return
 			}
 		} else {
+			if f.stage != stageAborted && !f.vanished(ctx) {
+				return
+			}
 			b.hand.force(shardcast.PhaseAbort)
 			if err := b.gate.lock(ctx, b.core.Closing()); err != nil {
 				return
@@ -363,7 +405,65 @@ func (f *follower) ended(ctx context.Context) {
 			b.gate.unlock()
 		}
 	}
-	f.id, f.stage, f.moving = "", stageNone, 0
+	f.id, f.stage, f.moving, f.unanswered, f.graceUntil = "", stageNone, 0, nil, time.Time{}
+}
+
+// vanished takes the broker back to the old layout after an unclean end,
+// in two steps, and reports whether the second is done: first it
+// publishes under the old layout again (once its publishes under the new
+// one were answered), hands over what it held, and raises an
+// EventRelayout of phase abort whose Err wraps ErrRelayoutOrder, naming
+// its moving channels (a publisher's last message under the new layout
+// and its first under the old one travel on different connections); then
+// it waits HeartbeatsToExpire heartbeats, while the rest of the fleet
+// notices and stops publishing under the new layout, before the caller
+// drops the new layout's subscriptions.
+func (f *follower) vanished(ctx context.Context) bool {
+	if !f.replace(ctx, false, func(r *route) { r.switched = false }) {
+		return false
+	}
+	if f.graceUntil.IsZero() {
+		f.b.member.SetLayout(f.from)
+		f.b.hand.force(shardcast.PhaseAbort)
+		now := time.Now()
+		f.b.core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
+			Since: f.since, Until: now, Channels: f.b.twinChannels(), Count: uint64(f.moving),
+			Err: fmt.Errorf("%w: re-layout %s ended without this broker's abort (the control instance lost it, or dropped the broker); back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
+		f.since = now
+	}
+	return f.grace()
+}
+
+// grace reports whether HeartbeatsToExpire heartbeats passed since its
+// first call after the re-layout ended: the time the rest of the fleet
+// has to notice and stop publishing under the layout the broker leaves.
+func (f *follower) grace() bool {
+	if f.graceUntil.IsZero() {
+		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.a.Heartbeat)
+	}
+	return !time.Now().Before(f.graceUntil)
+}
+
+// twinChannels returns the moving channels the broker subscribes under
+// the next layout of the route in force.
+func (b *Broker) twinChannels() []string {
+	r := b.route.Load()
+	if b.core.Paths == nil || r.next == nil {
+		return nil
+	}
+	var out []string
+	for p, path := range b.core.Paths {
+		for _, ch := range path.Wanted() {
+			if ch == r.barrier {
+				continue
+			}
+			if c, n := r.slots(ch); c != n && p/b.conns == n {
+				out = append(out, ch)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // settle drops every subscription the route in force does not route to
