@@ -180,7 +180,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 	}
 	old, oldSlots := b.assign, b.slots
 	b.slots, b.assign = slots, assign
-	failover := b.shards.classifier(oldSlots, slots, b.layout.Slot)
+	failover := b.shards.classifier(old, oldSlots, slots, b.layout.Slot)
 	b.shards = b.shards.update(slots)
 	stale := b.routeLocked(assign)
 	var started, stopped []*engine.Link
@@ -356,15 +356,33 @@ func (m shardMemory) update(slots shardcast.SlotMap) shardMemory {
 }
 
 // classifier returns the failover test of the moves from the map before
-// to the map after: a partition moved from one node to another of the
-// same shard (copies of its messages may still come from the old node, see
-// engine.Move). The new master was a replica of the old one in the map
-// before, or in the memory m (taken before after was recorded), or the old
-// master is already listed as a replica of the new one.
-func (m shardMemory) classifier(before, after shardcast.SlotMap, slotOf func(int) uint16) func(mv shardcast.PartitionMove) bool {
+// to the map after: a partition that may have moved from one node to
+// another of the same shard, so that copies of its messages may still come
+// from the old node (see engine.Move). No map can be trusted to name every
+// replica (see shardMemory; a master demoted seconds ago can be missing
+// from every list), so the test errs on the side of the fence: a move is a
+// failover when the new master carried no partition in the assignment
+// before (a replica never does; the assignment, not the raw map before,
+// which may be a node's stale view that confirmMoves did not follow),
+// when it was the old one's replica in the map before or in the memory m
+// (taken before after was recorded), or when the old master is already
+// listed as the new one's replica. Only a move to a master that already
+// carried partitions is taken for a migration to another shard. The price
+// of a false alarm (slots migrated to a master that carried none, when a
+// master is added) is the fences of a failover for the moved partitions: for
+// 2 x HealthInterval, a message stamped before one its channel already
+// delivered is dropped and reported rather than delivered late.
+func (m shardMemory) classifier(assigned shardcast.Assignment, before, after shardcast.SlotMap, slotOf func(int) uint16) func(mv shardcast.PartitionMove) bool {
+	owned := make(map[string]bool)
+	for _, addr := range assigned {
+		owned[addr] = true
+	}
 	return func(mv shardcast.PartitionMove) bool {
+		if mv.From == "" {
+			return false // nothing delivered it before
+		}
 		slot := slotOf(mv.Partition)
-		return (mv.From != "" && m[mv.To] == mv.From) || wasReplica(before, slot, mv.To) || wasReplica(after, slot, mv.From)
+		return !owned[mv.To] || m[mv.To] == mv.From || wasReplica(before, slot, mv.To) || wasReplica(after, slot, mv.From)
 	}
 }
 
