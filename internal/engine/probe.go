@@ -34,12 +34,20 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 		return
 	}
 	node := strconv.FormatUint(rand.Uint64(), 36)
-	missing := len(c.Paths)
-	for n := 0; missing > 0 && n < 1000*len(c.Paths); n++ {
+	// Names are tried until every path has one, or until a long run of
+	// tries found no new path: not every path can be reached (the paths of
+	// a layout not in use, which a cluster broker keeps for an online
+	// re-layout), and the run allowed, 64 tries per path found, makes
+	// missing a reachable one unlikely (the last of k paths takes k tries
+	// on average).
+	missing, found, last := len(c.Paths), 0, 0
+	for n := 0; missing > 0 && n-last <= 64*(found+1); n++ {
 		ch := shardcast.ProbeChannelPrefix + node + ":" + strconv.Itoa(n)
 		if p := c.Paths[c.router.PathOf(ch)]; p.probe == nil {
 			p.probe = &probeState{channel: ch}
 			missing--
+			found++
+			last = n
 		}
 	}
 	c.Go(func() { c.runProbes(publish) })
