@@ -70,7 +70,8 @@ demo-metrics: redis
 	cd contrib/prometheus && $(GO) run ./cmd/demo-metrics $(ARGS)
 
 ## relayout-demo: a fleet of 3 nodes (examples/fleet) on 2 local instances, moved to 3 by `shardcast relayout`
-## while they publish; fails unless every node counts 0 lost, 0 duplicates, 0 reordered (docs/RELAYOUT.md).
+## while they publish, then 3 nodes on a local cluster moved from 128 to 1024 partitions; fails unless every
+## node counts 0 lost, 0 duplicates, 0 reordered (docs/RELAYOUT.md).
 .PHONY: relayout-demo
 relayout-demo: redis
 	./scripts/relayout-demo.sh

@@ -9,6 +9,14 @@
 //	go run ./examples/fleet
 //	go run ./cmd/shardcast relayout -shards A,B,C -control A -heartbeat 500ms
 //
+// With -engine cluster the nodes run on a Redis Cluster instead (-cluster
+// seeds, or a local 3-master cluster with a replica each it starts
+// itself) with -partitions partitions (default 128), and the command
+// printed moves them to 1024:
+//
+//	go run ./examples/fleet -engine cluster
+//	go run ./cmd/shardcast relayout -cluster SEEDS -partitions 1024 -heartbeat 500ms
+//
 // Every node subscribes every channel and publishes numbered messages to
 // them in turn; each prints, every -every, what it published and what it
 // received from the whole fleet: lost (numbers skipped and not received
@@ -32,7 +40,10 @@ import (
 
 func main() {
 	var cfg fleetConfig
+	flag.StringVar(&cfg.engine, "engine", "sharded", "sharded (standalone instances) or cluster (a Redis Cluster)")
 	flag.StringVar(&cfg.shards, "shards", "", "comma-separated Redis instances the nodes start on (default: start 3 local instances and use the first 2)")
+	flag.StringVar(&cfg.cluster, "cluster", "", "cluster: comma-separated seed nodes (default: start a local 3-master cluster)")
+	flag.IntVar(&cfg.partitions, "partitions", 128, "cluster: the partition count the nodes start with")
 	flag.StringVar(&cfg.control, "control", "", "the instance that holds the layout record (default: the first of -shards)")
 	flag.IntVar(&cfg.nodes, "nodes", 3, "nodes to run in this process")
 	flag.StringVar(&cfg.name, "name", "n", "name prefix of this process's nodes (unique in the fleet)")
@@ -58,17 +69,26 @@ func main() {
 
 // fleetConfig holds the command's flags.
 type fleetConfig struct {
-	shards, control, name string
-	nodes, channels, rate int
-	heartbeat, every      time.Duration
-	duration              time.Duration
-	check                 bool
+	engine, shards, control, name string
+	cluster                       string
+	nodes, channels, rate         int
+	partitions                    int
+	heartbeat, every              time.Duration
+	duration                      time.Duration
+	check                         bool
 }
 
 // run starts the instances if needed, runs the nodes until ctx ends, and
 // prints every node's final counts.
 func run(ctx context.Context, cfg fleetConfig, w io.Writer) error {
 	out := &lockedWriter{w: w}
+	switch cfg.engine {
+	case "sharded", "":
+	case "cluster":
+		return runCluster(ctx, cfg, out)
+	default:
+		return fmt.Errorf("-engine %q: want sharded or cluster", cfg.engine)
+	}
 	shards := split(cfg.shards)
 	if len(shards) == 0 {
 		local, err := localredis.New("fleet")
@@ -91,6 +111,26 @@ func run(ctx context.Context, cfg fleetConfig, w io.Writer) error {
 	return runNodes(ctx, cfg, shards, out)
 }
 
+// runCluster is run for -engine cluster.
+func runCluster(ctx context.Context, cfg fleetConfig, out *lockedWriter) error {
+	seeds := split(cfg.cluster)
+	if len(seeds) == 0 {
+		local, err := localredis.New("fleet")
+		if err != nil {
+			return err
+		}
+		defer local.Stop()
+		if seeds, err = local.Cluster(ctx, 3, 1); err != nil {
+			return err
+		}
+		out.printf("fleet: a local Redis Cluster (3 masters, 1 replica each): %s\n", strings.Join(seeds, " "))
+		out.printf("fleet: move the nodes to 1024 partitions with:\n  go run ./cmd/shardcast relayout -cluster %s -partitions 1024 -heartbeat %v\n",
+			strings.Join(seeds, ","), cfg.heartbeat)
+	}
+	cfg.cluster = strings.Join(seeds, ",")
+	return runNodes(ctx, cfg, nil, out)
+}
+
 // runNodes runs cfg.nodes nodes on shards until ctx ends.
 func runNodes(ctx context.Context, cfg fleetConfig, shards []string, out *lockedWriter) error {
 	channels := make([]string, cfg.channels)
@@ -106,6 +146,7 @@ func runNodes(ctx context.Context, cfg fleetConfig, shards []string, out *locked
 	for i := range cfg.nodes {
 		n, err := startNode(nodeConfig{
 			Name: fmt.Sprintf("%s%d", cfg.name, i+1), Shards: shards, Control: cfg.control,
+			Cluster: split(cfg.cluster), Partitions: cfg.partitions,
 			Channels: channels, Rate: cfg.rate, Heartbeat: cfg.heartbeat,
 		}, out)
 		if err != nil {
@@ -113,7 +154,11 @@ func runNodes(ctx context.Context, cfg fleetConfig, shards []string, out *locked
 		}
 		nodes = append(nodes, n)
 	}
-	out.printf("fleet: %d nodes on %s, %d channels, %d messages/s each\n", len(nodes), strings.Join(shards, ","), len(channels), cfg.rate)
+	on := strings.Join(shards, ",")
+	if cfg.cluster != "" {
+		on = "the cluster at " + cfg.cluster
+	}
+	out.printf("fleet: %d nodes on %s, %d channels, %d messages/s each\n", len(nodes), on, len(channels), cfg.rate)
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	done := make(chan struct{}, len(nodes))
 	for _, n := range nodes {

@@ -12,27 +12,33 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/sharded"
 )
 
 // nodeConfig is what one fleet node needs.
 type nodeConfig struct {
-	Name      string
-	Shards    []string // the instance list it starts with
-	Control   string   // the instance that holds the layout record
-	Channels  []string
-	Rate      int // messages per second it publishes, over all channels
-	Heartbeat time.Duration
-	Out       io.Writer // where it reports re-layout phases and faults
+	Name       string
+	Shards     []string // the instance list it starts with (sharded)
+	Control    string   // the instance that holds the layout record (sharded)
+	Cluster    []string // seed nodes: a cluster node instead of a sharded one
+	Partitions int      // the partition count a cluster node starts with
+	Channels   []string
+	Rate       int // messages per second it publishes, over all channels
+	Heartbeat  time.Duration
+	Out        io.Writer // where it reports re-layout phases and faults
 }
 
-// node is one member of the fleet: a sharded broker that subscribes every
-// channel and publishes numbered messages to them in turn, and counts,
-// per channel and publisher, what it receives.
+// node is one member of the fleet: a broker (sharded, or on a Redis
+// Cluster) that subscribes every channel and publishes numbered messages
+// to them in turn, and counts, per channel and publisher, what it
+// receives.
 type node struct {
 	cfg nodeConfig
-	b   *sharded.Broker
-	out *lockedWriter
+	b   shardcast.Broker
+	// where says what layout the broker runs on, for its report line.
+	where func() string
+	out   *lockedWriter
 
 	published atomic.Int64
 	failed    atomic.Int64
@@ -52,15 +58,27 @@ type counts struct {
 
 func startNode(cfg nodeConfig, out *lockedWriter) (*node, error) {
 	n := &node{cfg: cfg, out: out, last: map[string]int{}, gaps: map[string]map[int]bool{}}
-	b, err := sharded.New(sharded.Config{
-		Addrs: cfg.Shards, ControlAddr: cfg.Control,
-		Agreement: shardcast.Agreement{Heartbeat: cfg.Heartbeat},
-		Options:   shardcast.Options{Handler: n.handle, OnEvent: n.event, QueueSize: 1 << 16},
-	})
-	if err != nil {
-		return nil, err
+	agreement := shardcast.Agreement{Heartbeat: cfg.Heartbeat}
+	opts := shardcast.Options{Handler: n.handle, OnEvent: n.event, QueueSize: 1 << 16}
+	if len(cfg.Cluster) > 0 {
+		b, err := cluster.New(cluster.Config{Addrs: cfg.Cluster, Partitions: cfg.Partitions, Agreement: agreement, Options: opts})
+		if err != nil {
+			return nil, err
+		}
+		n.b = b
+		n.where = func() string {
+			l := b.Layout()
+			return fmt.Sprintf("on %d partitions, prefix %q (%s)", l.Partitions(), l.Prefix(), b.Fingerprint())
+		}
+	} else {
+		b, err := sharded.New(sharded.Config{Addrs: cfg.Shards, ControlAddr: cfg.Control, Agreement: agreement, Options: opts})
+		if err != nil {
+			return nil, err
+		}
+		n.b = b
+		n.where = func() string { return fmt.Sprintf("on %d instances (%s)", len(b.Instances()), b.Fingerprint()) }
 	}
-	n.b = b
+	b := n.b
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.Subscribe(ctx, cfg.Channels...); err != nil {
@@ -170,9 +188,8 @@ func (n *node) snapshot() counts {
 // the fleet, and the layout it runs on.
 func (n *node) line() string {
 	c := n.snapshot()
-	return fmt.Sprintf("%-4s published %7d  received %8d  lost %d  duplicates %d  reordered %d  failed publishes %d  on %d instances (%s)",
-		n.cfg.Name, n.published.Load(), c.Received, c.Lost, c.Duplicates, c.Reordered, n.failed.Load(),
-		len(n.b.Instances()), n.b.Fingerprint())
+	return fmt.Sprintf("%-4s published %7d  received %8d  lost %d  duplicates %d  reordered %d  failed publishes %d  %s",
+		n.cfg.Name, n.published.Load(), c.Received, c.Lost, c.Duplicates, c.Reordered, n.failed.Load(), n.where())
 }
 
 // lockedWriter serialises the nodes' output lines.
