@@ -9,8 +9,10 @@ import "context"
 //
 //	if ap, ok := broker.(shardcast.AsyncPublisher); ok { … }
 //
-// The sharded engine implements it; the cluster engine does not yet.
-// Publish stays the default and is unchanged.
+// Both engines implement it. Publish stays the default and is unchanged.
+// On a Redis Cluster, PublishAsync does not follow redirections itself (a
+// message a slot move or a failover refused is reported to done as not
+// sent, see cluster.Broker.PublishAsync), where Publish resends it.
 type AsyncPublisher interface {
 	// PublishAsync checks its arguments as Publish does, queues the
 	// message and returns without waiting for Redis. payload is encoded

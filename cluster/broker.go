@@ -54,6 +54,8 @@ type Broker struct {
 
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds
+	// async bounds the messages of PublishAsync in flight.
+	async engine.AsyncRoom
 
 	// member is the broker's layout registration (nil with
 	// Agreement.Off).
