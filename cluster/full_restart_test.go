@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -79,11 +80,7 @@ func TestShardMemory(t *testing.T) {
 func TestFailoverAfterFullRestart(t *testing.T) {
 	r := newFailoverRig(t)
 	ctx := testCtx(t, 60*time.Second)
-	victim, parts := r.victim(t)
-	replicas, err := r.c.ReplicasOf(ctx, victim)
-	require.NoError(t, err)
-	require.NotEmpty(t, replicas)
-	promoted := replicas[0]
+	victim, promoted, parts := r.victimAndReplica(t, ctx)
 
 	for _, n := range r.c.Nodes() {
 		require.NoError(t, n.Kill())
@@ -114,11 +111,9 @@ func TestFailoverAfterFullRestart(t *testing.T) {
 	}
 
 	before := r.sub.failoverMoves.Load()
-	_, err = promoted.Do(ctx, "CLUSTER", "FAILOVER", "FORCE")
+	_, err := promoted.Do(ctx, "CLUSTER", "FAILOVER", "FORCE")
 	require.NoError(t, err)
-	require.True(t, waitFor(30*time.Second, func() bool {
-		return slices.Equal(parts, sortedCopy(r.sub.Masters()[promoted.Addr()]))
-	}), "the broker never moved partitions %v to %s", parts, promoted.Addr())
+	r.waitMoved(t, parts, promoted)
 	assert.Equal(t, uint64(len(parts)), r.sub.failoverMoves.Load()-before, "every moved partition is judged a failover")
 	r.rec.waitSilentSince(t, r.channels, time.Now(), 30*time.Second)
 	settle(t, r.rec, r.feed, r.channels)
@@ -140,31 +135,42 @@ func TestFailoverAfterFullRestart(t *testing.T) {
 func TestFailoverBackAndForth(t *testing.T) {
 	r := newFailoverRig(t)
 	ctx := testCtx(t, 60*time.Second)
-	victim, parts := r.victim(t)
-	replicas, err := r.c.ReplicasOf(ctx, victim)
-	require.NoError(t, err)
-	require.NotEmpty(t, replicas)
-	promoted := replicas[0]
+	victim, promoted, parts := r.victimAndReplica(t, ctx)
 
 	before := r.sub.failoverMoves.Load()
-	_, err = promoted.Do(ctx, "CLUSTER", "FAILOVER")
+	_, err := promoted.Do(ctx, "CLUSTER", "FAILOVER")
 	require.NoError(t, err)
-	require.True(t, waitFor(30*time.Second, func() bool {
-		return slices.Equal(parts, sortedCopy(r.sub.Masters()[promoted.Addr()]))
-	}), "the broker never moved partitions %v to %s", parts, promoted.Addr())
+	r.waitMoved(t, parts, promoted)
 	require.True(t, waitFor(30*time.Second, func() bool {
 		reps, err := r.c.ReplicasOf(ctx, promoted)
 		return err == nil && slices.ContainsFunc(reps, func(s *redistest.Server) bool { return s.Addr() == victim.Addr() })
 	}), "the demoted master never became the new one's replica")
 	_, err = victim.Do(ctx, "CLUSTER", "FAILOVER", "FORCE")
 	require.NoError(t, err)
-	require.True(t, waitFor(30*time.Second, func() bool {
-		return slices.Equal(parts, sortedCopy(r.sub.Masters()[victim.Addr()]))
-	}), "the broker never moved partitions %v back to %s", parts, victim.Addr())
+	r.waitMoved(t, parts, victim)
 	assert.Equal(t, uint64(2*len(parts)), r.sub.failoverMoves.Load()-before, "both moves are judged failovers")
 	r.rec.waitSilentSince(t, r.channels, time.Now(), 30*time.Second)
 	settle(t, r.rec, r.feed, r.channels)
 	rep := checkDelivery(t, r.rec, r.feed, r.channels)
 	t.Logf("FIGURE failover and back: %d partitions moved twice; duplicates %d, reordered %d, stale copies dropped %d",
 		len(parts), rep.duplicates, rep.reordered, r.sub.Stats().Stale)
+}
+
+// victimAndReplica returns the rig's victim master, the replica that is to
+// take over from it, and the partitions it carries.
+func (r *failoverRig) victimAndReplica(t *testing.T, ctx context.Context) (victim, replica *redistest.Server, parts []int) {
+	t.Helper()
+	victim, parts = r.victim(t)
+	replicas, err := r.c.ReplicasOf(ctx, victim)
+	require.NoError(t, err)
+	require.NotEmpty(t, replicas)
+	return victim, replicas[0], parts
+}
+
+// waitMoved waits until the subscriber carries parts on to.
+func (r *failoverRig) waitMoved(t *testing.T, parts []int, to *redistest.Server) {
+	t.Helper()
+	require.True(t, waitFor(30*time.Second, func() bool {
+		return slices.Equal(parts, sortedCopy(r.sub.Masters()[to.Addr()]))
+	}), "the broker never moved partitions %v to %s", parts, to.Addr())
 }
