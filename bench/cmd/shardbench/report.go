@@ -337,3 +337,14 @@ func ratio(a, b float64) string {
 	}
 	return fmt.Sprintf("%.2f×", a/b)
 }
+
+// fmtBytes renders a byte count compactly.
+func fmtBytes(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
