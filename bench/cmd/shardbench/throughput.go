@@ -50,9 +50,18 @@ type tpResult struct {
 	// RedisOutBuf is INFO client_recent_max_output_buffer at the end of
 	// the window: bytes Redis held for its slowest reader (the subscriber)
 	// over the last seconds.
-	RedisOutBuf   int    `json:"redis_max_output_buffer"`
-	Note          string `json:"note,omitempty"`
-	Error         string `json:"error,omitempty"`
+	RedisOutBuf int `json:"redis_max_output_buffer"`
+	// CeilingRatio, on an engine's median row, is the median over rounds
+	// of its delivered/s divided by the ceiling's in the same round,
+	// counting only rounds in which both ran without error (CeilingPairs
+	// of them). On a machine shared with other work a busy spell lowers
+	// both runs of a round, and often costs the ceiling its subscriber
+	// (an error, left out of the ceiling's median): the ratio of medians
+	// then sets an engine's busy rounds against the ceiling's quiet ones.
+	CeilingRatio  float64 `json:"ceiling_ratio,omitempty"`
+	CeilingPairs  int     `json:"ceiling_pairs,omitempty"`
+	Note          string  `json:"note,omitempty"`
+	Error         string  `json:"error,omitempty"`
 	cpu, redisCPU time.Duration
 }
 
@@ -204,6 +213,9 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 			medians[topo.name][p] = map[string]tpResult{}
 			for _, name := range names {
 				m := median(runs[name])
+				if name != ceiling {
+					m.CeilingRatio, m.CeilingPairs = pairedRatio(runs[name], runs[ceiling])
+				}
 				m.Scenario, m.Round = "throughput-median", 0
 				emit(m)
 				medians[topo.name][p][name] = m
@@ -271,6 +283,22 @@ func medianOf[T any](rs []T, get func(T) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// pairedRatio returns the median over rounds of a[i].Rate / c[i].Rate,
+// the runs of an engine and of the ceiling in round i, over the rounds in
+// which both ran without error, and how many rounds that was.
+func pairedRatio(a, c []tpResult) (float64, int) {
+	var rs []float64
+	for i := range min(len(a), len(c)) {
+		if a[i].Error == "" && c[i].Error == "" && a[i].Rate > 0 && c[i].Rate > 0 {
+			rs = append(rs, a[i].Rate/c[i].Rate)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0
+	}
+	return medianOf(rs, func(v float64) float64 { return v }), len(rs)
 }
 
 // median combines the error-free runs of one engine: every numeric
