@@ -219,9 +219,9 @@ var gapNotes = []struct{ prefix, note string }{
   shardcast's client CPU here is the benchmark's own clock reads (a
   stamp per publish, time.Since per delivery) that the ceiling does not
   make. Tried and dropped, no gain measurable on this machine: several
-  publish connections per instance (4 brokers publishing by channel
-  hash: 9-16% more client CPU per message in smaller writes, at
-  GOMAXPROCS 1 and on every core alike), an atomic fast path for the MaxAsyncPublishes room, and
+  publish connections per instance (the shardcast-async-4pub engine, 4
+  brokers publishing by channel hash: 9-16% more client CPU per message
+  in smaller writes, at GOMAXPROCS 1 and on every core alike), an atomic fast path for the MaxAsyncPublishes room, and
   dropping each of the write policy's yields. The cluster engine has no PublishAsync yet.`},
 	{"speed (issue 15)", `*Speed (issue 15).* With the client on one
   core (GOMAXPROCS 1) that core is the bottleneck at 128 publishers:
