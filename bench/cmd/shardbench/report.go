@@ -208,21 +208,29 @@ var gapNotes = []struct{ prefix, note string }{
   library overflows: no worker drops, no subscriber reconnects, Redis's
   output buffer to the subscriber stays at 20-80 KiB, and p50 is Little's
   law for 2,048 calls in flight (2,048 / 650k/s ≈ 3ms). Neither Redis
-  (0.3-0.6 of a core) nor the client alone is the bound: on this 2-core
-  machine the client, Redis and other work share the cores, and rounds
-  are bimodal with that other work. In a busy round the async rate falls
-  to 150-450k and the ceiling's byte-counting subscriber is often cut off
-  at the output buffer limit (its round is then an error, out of its
-  median), so the target is judged on the median of same-round ratios.
-  The ceiling's publisher is a separate process (redis-benchmark, its own
-  thread besides the GOMAXPROCS-1 client), and about a tenth of
-  shardcast's client CPU here is the benchmark's own clock reads (a
-  stamp per publish, time.Since per delivery) that the ceiling does not
-  make. Tried and dropped, no gain measurable on this machine: several
-  publish connections per instance (the shardcast-async-4pub engine, 4
-  brokers publishing by channel hash: 9-16% more client CPU per message
-  in smaller writes, at GOMAXPROCS 1 and on every core alike), an atomic fast path for the MaxAsyncPublishes room, and
-  dropping each of the write policy's yields. The cluster engine has no PublishAsync yet.`},
+  (0.3-0.6 of a core) nor the client is saturated. On this 2-core
+  machine, shared with other work, the ratio swings with that work:
+  0.95-1.09× the ceiling in quiet rounds, about 0.55× in busy ones even
+  where the ceiling's run is whole (a busy round also often cuts the
+  ceiling's byte-counting subscriber off at the output buffer limit, an
+  error out of its median: hence the median of same-round ratios). In a
+  busy round the client's thread idles about half the time
+  (/proc/<pid>/task/*/schedstat: run 0.42-0.45 s/s, run-queue wait 0)
+  while Redis waits on the run queue about as long as it runs (run
+  0.27-0.28 s/s, wait 0.32-0.46): the one pipelined connection hands
+  the work back and forth with Redis and each hand-off waits for a core,
+  so the pair uses about 0.8 of a core where the ceiling's (16
+  connections, its publisher a process of its own) uses about 1.05. Not
+  fixed yet. About a tenth of shardcast's client CPU here is the
+  benchmark's own clock reads (a stamp per publish, time.Since per
+  delivery), which the ceiling does not make. Tried without a clear
+  gain: several publish connections per instance (the
+  shardcast-async-4pub engine, 4 brokers publishing by channel hash:
+  9-16% more client CPU per message in smaller writes, at GOMAXPROCS 1
+  and on every core; in busy rounds 0.52-0.65× against 0.55-0.57×), an
+  atomic fast path for the MaxAsyncPublishes room, and dropping each of
+  the write policy's yields. The cluster engine has no PublishAsync
+  yet.`},
 	{"speed (issue 15)", `*Speed (issue 15).* With the client on one
   core (GOMAXPROCS 1) that core is the bottleneck at 128 publishers:
   delivered/s × client CPU/msg is about one core. A CPU profile of that
