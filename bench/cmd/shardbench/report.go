@@ -217,11 +217,13 @@ var gapNotes = []struct{ prefix, note string }{
   busy round the client's thread idles about half the time
   (/proc/<pid>/task/*/schedstat: run 0.42-0.45 s/s, run-queue wait 0)
   while Redis waits on the run queue about as long as it runs (run
-  0.27-0.28 s/s, wait 0.32-0.46): the one pipelined connection hands
-  the work back and forth with Redis and each hand-off waits for a core,
-  so the pair uses about 0.8 of a core where the ceiling's (16
-  connections, its publisher a process of its own) uses about 1.05. Not
-  fixed yet. About a tenth of shardcast's client CPU here is the
+  0.27-0.28 s/s, wait 0.32-0.46): then Redis, not the client, is short
+  of CPU, and the pair uses about 0.8 of a core where the ceiling's (16
+  connections of -P 16, its publisher a process of its own) uses about
+  1.05, Redis alone 0.28 against 0.59. Why the kernel gives Redis less
+  under one deep pipeline than under 16 shallow ones is not established
+  (one guess: a Redis that never runs dry of input gets no wake-up
+  credit from the scheduler). Not fixed. About a tenth of shardcast's client CPU here is the
   benchmark's own clock reads (a stamp per publish, time.Since per
   delivery), which the ceiling does not make. Tried without a clear
   gain: several publish connections per instance (the
