@@ -203,3 +203,84 @@ func stacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
 }
+
+// TestPublishAsyncWaiterGetsRoom: with MaxAsyncPublishes in flight against
+// a frozen instance, calls beyond wait; once the instance answers, the
+// room the replies free lets every waiting call in, and all are
+// published.
+func TestPublishAsyncWaiterGetsRoom(t *testing.T) {
+	const limit, waiters = 2, 3
+	s := redistest.StartStandalone(t)
+	b := newBroker(t, Config{Addrs: addrs(s), Options: shardcast.Options{MaxAsyncPublishes: limit}})
+	ctx := context.Background()
+	require.NoError(t, b.Publish(ctx, "w", []byte("dial")))
+	require.NoError(t, s.Pause())
+	t.Cleanup(func() { _ = s.Resume() })
+	var o asyncOutcomes
+	for i := range limit {
+		_, err := o.publish(ctx, b, "w", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			_, err := o.publish(ctx, b, "w", []byte(strconv.Itoa(limit+i)))
+			errs <- err
+		}()
+	}
+	waitFor(t, "calls waiting for room", func() bool {
+		return strings.Count(stacks(), "(*asyncRoom).take(") == waiters
+	})
+	require.NoError(t, s.Resume())
+	for range waiters {
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-time.After(waitTimeout):
+			t.Fatal("a call still waits for room after the replies came")
+		}
+	}
+	waitFor(t, "every done", func() bool { return b.Stats().Published == 1+limit+waiters })
+	n, outcomes := o.calls()
+	for i := range n {
+		assert.Equal(t, 1, n[i], "call %d: done calls", i)
+		assert.NoError(t, outcomes[i], "call %d", i)
+	}
+}
+
+// TestAsyncRoomBoundsAndWakes: goroutines taking and giving room through
+// a small limit never hold more than the limit, and none is left waiting
+// with room free (a lost wake would hang the test).
+func TestAsyncRoomBoundsAndWakes(t *testing.T) {
+	const limit, goroutines, each = 3, 16, 2000
+	var r asyncRoom
+	var held, most atomic.Int64
+	closing := make(chan struct{})
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				if !assert.NoError(t, r.take(context.Background(), limit, closing)) {
+					return
+				}
+				h := held.Add(1)
+				for m := most.Load(); h > m && !most.CompareAndSwap(m, h); m = most.Load() {
+				}
+				if i%7 == 0 {
+					runtime.Gosched() // let others find the room full
+				}
+				held.Add(-1)
+				r.give()
+			}
+		})
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(waitTimeout):
+		t.Fatal("takers still waiting: a wake was lost")
+	}
+	assert.LessOrEqual(t, most.Load(), int64(limit))
+	assert.Zero(t, len(r.tokens), "room taken and not given back")
+}

@@ -88,6 +88,9 @@ func ceilingRun(ctx context.Context, addr string, clients int) (res tpResult) {
 	b0, c0, r0, t0 := got.Load(), clientCPU(), measure.RedisCPU([]string{addr}), time.Now()
 	sleepCtx(ctx, cfg.duration)
 	b1, c1, r1, t1 := got.Load(), clientCPU(), measure.RedisCPU([]string{addr}), time.Now()
+	res.ClientBusy = (c1 - c0).Seconds() / t1.Sub(t0).Seconds()
+	res.RedisBusy = (r1 - r0).Seconds() / t1.Sub(t0).Seconds()
+	res.RedisOutBuf = measure.IntField(addr, "clients", "client_recent_max_output_buffer")
 	res.Connections += clients
 	select {
 	case <-eof:

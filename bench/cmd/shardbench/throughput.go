@@ -10,31 +10,56 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/bench/internal/engines"
 	"github.com/shardcast/shardcast/bench/internal/measure"
 )
 
 // tpResult is one throughput run.
 type tpResult struct {
-	Scenario      string  `json:"scenario"`
-	Topology      string  `json:"topology"`
-	Engine        string  `json:"engine"`
-	Publishers    int     `json:"publishers"`
-	Round         int     `json:"round"`
-	Channels      int     `json:"channels"`
-	PayloadBytes  int     `json:"payload_bytes"`
-	Seconds       float64 `json:"seconds"`
-	Published     uint64  `json:"published"`
-	Delivered     uint64  `json:"delivered"`
-	Rate          float64 `json:"delivered_per_sec"`
-	P50us         float64 `json:"p50_us"`
-	P99us         float64 `json:"p99_us"`
-	P999us        float64 `json:"p999_us"`
-	ClientCPUns   float64 `json:"client_cpu_ns_per_msg"`
-	RedisCPUns    float64 `json:"redis_cpu_ns_per_msg"`
-	Connections   int     `json:"connections"`
-	AllocsPerMsg  float64 `json:"client_allocs_per_msg"`
-	BytesPerMsg   float64 `json:"client_alloc_bytes_per_msg"`
+	Scenario     string  `json:"scenario"`
+	Topology     string  `json:"topology"`
+	Engine       string  `json:"engine"`
+	Publishers   int     `json:"publishers"`
+	Round        int     `json:"round"`
+	Channels     int     `json:"channels"`
+	PayloadBytes int     `json:"payload_bytes"`
+	Seconds      float64 `json:"seconds"`
+	Published    uint64  `json:"published"`
+	Delivered    uint64  `json:"delivered"`
+	Rate         float64 `json:"delivered_per_sec"`
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	P999us       float64 `json:"p999_us"`
+	ClientCPUns  float64 `json:"client_cpu_ns_per_msg"`
+	RedisCPUns   float64 `json:"redis_cpu_ns_per_msg"`
+	Connections  int     `json:"connections"`
+	AllocsPerMsg float64 `json:"client_allocs_per_msg"`
+	BytesPerMsg  float64 `json:"client_alloc_bytes_per_msg"`
+	// Dropped and Reconnects are the shardcast broker's Stats over the
+	// run: messages its worker queues had no room for, subscribe
+	// connections re-established (Redis drops a subscriber at the pubsub
+	// output buffer limit when its read loop falls behind).
+	Dropped    uint64 `json:"dropped"`
+	Reconnects uint64 `json:"reconnects"`
+	// RedisBusy and ClientBusy are the cores each used over the measured
+	// window (CPU time / wall time): a RedisBusy near 1 means Redis's one
+	// command thread is the bound.
+	RedisBusy  float64 `json:"redis_busy_cores"`
+	ClientBusy float64 `json:"client_busy_cores"`
+	// RedisOutBuf is INFO client_recent_max_output_buffer at the end of
+	// the window: bytes Redis held for its slowest reader (the subscriber)
+	// over the last seconds.
+	RedisOutBuf int `json:"redis_max_output_buffer"`
+	// CeilingRatio, on an engine's median row, is the median over rounds
+	// of its delivered/s divided by the ceiling's in the same round,
+	// counting only rounds in which both ran without error (CeilingPairs
+	// of them). On a machine shared with other work a busy spell lowers
+	// both runs of a round, and often costs the ceiling its subscriber
+	// (an error, left out of the ceiling's median): the ratio of medians
+	// then sets an engine's busy rounds against the ceiling's quiet ones.
+	CeilingRatio  float64 `json:"ceiling_ratio,omitempty"`
+	CeilingPairs  int     `json:"ceiling_pairs,omitempty"`
 	Note          string  `json:"note,omitempty"`
 	Error         string  `json:"error,omitempty"`
 	cpu, redisCPU time.Duration
@@ -178,8 +203,9 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 					if r.Error != "" {
 						progress("   error: %s", r.Error)
 					} else {
-						progress("   %s delivered/s, p99 %s, client %s/msg, redis %s/msg, conns %d", fmtRate(r.Rate),
-							fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)), fmtDur(time.Duration(r.RedisCPUns)), r.Connections)
+						progress("   %s delivered/s, p99 %s, client %s/msg (%.2f cores), redis %s/msg (%.2f cores, max output buffer %s), conns %d, dropped %d, reconnects %d", fmtRate(r.Rate),
+							fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)), r.ClientBusy, fmtDur(time.Duration(r.RedisCPUns)), r.RedisBusy,
+							fmtBytes(r.RedisOutBuf), r.Connections, r.Dropped, r.Reconnects)
 					}
 					runs[name] = append(runs[name], r)
 				}
@@ -187,6 +213,9 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 			medians[topo.name][p] = map[string]tpResult{}
 			for _, name := range names {
 				m := median(runs[name])
+				if name != ceiling {
+					m.CeilingRatio, m.CeilingPairs = pairedRatio(runs[name], runs[ceiling])
+				}
 				m.Scenario, m.Round = "throughput-median", 0
 				emit(m)
 				medians[topo.name][p][name] = m
@@ -254,6 +283,22 @@ func medianOf[T any](rs []T, get func(T) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// pairedRatio returns the median over rounds of a[i].Rate / c[i].Rate,
+// the runs of an engine and of the ceiling in round i, over the rounds in
+// which both ran without error, and how many rounds that was.
+func pairedRatio(a, c []tpResult) (float64, int) {
+	var rs []float64
+	for i := range min(len(a), len(c)) {
+		if a[i].Error == "" && c[i].Error == "" && a[i].Rate > 0 && c[i].Rate > 0 {
+			rs = append(rs, a[i].Rate/c[i].Rate)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0
+	}
+	return medianOf(rs, func(v float64) float64 { return v }), len(rs)
 }
 
 // median combines the error-free runs of one engine: every numeric
@@ -356,9 +401,17 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
 	pub1 := pubs.sent()
+	wcpu, wrcpu := measure.ProcessCPU(), measure.RedisCPU(servers)
+	res.ClientBusy = (wcpu - cpu0).Seconds() / t1.Sub(t0).Seconds()
+	res.RedisBusy = (wrcpu - rcpu0).Seconds() / t1.Sub(t0).Seconds()
+	res.RedisOutBuf = measure.IntField(servers[0], "clients", "client_recent_max_output_buffer")
 	pubs.halt()
 	drain(&total, pubs.sent(), 5*time.Second)
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	if se, ok := eng.(interface{ Stats() shardcast.Stats }); ok {
+		st := se.Stats()
+		res.Dropped, res.Reconnects = st.Dropped, st.Reconnects
+	}
 	runtime.ReadMemStats(&ms1)
 
 	res.Seconds = t1.Sub(t0).Seconds()
