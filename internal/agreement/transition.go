@@ -224,7 +224,7 @@ func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transiti
 		if to == "done" {
 			return AdvanceResult{Advanced: true}, nil // ended, by this call whose reply was lost or by another
 		}
-		return AdvanceResult{}, fmt.Errorf("%w: re-layout %s is gone from %s", shardcast.ErrRelayoutVanished, t.ID, a.TransitionKey())
+		return AdvanceResult{}, fmt.Errorf("%w: re-layout %s (%s)", shardcast.ErrRelayoutVanished, t.ID, a.TransitionKey())
 	case "phase":
 		got, _ := reply[1].(string)
 		if got == shardcast.PhaseAbort {
