@@ -48,15 +48,21 @@ var (
 type fault func(s *shardcast.Script, args []string, v any, err error) (any, error)
 
 // testRunner returns a Runner on the control instance srv, each call
-// bounded by a heartbeat (as an engine bounds it by CommandTimeout), and
-// a place to set a fault.
-func testRunner(t *testing.T, srv *redistest.Server) (agreement.Runner, func(fault)) {
+// bounded by two heartbeats (as an engine bounds it by CommandTimeout),
+// and a place to set a fault. gates, if any, may refuse a call before it
+// is sent.
+func testRunner(t *testing.T, srv *redistest.Server, gates ...func() error) (agreement.Runner, func(fault)) {
 	pub := pubconn.New(subconn.Dialer{Addr: srv.Addr(), Timeout: time.Second},
 		pubconn.Timeouts{Write: time.Second, Reply: 2 * time.Second, Redial: 10 * time.Millisecond})
 	t.Cleanup(pub.Close)
 	var mu sync.Mutex
 	var f fault
 	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+		for _, g := range gates {
+			if err := g(); err != nil {
+				return nil, err
+			}
+		}
 		ctx, cancel := context.WithTimeout(ctx, 2*testHeartbeat)
 		defer cancel()
 		v, err := engine.Eval(ctx, pub, s, keys, args)
@@ -205,7 +211,16 @@ func (f *fakeFleet) check() {
 // fake brokers on it and a coordinator, whose calls go through fault.
 func newCoordinatorTest(t *testing.T, n int, opts ...redistest.Option) (*redistest.Server, *fakeFleet, *Coordinator, func(fault)) {
 	srv := redistest.StartStandalone(t, opts...)
-	fleetRun, _ := testRunner(t, srv)
+	// A broker's call made while the control instance is frozen is not
+	// sent, so not run when it thaws (as one on a connection the broker
+	// gave up on): the coordinator's call queued before the outage runs
+	// first, the worst case.
+	fleetRun, _ := testRunner(t, srv, func() error {
+		if srv.Paused() {
+			return errors.New("test: the control instance does not answer")
+		}
+		return nil
+	})
 	f := startFakeFleet(t, n, fleetRun)
 	run, setFault := testRunner(t, srv)
 	return srv, f, &Coordinator{Agreement: testAgreement, Run: run, Name: "test"}, setFault
