@@ -89,7 +89,12 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, chec
 // before every poll of the drain phase, sends the barriers and returns
 // how many it sent. If ctx ends before the finish, or the transition was
 // aborted, it aborts (waiting, without ctx's bound, for every broker) and
-// returns an error wrapping shardcast.ErrRelayoutAborted.
+// returns an error wrapping shardcast.ErrRelayoutAborted; if the
+// transition vanishes, it returns at once with one wrapping
+// shardcast.ErrRelayoutVanished. A phase waits, besides for every live
+// broker's acknowledgement, for the registry to refill after the control
+// instance was unreachable, and for a live broker (see
+// agreement.Advance).
 func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport, barriers func(context.Context) int) error {
 	steps := []struct{ from, to string }{
 		{shardcast.PhasePrepare, shardcast.PhaseSwitch},
