@@ -45,6 +45,11 @@ var (
 	// ErrRelayoutAborted is returned by a re-layout that was aborted (by
 	// the caller, or because its context ended before the finish).
 	ErrRelayoutAborted = errors.New("shardcast: re-layout aborted")
+	// ErrRelayoutVanished is returned by a re-layout whose transition
+	// disappeared from the control instance under its coordinator (the
+	// instance lost its data): the brokers follow the record they find
+	// (docs/RELAYOUT.md, "Failure cases"); check it before running again.
+	ErrRelayoutVanished = errors.New("shardcast: the re-layout's transition vanished from the control instance")
 	// ErrNoLayoutRecord is returned when there is no layout record to
 	// move from: no broker of the application ever ran with the
 	// agreement on.

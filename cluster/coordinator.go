@@ -55,6 +55,9 @@ type RelayoutConfig struct {
 // (shardcast.ErrRelayoutInProgress); one to the same layout is resumed.
 // If ctx ends before the finish, it aborts: every broker returns to the
 // old layout, and the error wraps shardcast.ErrRelayoutAborted.
+// If the transition vanishes from the control instance (it lost its
+// data), it returns at once with an error wrapping
+// shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (shardcast.RelayoutReport, error) {
 	var rep shardcast.RelayoutReport
 	if cfg.Partitions != 0 {

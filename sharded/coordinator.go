@@ -57,6 +57,9 @@ type RelayoutReport = shardcast.RelayoutReport
 // (shardcast.ErrRelayoutInProgress); one to the same list is resumed. If
 // ctx ends before the finish, it aborts: every broker returns to the old
 // list, and the error wraps shardcast.ErrRelayoutAborted.
+// If the transition vanishes from the control instance (it lost its
+// data), it returns at once with an error wrapping
+// shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	var rep RelayoutReport
 	c, err := openCoordinator(ctx, cfg)

@@ -114,7 +114,8 @@ func Begin(ctx context.Context, run Runner, a shardcast.Agreement, id, coordinat
 		strings.Join(to.Instances, "\n"), a.BarrierChannel(id), strconv.Itoa(to.Partitions), to.Prefix}
 	v, err := run(ctx, beginScript, transitionKeys(a), args)
 	if err != nil {
-		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s: %w", a.TransitionKey(), err)
+		// The script may have run with its reply lost.
+		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s (it may have begun: run it again to resume it, or abort it): %w", a.TransitionKey(), err)
 	}
 	reply, _ := v.([]any)
 	if len(reply) < 1 {
@@ -154,39 +155,84 @@ func Ack(ctx context.Context, run Runner, a shardcast.Agreement, broker, id, pha
 	return n == 1, nil
 }
 
-// Advance moves transition id from phase from to phase to, if every live
+// AdvanceResult is what Advance found.
+type AdvanceResult struct {
+	// Advanced is set once the transition is in the phase asked for
+	// (also when an earlier call moved it there and its reply was lost),
+	// or gone when "done" was asked for.
+	Advanced bool
+	// Waiting lists the live brokers that have not acknowledged yet.
+	Waiting []string
+	// Refilling is how long the registry is still given to refill after a
+	// gap in the coordinator's calls (the control instance was down or
+	// frozen): until then nobody is pruned and nothing advances.
+	Refilling time.Duration
+	// NoBroker is set when no broker is live and the caller did not allow
+	// advancing without one.
+	NoBroker bool
+}
+
+// Advance moves transition t from phase from to phase to, if every live
 // broker acknowledged from; "done" deletes the transition. Moving to
-// shardcast.PhaseFinish also writes the new layout as the record. It
-// returns the live brokers that have not acknowledged yet (nil once it
-// advanced), or an error when the transition is gone or in another phase.
-func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transition, from, to, coordinator string) (waiting []string, err error) {
-	args := []string{t.ID, from, to, coordinator}
+// shardcast.PhaseFinish also writes the new layout as the record.
+//
+// The registry expires by the control instance's clock, so after that
+// instance did not answer for a while every registration may have expired
+// although the brokers live. The script therefore notes the server time
+// of each call in the transition, and when the last call is more than a
+// heartbeat old (the coordinator calls every half heartbeat), it prunes
+// and advances nothing for shardcast.HeartbeatsToExpire heartbeats, the
+// time every live broker needs to register again. It never moves on to
+// switch, drain or finish with no live broker unless withoutBrokers is
+// set (an empty registry is more likely a registry not refilled than a
+// fleet gone); abort and finish end ("done") without one, the record then
+// holding the layout the transition ends on.
+//
+// It fails with shardcast.ErrRelayoutVanished when the transition is
+// gone (another one may have begun), with shardcast.ErrRelayoutAborted
+// when it was aborted, and with an error naming the phase when it is in
+// another one.
+func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transition, from, to, coordinator string, withoutBrokers bool) (AdvanceResult, error) {
+	empty := "0"
+	if withoutBrokers {
+		empty = "1"
+	}
+	args := []string{t.ID, from, to, coordinator, strconv.FormatInt(a.Heartbeat.Milliseconds(), 10),
+		strconv.Itoa(shardcast.HeartbeatsToExpire), empty}
 	if to == shardcast.PhaseFinish {
 		args = append(args, recordFields(t.ToRecord)...)
 	}
 	v, err := run(ctx, advanceScript, transitionKeys(a), args)
 	if err != nil {
-		return nil, fmt.Errorf("shardcast: advance re-layout %s to %s: %w", t.ID, to, err)
+		return AdvanceResult{}, fmt.Errorf("shardcast: advance re-layout %s to %s: %w", t.ID, to, err)
 	}
 	reply, _ := v.([]any)
 	if len(reply) < 1 {
-		return nil, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
+		return AdvanceResult{}, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
 	}
 	switch reply[0] {
 	case "ok":
-		return nil, nil
+		return AdvanceResult{Advanced: true}, nil
 	case "waiting":
-		return strs(reply[1]), nil
+		return AdvanceResult{Waiting: strs(reply[1])}, nil
+	case "refilling":
+		ms, _ := reply[1].(int64)
+		return AdvanceResult{Refilling: time.Duration(ms) * time.Millisecond}, nil
+	case "nobroker":
+		return AdvanceResult{NoBroker: true}, nil
 	case "gone":
-		return nil, fmt.Errorf("shardcast: re-layout %s is gone from %s", t.ID, a.TransitionKey())
+		if to == "done" {
+			return AdvanceResult{Advanced: true}, nil // ended, by this call whose reply was lost or by another
+		}
+		return AdvanceResult{}, fmt.Errorf("%w: re-layout %s (%s)", shardcast.ErrRelayoutVanished, t.ID, a.TransitionKey())
 	case "phase":
 		got, _ := reply[1].(string)
 		if got == shardcast.PhaseAbort {
-			return nil, fmt.Errorf("%w: re-layout %s was aborted", shardcast.ErrRelayoutAborted, t.ID)
+			return AdvanceResult{}, fmt.Errorf("%w: re-layout %s was aborted", shardcast.ErrRelayoutAborted, t.ID)
 		}
-		return nil, fmt.Errorf("shardcast: re-layout %s is in phase %s, not %s", t.ID, got, from)
+		return AdvanceResult{}, fmt.Errorf("shardcast: re-layout %s is in phase %s, not %s", t.ID, got, from)
 	}
-	return nil, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
+	return AdvanceResult{}, fmt.Errorf("shardcast: advance re-layout: unexpected reply %v", v)
 }
 
 // Abort turns the transition (transition id, or any when id is empty)
@@ -242,7 +288,7 @@ local ts = string.format('%d', now)
 redis.call('DEL', KEYS[4])
 redis.call('HSET', KEYS[3], 'id', ARGV[1], 'phase', 'prepare', 'from', fp, 'to', ARGV[3],
   'to_description', ARGV[4], 'to_engine', ARGV[5], 'to_instances', ARGV[6], 'barrier', ARGV[7],
-  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts, 'to_partitions', ARGV[8], 'to_prefix', ARGV[9])
+  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts, 'seen_at', ts, 'to_partitions', ARGV[8], 'to_prefix', ARGV[9])
 return {'begun', rec, live}
 `)
 
@@ -268,21 +314,41 @@ return 1
 
 // advanceScript moves transition ARGV[1] from phase ARGV[2] to ARGV[3]
 // once every live broker acknowledged ARGV[2]; ARGV[4] is the
-// coordinator, ARGV[5..] the new record's field/value pairs (to finish).
+// coordinator, ARGV[5] the heartbeat in ms, ARGV[6] HeartbeatsToExpire,
+// ARGV[7] "1" to move on with no live broker, ARGV[8..] the new record's
+// field/value pairs (to finish). seen_at is the server time of the last
+// begin or advance; refill_until, the end of the refill after a gap.
 var advanceScript = shardcast.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local tr = redis.call('HMGET', KEYS[3], 'id', 'phase', 'to')
+local tr = redis.call('HMGET', KEYS[3], 'id', 'phase', 'to', 'seen_at', 'refill_until')
 if tr[1] ~= ARGV[1] then
   return {'gone'}
+end
+local refill = tonumber(tr[5]) or 0
+local seen = tonumber(tr[4]) or 0
+if now - seen > tonumber(ARGV[5]) then
+  refill = now + tonumber(ARGV[5]) * tonumber(ARGV[6])
+  redis.call('HSET', KEYS[3], 'refill_until', string.format('%d', refill))
+end
+redis.call('HSET', KEYS[3], 'seen_at', string.format('%d', now))
+if tr[2] == ARGV[3] then
+  return {'ok'}
 end
 if tr[2] ~= ARGV[2] then
   return {'phase', tr[2]}
 end
+if now < refill then
+  return {'refilling', refill - now}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local live = redis.call('ZRANGE', KEYS[2], 0, -1)
+if #live == 0 and ARGV[3] ~= 'done' and ARGV[7] ~= '1' then
+  return {'nobroker'}
+end
 local want = ARGV[1] .. ' ' .. ARGV[2]
 local waiting = {}
-for _, b in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+for _, b in ipairs(live) do
   if redis.call('HGET', KEYS[4], b) ~= want then
     waiting[#waiting + 1] = b
   end
@@ -297,7 +363,7 @@ end
 if ARGV[3] == 'finish' then
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'version', '1', 'fingerprint', tr[3], 'written_by', ARGV[4],
-    'written_at', string.format('%d', now), unpack(ARGV, 5))
+    'written_at', string.format('%d', now), unpack(ARGV, 8))
 end
 redis.call('HSET', KEYS[3], 'phase', ARGV[3], 'phase_at', string.format('%d', now))
 return {'ok'}

@@ -26,6 +26,12 @@ type Coordinator struct {
 	Name string
 	// OnPhase, if set, is called as each phase completes.
 	OnPhase func(shardcast.RelayoutPhaseReport)
+	// WithoutBrokers lets the phases advance when no broker is live. By
+	// default the coordinator waits for one: an empty registry is more
+	// likely one that has not refilled than a fleet that is gone, and if
+	// the fleet is gone, the ctx ends and the abort ends the transition
+	// without anyone.
+	WithoutBrokers bool
 }
 
 // NewName returns a coordinator name for this process.
@@ -56,28 +62,24 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, chec
 			}
 		}
 	}
-	res, err := agreement.Begin(ctx, c.Run, c.Agreement, newID(), c.Name, to)
+	id := newID()
+	res, err := agreement.Begin(ctx, c.Run, c.Agreement, id, c.Name, to)
 	rep.From = res.From
 	if err != nil {
 		return nil, rep, err
 	}
 	t := res.Current
-	if !res.Begun {
-		if t == nil || t.To != to.Fingerprint {
-			desc := ""
-			if t != nil {
-				desc = fmt.Sprintf(" (%s, to %s, phase %s)", t.ID, t.ToRecord.Description, t.Phase)
-			}
-			return nil, rep, fmt.Errorf("%w%s", shardcast.ErrRelayoutInProgress, desc)
+	if res.Begun {
+		// What it wrote, rather than a read that could fail and leave
+		// the transition behind.
+		t = &agreement.Transition{ID: id, Phase: shardcast.PhasePrepare, From: res.From.Fingerprint,
+			To: to.Fingerprint, ToRecord: to, Barrier: c.Agreement.BarrierChannel(id), Coordinator: c.Name}
+	} else if t == nil || t.To != to.Fingerprint {
+		desc := ""
+		if t != nil {
+			desc = fmt.Sprintf(" (%s, to %s, phase %s)", t.ID, t.ToRecord.Description, t.Phase)
 		}
-	} else {
-		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
-		if err != nil {
-			return nil, rep, err
-		}
-		if t = st.T; t == nil {
-			return nil, rep, errors.New("shardcast: the re-layout vanished as it began")
-		}
+		return nil, rep, fmt.Errorf("%w%s", shardcast.ErrRelayoutInProgress, desc)
 	}
 	rep.ID = t.ID
 	return t, rep, nil
@@ -87,7 +89,12 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, chec
 // before every poll of the drain phase, sends the barriers and returns
 // how many it sent. If ctx ends before the finish, or the transition was
 // aborted, it aborts (waiting, without ctx's bound, for every broker) and
-// returns an error wrapping shardcast.ErrRelayoutAborted.
+// returns an error wrapping shardcast.ErrRelayoutAborted; if the
+// transition vanishes, it returns at once with one wrapping
+// shardcast.ErrRelayoutVanished. A phase waits, besides for every live
+// broker's acknowledgement, for the registry to refill after the control
+// instance was unreachable, and for a live broker (see
+// agreement.Advance).
 func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport, barriers func(context.Context) int) error {
 	steps := []struct{ from, to string }{
 		{shardcast.PhasePrepare, shardcast.PhaseSwitch},
@@ -151,14 +158,14 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
 		if err == nil {
 			pr.Brokers = len(st.Live)
-			var waiting []string
-			waiting, err = agreement.Advance(ctx, c.Run, c.Agreement, t, from, to, c.Name)
-			if err == nil && waiting == nil {
+			var res agreement.AdvanceResult
+			res, err = agreement.Advance(ctx, c.Run, c.Agreement, t, from, to, c.Name, c.WithoutBrokers)
+			if err == nil && res.Advanced {
 				pr.Took = time.Since(start)
 				return pr, nil
 			}
 		}
-		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || ctx.Err() != nil) {
+		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || errors.Is(err, shardcast.ErrRelayoutVanished) || ctx.Err() != nil) {
 			return pr, err
 		}
 		select {
