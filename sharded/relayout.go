@@ -189,10 +189,10 @@ func (f *follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 		b.core.Log.Warn("shardcast: re-layout prepare", "err", err)
 		return false
 	}
-	if err := b.gate.lock(ctx, b.core.Closing()); err != nil {
+	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
 		return false
 	}
-	defer b.gate.unlock()
+	defer b.gate.Unlock()
 	var need []int
 	if b.core.Paths != nil {
 		for _, i := range losing(from, to) {
@@ -203,7 +203,7 @@ func (f *follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	}
 	nr := &route{cur: cur, addrs: from, fp: t.From, next: next, nextFP: t.To, id: t.ID, barrier: t.Barrier}
 	if f.id != t.ID || !slices.Equal(r.next, next) {
-		b.hand.reset(need)
+		b.hand.Reset(need)
 		b.route.Store(nr)
 	} else {
 		nr = r
@@ -307,13 +307,13 @@ func (f *follower) drain(ctx context.Context) bool {
 	wait := time.NewTimer(min(f.a.Heartbeat, time.Until(f.drainAt.Add(f.barrierTimeout))))
 	defer wait.Stop()
 	select {
-	case <-f.b.hand.doneChan():
+	case <-f.b.hand.Done():
 	case <-wait.C:
 		if time.Since(f.drainAt) < f.barrierTimeout {
 			return false
 		}
-		f.b.core.Log.Warn("shardcast: re-layout barriers did not come; delivering what was held back", "paths", f.b.hand.waiting())
-		f.b.hand.force(shardcast.PhaseBarrierTimeout)
+		f.b.core.Log.Warn("shardcast: re-layout barriers did not come; delivering what was held back", "paths", f.b.hand.Waiting())
+		f.b.hand.Force(shardcast.PhaseBarrierTimeout)
 	case <-ctx.Done():
 		return false
 	}
@@ -330,11 +330,11 @@ func (f *follower) finish(ctx context.Context) bool {
 		return true
 	}
 	b := f.b
-	b.hand.force(shardcast.PhaseBarrierTimeout)
-	if err := b.gate.lock(ctx, b.core.Closing()); err != nil {
+	b.hand.Force(shardcast.PhaseBarrierTimeout)
+	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
 		return false
 	}
-	defer b.gate.unlock()
+	defer b.gate.Unlock()
 	old := b.route.Load()
 	to := f.to
 	nr := &route{cur: old.next, addrs: to.Instances, fp: old.nextFP}
@@ -360,7 +360,7 @@ func (f *follower) abort(ctx context.Context) bool {
 		return false
 	}
 	f.b.member.SetLayout(f.from)
-	f.b.hand.force(shardcast.PhaseAbort)
+	f.b.hand.Force(shardcast.PhaseAbort)
 	f.stage = stageAborted
 	f.emit(shardcast.PhaseAbort, nil)
 	return true
@@ -395,14 +395,14 @@ func (f *follower) ended(ctx context.Context) {
 			if f.stage != stageAborted && !f.vanished(ctx) {
 				return
 			}
-			b.hand.force(shardcast.PhaseAbort)
-			if err := b.gate.lock(ctx, b.core.Closing()); err != nil {
+			b.hand.Force(shardcast.PhaseAbort)
+			if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
 				return
 			}
 			nr := &route{cur: r.cur, addrs: r.addrs, fp: r.fp}
 			b.route.Store(nr)
 			b.settle(ctx, r.barrier)
-			b.gate.unlock()
+			b.gate.Unlock()
 		}
 	}
 	f.id, f.stage, f.moving, f.unanswered, f.graceUntil = "", stageNone, 0, nil, time.Time{}
@@ -424,7 +424,7 @@ func (f *follower) vanished(ctx context.Context) bool {
 	}
 	if f.graceUntil.IsZero() {
 		f.b.member.SetLayout(f.from)
-		f.b.hand.force(shardcast.PhaseAbort)
+		f.b.hand.Force(shardcast.PhaseAbort)
 		now := time.Now()
 		f.b.core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
 			Since: f.since, Until: now, Channels: f.b.twinChannels(), Count: uint64(f.moving),

@@ -110,7 +110,7 @@ func TestRelayoutAtScale(t *testing.T) {
 	}
 	peak, moved := 0, 0
 	for _, b := range bs {
-		peak = max(peak, b.hand.peakHeld())
+		peak = max(peak, b.hand.PeakHeld())
 	}
 	for _, ch := range channels {
 		if bs[0].Shard(ch) == 2 {
