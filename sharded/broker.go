@@ -41,7 +41,7 @@ type Broker struct {
 	// hand holds back messages at a re-layout's switch; rel follows the
 	// re-layouts (nil with Agreement.Off).
 	hand *relayout.Handover
-	rel  *follower
+	rel  *relayout.Follower
 	// member is the broker's entry in the layout registry, control the
 	// connection to the instance that holds it (both nil with
 	// Agreement.Off).
@@ -132,10 +132,7 @@ func New(cfg Config) (*Broker, error) {
 		// every RecoveryInterval; there is no topology to poll.
 		b.core.Maintain(0, nil)
 	}
-	if err := b.rel.start(); err != nil {
-		_ = b.Close()
-		return nil, err
-	}
+	b.rel.Start()
 	return b, nil
 }
 
