@@ -3,8 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
@@ -32,7 +33,7 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 	b := s.b
 	next, err := shardcast.NewLayout(t.ToRecord.Partitions, t.ToRecord.Prefix)
 	if err != nil || next.Fingerprint() != t.To {
-		return 0, fmt.Errorf("shardcast: cannot follow re-layout %s to %s (%s): %v", t.ID, t.To, t.ToRecord.Description, err)
+		return 0, fmt.Errorf("%w %s to %s (%s): %v", relayout.ErrCannotFollow, t.ID, t.To, t.ToRecord.Description, err)
 	}
 	if err := b.gate.Lock(ctx, b.core.Closing()); err != nil {
 		return 0, err
@@ -46,11 +47,11 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 			// subscribed nothing yet (New follows before it returns).
 			st, err := agreement.Read(ctx, s.run, s.a)
 			if err != nil || st.Record == nil || st.Record.Fingerprint != t.From || v.cur.Fingerprint() != t.To {
-				return 0, fmt.Errorf("shardcast: cannot follow re-layout %s from %s to %s: this broker's layout is %s", t.ID, t.From, t.To, v.cur.Fingerprint())
+				return 0, fmt.Errorf("%w %s from %s to %s: this broker's layout is %s", relayout.ErrCannotFollow, t.ID, t.From, t.To, v.cur.Fingerprint())
 			}
 			from, err := shardcast.NewLayout(st.Record.Partitions, st.Record.Prefix)
 			if err != nil {
-				return 0, fmt.Errorf("shardcast: cannot follow re-layout %s: the recorded layout: %w", t.ID, err)
+				return 0, fmt.Errorf("%w %s: the recorded layout: %w", relayout.ErrCannotFollow, t.ID, err)
 			}
 			v = newView(from, v.curBank, v.prefix)
 		}
@@ -106,29 +107,42 @@ func (b *Broker) barrierPaths(v *view) []int {
 }
 
 // Route stores a copy of the view that publishes moving channels under
-// the new layout (switched) or the old one, and waits until every publish
-// of a moving channel sent under the view it replaced was answered.
-func (s steps) Route(ctx context.Context, switched bool) error {
+// the new layout (switched) or the old one, unless the view in force
+// does, and returns the in-flight count of the view it replaced.
+func (s steps) Route(switched bool) *atomic.Int64 {
 	b := s.b
 	old := b.view.Load()
+	if old.switched == switched {
+		return nil
+	}
 	nv := old.copyView()
 	nv.switched = switched
 	b.view.Store(nv)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for old.inflight.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
+	return &old.inflight
 }
 
-// Switched reports whether moving channels are published under the new
-// layout.
-func (s steps) Switched() bool { return s.b.view.Load().switched }
+// TwinChannels returns the moving channels the broker subscribes under
+// the next layout of the view in force.
+func (s steps) TwinChannels() []string {
+	b := s.b
+	v := b.view.Load()
+	if b.core.Paths == nil || v.next == nil {
+		return nil
+	}
+	var out []string
+	for p := range v.next.Partitions() {
+		for _, ch := range b.core.Paths[v.nextBank*bankSize+p].Wanted() {
+			if ch == v.barrier {
+				continue
+			}
+			if _, next, mv := v.partitions(ch); mv && next == p {
+				out = append(out, ch)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // NextFingerprint returns the fingerprint of the layout the re-layout
 // under way moves to.

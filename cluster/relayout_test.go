@@ -59,29 +59,6 @@ func logPhases(t *testing.T, rep shardcast.RelayoutReport) []string {
 	return names
 }
 
-// checkCounts logs each subscriber's figures and fails on a loss or a
-// duplicate, and on a reordering unless allowed.
-func checkCounts(t *testing.T, counts []brokertest.Counts, reorderOK bool) {
-	t.Helper()
-	for i, c := range counts {
-		t.Logf("subscriber %d: %v", i, c)
-		assert.Zero(t, c.Lost, "subscriber %d lost messages", i)
-		assert.Zero(t, c.Dup, "subscriber %d got duplicates", i)
-		if !reorderOK {
-			assert.Zero(t, c.Reordered, "subscriber %d got messages out of order", i)
-		}
-	}
-}
-
-// relayoutPhases returns the EventRelayout phases ev saw, in order.
-func relayoutPhases(ev *brokertest.EventLog) []string {
-	var out []string
-	for _, e := range ev.Of(shardcast.EventRelayout) {
-		out = append(out, e.Phase)
-	}
-	return out
-}
-
 // shardNumSub returns how many subscribers the master of key's slot
 // counts for key.
 func shardNumSub(t *testing.T, c *redistest.Cluster, key string) int64 {
@@ -109,7 +86,7 @@ func checkSettled(t *testing.T, c *redistest.Cluster, f *brokertest.RelayoutFlee
 		assert.Len(t, b.PartitionStats(), to.Partitions())
 		require.True(t, waitFor(10*time.Second, func() bool { return b.Stats().Channels == len(channels) }),
 			"broker %d wants %d channels, not %d: the old subscriptions stay", i, b.Stats().Channels, len(channels))
-		assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, relayoutPhases(f.Events[i]), "broker %d", i)
+		assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, f.Events[i].RelayoutPhases(), "broker %d", i)
 		assert.Empty(t, f.Events[i].Of(shardcast.EventInterrupted), "broker %d", i)
 	}
 	moved := 0
@@ -142,7 +119,7 @@ func testRelayoutGrow(t *testing.T, c *redistest.Cluster) {
 	counts := f.Finish([]int{0, 1, 2, 3}, 20*time.Second)
 	assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, logPhases(t, rep))
 	t.Logf("%d messages published during the re-layout", during)
-	checkCounts(t, counts, false)
+	brokertest.CheckCounts(t, counts, false)
 	from, to := layoutOf(t, 128, ""), layoutOf(t, 1024, "")
 	assert.Equal(t, from.Fingerprint(), rep.From.Fingerprint)
 	assert.Equal(t, to.Fingerprint(), rep.To.Fingerprint)
@@ -173,7 +150,7 @@ func testRelayoutPrefixAndShrink(t *testing.T, c *redistest.Cluster) {
 	require.NoError(t, err)
 	logPhases(t, rep)
 	f.WaitPublished(1500)
-	checkCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), false)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), false)
 	for i, x := range f.Brokers {
 		assert.Equal(t, layoutOf(t, 256, "a:").Fingerprint(), x.(*Broker).Fingerprint(), "broker %d", i)
 		assert.Len(t, f.Events[i].Of(shardcast.EventRelayout), 8, "broker %d: two re-layouts of four phases", i)
@@ -215,7 +192,7 @@ func testRelayoutAbort(t *testing.T, c *redistest.Cluster) {
 	assert.True(t, rep.Aborted)
 	t.Logf("phases: %v", logPhases(t, rep))
 	f.WaitPublished(1000)
-	checkCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), true)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), true)
 
 	l128 := layoutOf(t, 128, "")
 	a := relayoutAgreement(app)
@@ -230,7 +207,7 @@ func testRelayoutAbort(t *testing.T, c *redistest.Cluster) {
 	for i, x := range f.Brokers {
 		b := x.(*Broker)
 		assert.Equal(t, l128.Fingerprint(), b.Fingerprint())
-		assert.Contains(t, relayoutPhases(f.Events[i]), shardcast.PhaseAbort, "broker %d", i)
+		assert.Contains(t, f.Events[i].RelayoutPhases(), shardcast.PhaseAbort, "broker %d", i)
 		require.True(t, waitFor(10*time.Second, func() bool { return b.Stats().Channels == len(channels) }),
 			"broker %d still wants %d channels", i, b.Stats().Channels)
 	}
@@ -266,7 +243,7 @@ func testRelayoutBrokerDies(t *testing.T, c *redistest.Cluster) {
 	logPhases(t, rep)
 	assert.Equal(t, 3, rep.Phases[len(rep.Phases)-1].Brokers, "the dead broker was dropped")
 	f.WaitPublished(1000)
-	checkCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), false)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2}, 20*time.Second), false)
 }
 
 // testRelayoutBrokerJoins: a broker started with the old layout in the
@@ -293,7 +270,7 @@ func testRelayoutBrokerJoins(t *testing.T, c *redistest.Cluster) {
 	logPhases(t, rep)
 	assert.Equal(t, 5, rep.Phases[len(rep.Phases)-1].Brokers)
 	f.WaitPublished(1000)
-	checkCounts(t, f.Finish([]int{0, 1, 2, 3, 4}, 20*time.Second), false)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4}, 20*time.Second), false)
 	for _, x := range f.Brokers {
 		assert.Equal(t, layoutOf(t, 1024, "").Fingerprint(), x.(*Broker).Fingerprint())
 	}
@@ -380,7 +357,7 @@ func TestRelayoutHeavy(t *testing.T) {
 	for i := range live {
 		live[i] = i
 	}
-	checkCounts(t, f.Finish(live, time.Minute), false)
+	brokertest.CheckCounts(t, f.Finish(live, time.Minute), false)
 	for i, x := range f.Brokers {
 		assert.Equal(t, layoutOf(t, 1024, "").Fingerprint(), x.(*Broker).Fingerprint(), "broker %d", i)
 	}

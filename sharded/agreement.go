@@ -9,6 +9,7 @@ import (
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/relayout"
 )
 
 // joinLayout checks the broker's instance list against the layout record
@@ -34,13 +35,14 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	b.control = pub
 	r := b.route.Load()
 	addrs := r.addrs
+	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+		return engine.Eval(ctx, pub, s, keys, args)
+	}
 	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
 		Agreement: a,
-		Run: func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-			return engine.Eval(ctx, pub, s, keys, args)
-		},
-		Where: where,
-		Node:  where,
+		Run:       run,
+		Where:     where,
+		Node:      where,
 		Ours: shardcast.LayoutRecord{
 			Fingerprint: r.fp,
 			Description: fmt.Sprintf("sharded: %d instances: %s", len(addrs), strings.Join(addrs, ", ")),
@@ -55,7 +57,10 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 		return err
 	}
 	b.member = m
-	b.rel = newFollower(b, a, pub, cfg.BarrierTimeout)
+	b.rel = relayout.NewFollower(relayout.FollowerConfig{
+		Agreement: a, Run: run, Member: m, Core: b.core, Hand: b.hand, Engine: steps{b, a, run},
+		BarrierTimeout: cfg.BarrierTimeout, Timeout: conn.CommandTimeout,
+	})
 	m.Start(b.core.Ctx(), b.core.Go)
 	return nil
 }

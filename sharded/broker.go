@@ -37,11 +37,11 @@ type Broker struct {
 	// route maps channels to slots now; gate keeps Subscribe and
 	// Unsubscribe out while a re-layout changes it.
 	route atomic.Pointer[route]
-	gate  gate
+	gate  relayout.Gate
 	// hand holds back messages at a re-layout's switch; rel follows the
 	// re-layouts (nil with Agreement.Off).
-	hand *handover
-	rel  *follower
+	hand *relayout.Handover
+	rel  *relayout.Follower
 	// member is the broker's entry in the layout registry, control the
 	// connection to the instance that holds it (both nil with
 	// Agreement.Off).
@@ -97,11 +97,7 @@ func New(cfg Config) (*Broker, error) {
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
-	limit := cfg.HandoverLimit
-	if limit == 0 {
-		limit = DefaultHandoverLimit
-	}
-	b.hand = newHandover(b.core, limit)
+	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
 	for i, d := range dials {
 		sh := &slot{addr: d.Addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(conn))}
@@ -136,10 +132,7 @@ func New(cfg Config) (*Broker, error) {
 		// every RecoveryInterval; there is no topology to poll.
 		b.core.Maintain(0, nil)
 	}
-	if err := b.rel.start(); err != nil {
-		_ = b.Close()
-		return nil, err
-	}
+	b.rel.Start()
 	return b, nil
 }
 
@@ -163,13 +156,13 @@ func (b *Broker) newLinks(i int, sh *slot) {
 func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) {
 	if r := b.route.Load(); r.next != nil {
 		if channel == r.barrier {
-			b.hand.barrier(p)
+			b.hand.Barrier(p)
 			return
 		}
 		cur, next := r.slots(channel)
 		// A moving channel's message that came under the new layout
 		// waits for the old layout's barrier.
-		if cur != next && p/b.conns == next && b.hand.hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
+		if cur != next && p/b.conns == next && b.hand.Hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
 			return
 		}
 	}
@@ -341,10 +334,10 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 	if b.core.Pool == nil {
 		return shardcast.ErrNoHandler
 	}
-	if err := b.gate.enter(ctx, b.core.Closing()); err != nil {
+	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
 		return err
 	}
-	defer b.gate.exit()
+	defer b.gate.Exit()
 	return b.core.SubscribeGroups(ctx, b.groups(b.route.Load(), channels))
 }
 
@@ -360,10 +353,10 @@ func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
 	if b.core.Pool == nil {
 		return nil
 	}
-	if err := b.gate.enter(ctx, b.core.Closing()); err != nil {
+	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
 		return err
 	}
-	defer b.gate.exit()
+	defer b.gate.Exit()
 	return b.core.UnsubscribeGroups(ctx, b.groups(b.route.Load(), channels))
 }
 

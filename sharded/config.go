@@ -6,7 +6,11 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/relayout"
 )
+
+// DefaultHandoverLimit is Config.HandoverLimit's default.
+const DefaultHandoverLimit = relayout.DefaultHandoverLimit
 
 // Config configures a sharded Broker. The zero value of every field except
 // Addrs means its default.

@@ -119,7 +119,7 @@ func (s *faultSetup) check(err error) faultFigures {
 	})
 	fields, _ := recordOn(t, s.control, defaultAgreement)
 	for i, b := range s.fleet.brokers {
-		t.Logf("broker %d on %s, the record %s; re-layout events %v", i, b.Fingerprint(), fields["fingerprint"], phasesOf(s.fleet.evs[i]))
+		t.Logf("broker %d on %s, the record %s; re-layout events %v", i, b.Fingerprint(), fields["fingerprint"], s.fleet.evs[i].RelayoutPhases())
 	}
 	assert.Equal(t, want, fields["fingerprint"], "the record")
 	for _, b := range s.fleet.brokers {

@@ -110,7 +110,7 @@ func TestRelayoutAtScale(t *testing.T) {
 	}
 	peak, moved := 0, 0
 	for _, b := range bs {
-		peak = max(peak, b.hand.peakHeld())
+		peak = max(peak, b.hand.PeakHeld())
 	}
 	for _, ch := range channels {
 		if bs[0].Shard(ch) == 2 {
@@ -132,7 +132,7 @@ func TestRelayoutAtScale(t *testing.T) {
 	require.NoError(t, err)
 	for i, b := range bs {
 		assert.Equal(t, newFP, b.Fingerprint(), "broker %d", i)
-		assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, phasesOf(evs[i]), "broker %d", i)
+		assert.Equal(t, []string{"prepare", "switch", "drain", "finish"}, evs[i].RelayoutPhases(), "broker %d", i)
 		assert.Equal(t, len(slice(i)), b.Stats().Channels, "broker %d wants each channel once", i)
 	}
 }

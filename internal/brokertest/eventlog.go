@@ -50,3 +50,13 @@ func (l *EventLog) Len() int {
 	defer l.mu.Unlock()
 	return len(l.all)
 }
+
+// RelayoutPhases returns the phases of the EventRelayout events l holds,
+// in order.
+func (l *EventLog) RelayoutPhases() []string {
+	var out []string
+	for _, e := range l.Of(shardcast.EventRelayout) {
+		out = append(out, e.Phase)
+	}
+	return out
+}

@@ -115,6 +115,24 @@ func (c Counts) String() string {
 		c.Published, c.Received, c.Lost, c.Dup, c.Reordered)
 }
 
+// CheckCounts logs each subscriber's figures and fails t on a loss or a
+// duplicate, and on a reordering unless reorderOK.
+func CheckCounts(t testing.TB, counts []Counts, reorderOK bool) {
+	t.Helper()
+	for i, c := range counts {
+		t.Logf("subscriber %d: %v", i, c)
+		if c.Lost != 0 {
+			t.Errorf("subscriber %d lost %d messages", i, c.Lost)
+		}
+		if c.Dup != 0 {
+			t.Errorf("subscriber %d got %d duplicates", i, c.Dup)
+		}
+		if c.Reordered != 0 && !reorderOK {
+			t.Errorf("subscriber %d got %d messages out of order", i, c.Reordered)
+		}
+	}
+}
+
 // RelayoutFleet is brokers that subscribe every channel and publish to
 // all of them while a re-layout runs.
 type RelayoutFleet struct {

@@ -8,6 +8,9 @@ package relayout
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -25,13 +28,13 @@ type Engine interface {
 	// layout; it returns how many channels it subscribed twice. It is
 	// called again after a failure, and must then keep what it did.
 	Prepare(ctx context.Context, t *agreement.Transition) (moving int, err error)
-	// Route publishes moving channels under the new layout (switched) or
-	// the old one, and returns once every publish of a moving channel
-	// sent under the previous routing was answered.
-	Route(ctx context.Context, switched bool) error
-	// Switched reports whether moving channels are published under the
-	// new layout.
-	Switched() bool
+	// Route stores a routing that publishes moving channels under the
+	// new layout (switched) or the old one, unless the routing in force
+	// already does, and returns the in-flight count of the routing it
+	// replaced (nil when it replaced none): the publishes of moving
+	// channels sent under it and not answered yet. The follower waits for
+	// it to reach zero.
+	Route(switched bool) (replaced *atomic.Int64)
 	// Finish makes the new layout (to) the broker's and drops the
 	// subscriptions only the old one needed.
 	Finish(ctx context.Context, to shardcast.LayoutRecord) error
@@ -41,7 +44,16 @@ type Engine interface {
 	// NextFingerprint is the fingerprint of the layout the re-layout
 	// under way moves to, "" when none is.
 	NextFingerprint() string
+	// TwinChannels returns, sorted, the moving channels the broker
+	// subscribes under the new layout too.
+	TwinChannels() []string
 }
+
+// ErrCannotFollow is wrapped by the error of an Engine's Prepare when the
+// broker cannot take part in the re-layout (its layout is neither the
+// transition's old one nor, with the record holding the old one, its new
+// one); the follower raises it in an EventError and retries.
+var ErrCannotFollow = errors.New("shardcast: cannot follow re-layout")
 
 // FollowerConfig is what NewFollower needs.
 type FollowerConfig struct {
@@ -70,10 +82,24 @@ type Follower struct {
 	id    string // the re-layout followed, "" for none
 	stage int
 	to    shardcast.LayoutRecord
+	// from is the layout the broker registered with when the re-layout
+	// began: it registers with to once it publishes there (switch), and
+	// with from again if it returns (abort), so that a heartbeat that must
+	// write the record again (the control instance lost it) writes the
+	// layout the broker publishes under.
+	from shardcast.LayoutRecord
 	// since dates the current stage, for the events; drainAt is when the
 	// broker began to wait for its barriers.
 	since, drainAt time.Time
 	moving         int
+	// unanswered is the in-flight count of the routing a step replaced
+	// while publishes sent under it may still be unanswered: the step is
+	// not done until they are, even when it is retried after its ctx
+	// ended.
+	unanswered *atomic.Int64
+	// graceUntil is when a broker back on the old layout after an unclean
+	// end drops the new layout's subscriptions (see vanished).
+	graceUntil time.Time
 }
 
 const (
@@ -192,15 +218,51 @@ func (f *Follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	}
 	if f.id != t.ID {
 		f.since = time.Now()
+		f.from = f.cfg.Member.Layout()
 	}
 	n, err := f.cfg.Engine.Prepare(ctx, t)
 	if err != nil {
-		f.cfg.Core.Log.Warn("shardcast: re-layout prepare failed; retrying", "err", err)
+		if errors.Is(err, ErrCannotFollow) {
+			f.cfg.Core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Since: time.Now(), Err: err})
+		} else {
+			f.cfg.Core.Log.Warn("shardcast: re-layout prepare failed; retrying", "err", err)
+		}
+		if f.cfg.Engine.NextFingerprint() == t.To {
+			// The engine moves to t's layout already: should t end
+			// before the retry succeeds, ended cleans up after it.
+			f.id, f.to = t.ID, t.ToRecord
+		}
 		return false
 	}
 	f.id, f.to, f.moving = t.ID, t.ToRecord, n
 	f.stage = stagePrepared
 	f.emit(shardcast.PhasePrepare, nil)
+	return true
+}
+
+// route makes the engine publish moving channels under the new layout
+// (switched) or the old one, and waits until every publish of a moving
+// channel sent under the routing it replaced was answered. A wait that ctx
+// cut short is resumed by the next call: the replaced routing's count is
+// kept in f.unanswered.
+func (f *Follower) route(ctx context.Context, switched bool) bool {
+	if old := f.cfg.Engine.Route(switched); old != nil {
+		f.unanswered = old
+	}
+	old := f.unanswered
+	if old == nil {
+		return true
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for old.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	f.unanswered = nil
 	return true
 }
 
@@ -210,9 +272,10 @@ func (f *Follower) switchOver(ctx context.Context) bool {
 	if f.stage >= stageSwitched {
 		return true
 	}
-	if !f.cfg.Engine.Switched() && f.cfg.Engine.Route(ctx, true) != nil {
+	if !f.route(ctx, true) {
 		return false
 	}
+	f.cfg.Member.SetLayout(f.to)
 	f.stage = stageSwitched
 	f.emit(shardcast.PhaseSwitch, nil)
 	return true
@@ -268,9 +331,10 @@ func (f *Follower) abort(ctx context.Context) bool {
 	if f.stage >= stageAborted || f.stage == stageFinished {
 		return true // done, or too late: the record holds the new layout
 	}
-	if f.cfg.Engine.Switched() && f.cfg.Engine.Route(ctx, false) != nil {
+	if !f.route(ctx, false) {
 		return false
 	}
+	f.cfg.Member.SetLayout(f.from)
 	f.cfg.Hand.Force(shardcast.PhaseAbort)
 	f.stage = stageAborted
 	f.emit(shardcast.PhaseAbort, nil)
@@ -278,18 +342,32 @@ func (f *Follower) abort(ctx context.Context) bool {
 }
 
 // ended cleans up after a re-layout that ended: finished (the record holds
-// its layout: finish now if the broker did not) or aborted.
+// its layout: finish now if the broker did not) or aborted. A transition
+// that vanished without either (the control instance lost it, say, in a
+// restart without persistence) is an unclean end: the broker waits until
+// the record is back and follows it, keeping the subscriptions of the
+// layout it leaves for a grace period, since the others may still publish
+// there until they notice (see vanished and grace). A broker that finishes
+// late (it was not there to see the finish) does the same.
 func (f *Follower) ended(ctx context.Context) {
 	if f.stage != stageFinished {
 		st, err := agreement.Read(ctx, f.cfg.Run, f.cfg.Agreement)
 		if err != nil {
 			return
 		}
+		if st.Record == nil && f.stage != stageAborted {
+			return // the first heartbeat writes it again: follow that
+		}
 		if st.Record != nil && st.Record.Fingerprint == f.cfg.Engine.NextFingerprint() && f.stage != stageAborted {
-			if !f.finish(ctx) {
+			// The others may not all have switched: publish under the new
+			// layout, but keep the old one's subscriptions a while.
+			if !f.switchOver(ctx) || !f.grace() || !f.finish(ctx) {
 				return
 			}
 		} else {
+			if f.stage != stageAborted && !f.vanished(ctx) {
+				return
+			}
 			f.cfg.Hand.Force(shardcast.PhaseAbort)
 			if err := f.cfg.Engine.Revert(ctx); err != nil {
 				f.cfg.Core.Log.Warn("shardcast: re-layout: returning to the old layout failed; retrying", "err", err)
@@ -297,5 +375,41 @@ func (f *Follower) ended(ctx context.Context) {
 			}
 		}
 	}
-	f.id, f.stage, f.moving = "", stageNone, 0
+	f.id, f.stage, f.moving, f.unanswered, f.graceUntil = "", stageNone, 0, nil, time.Time{}
+}
+
+// vanished takes the broker back to the old layout after an unclean end,
+// in two steps, and reports whether the second is done: first it
+// publishes under the old layout again (once its publishes under the new
+// one were answered), hands over what it held, and raises an
+// EventRelayout of phase abort whose Err wraps ErrRelayoutOrder, naming
+// its moving channels (a publisher's last message under the new layout
+// and its first under the old one travel on different connections); then
+// it waits HeartbeatsToExpire heartbeats, while the rest of the fleet
+// notices and stops publishing under the new layout, before the caller
+// drops the new layout's subscriptions.
+func (f *Follower) vanished(ctx context.Context) bool {
+	if !f.route(ctx, false) {
+		return false
+	}
+	if f.graceUntil.IsZero() {
+		f.cfg.Member.SetLayout(f.from)
+		f.cfg.Hand.Force(shardcast.PhaseAbort)
+		now := time.Now()
+		f.cfg.Core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseAbort,
+			Since: f.since, Until: now, Channels: f.cfg.Engine.TwinChannels(), Count: uint64(f.moving),
+			Err: fmt.Errorf("%w: re-layout %s ended without this broker's abort (the control instance lost it, or dropped the broker); back on the recorded layout", shardcast.ErrRelayoutOrder, f.id)})
+		f.since = now
+	}
+	return f.grace()
+}
+
+// grace reports whether HeartbeatsToExpire heartbeats passed since its
+// first call after the re-layout ended: the time the rest of the fleet
+// has to notice and stop publishing under the layout the broker leaves.
+func (f *Follower) grace() bool {
+	if f.graceUntil.IsZero() {
+		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.cfg.Agreement.Heartbeat)
+	}
+	return !time.Now().Before(f.graceUntil)
 }

@@ -35,6 +35,8 @@ type Handover struct {
 	need    map[int]bool
 	drained map[int]bool
 	n       int
+	// peak is the most messages held at once since the broker started.
+	peak int
 	// done closes when every needed path drained.
 	done chan struct{}
 	// forced names the channels delivered without their barrier.
@@ -104,7 +106,16 @@ func (h *Handover) Hold(from int, l *engine.Link, p int, channel string, payload
 	// channel and payload are views of the reader's buffer: keep copies.
 	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: strings.Clone(channel), payload: append([]byte(nil), payload...)})
 	h.n++
+	h.peak = max(h.peak, h.n)
 	return true
+}
+
+// PeakHeld returns the most messages held at once since the broker
+// started.
+func (h *Handover) PeakHeld() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peak
 }
 
 // Barrier records the barrier's arrival on old path p and delivers what
