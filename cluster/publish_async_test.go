@@ -187,8 +187,6 @@ func TestPublishAsyncAcrossMoves(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, waitFor(30*time.Second, func() bool { return sub.masterOf(part) == replicas[0].Addr() }),
 		"the subscriber never followed the failover")
-	require.True(t, waitFor(30*time.Second, func() bool { return pub.masterOf(part) == replicas[0].Addr() }),
-		"the publisher never followed the failover")
 	after := pub.Stats().Published
 	require.True(t, waitFor(30*time.Second, func() bool { return pub.Stats().Published > after+1000 }),
 		"publishing did not go on after the moves")

@@ -49,7 +49,7 @@ type Broker struct {
 	control *pubconn.Pub
 	// async bounds the messages of PublishAsync in flight
 	// (publish_async.go).
-	async asyncRoom
+	async engine.AsyncRoom
 }
 
 // slot is one Redis instance: its publishing connection and, on a

@@ -30,7 +30,7 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
 		return err
 	}
-	if err := b.async.take(ctx, b.core.Options.MaxAsyncPublishes, b.core.Closing()); err != nil {
+	if err := b.async.Take(ctx, b.core.Options.MaxAsyncPublishes, b.core.Closing()); err != nil {
 		return err
 	}
 	a := asyncCalls.Get().(*asyncCall)
@@ -52,37 +52,6 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 		return a.send(ctx, i, channel, payload)
 	}
 }
-
-// asyncRoom is a broker's bound on the messages of PublishAsync in
-// flight: a token per message, taken before it is queued and given back
-// when its outcome is known. It is made on first use, sized by
-// Options.MaxAsyncPublishes.
-type asyncRoom struct {
-	once   sync.Once
-	tokens chan struct{}
-}
-
-// take waits for room for one message, bounded by ctx and by Close;
-// limit is the broker's Options.MaxAsyncPublishes.
-func (r *asyncRoom) take(ctx context.Context, limit int, closing <-chan struct{}) error {
-	r.once.Do(func() { r.tokens = make(chan struct{}, limit) })
-	select {
-	case r.tokens <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case r.tokens <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("shardcast: publish: no room among %d messages in flight (%w): %w", limit, shardcast.ErrNotSent, ctx.Err())
-	case <-closing:
-		return shardcast.ErrClosed
-	}
-}
-
-// give returns the room of one message.
-func (r *asyncRoom) give() { <-r.tokens }
 
 // asyncCall is one message of PublishAsync in flight: what its outcome
 // must update. Pooled, with its finish bound once, so that a steady
@@ -150,7 +119,7 @@ func (a *asyncCall) release() {
 	if r != nil {
 		r.inflight.Add(-1)
 	}
-	b.async.give()
+	b.async.Give()
 }
 
 // publishErr is the error Publish returns for a failed publish to addr.
