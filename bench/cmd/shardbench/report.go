@@ -233,8 +233,8 @@ var gapNotes = []struct{ prefix, note string }{
   9-16% more client CPU per message in smaller writes, at GOMAXPROCS 1
   and on every core; in busy rounds 0.52-0.65× against 0.55-0.57×), an
   atomic fast path for the MaxAsyncPublishes room, and dropping each of
-  the write policy's yields. The cluster engine has no PublishAsync
-  yet.`},
+  the write policy's yields. The cluster engine's PublishAsync is not
+  in these rows (the targets are on one standalone Redis).`},
 	{"speed (issue 15)", `*Speed (issue 15).* With the client on one
   core (GOMAXPROCS 1) that core is the bottleneck at 128 publishers:
   delivered/s × client CPU/msg is about one core. A CPU profile of that
