@@ -38,7 +38,9 @@ type AsyncPublisher interface {
 	// longer tied to ctx). Messages published one after another from one
 	// goroutine on one channel are sent in call order, whatever mix of
 	// Publish and PublishAsync; one that fails does not hold back the
-	// next, so delivery stays at-most-once and per-channel ordered.
+	// next, so delivery stays at-most-once and per-channel ordered (on a
+	// Redis Cluster, except across a failover: see
+	// cluster.Broker.PublishAsync).
 	PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error
 }
 

@@ -34,7 +34,13 @@ var _ shardcast.AsyncPublisher = (*Broker)(nil)
 // At most Options.MaxAsyncPublishes messages are in flight per broker; a
 // call beyond it waits for room, bounded by ctx. done runs on the master
 // connection's reader goroutine: it must not block, nor call Publish.
-// Calls from one goroutine on one channel are sent in call order. During
+// Calls from one goroutine on one channel are sent in call order, and
+// arrive in it except across a failover: messages still in flight on the
+// demoted master (paused by the failover, then run as a replica and
+// relayed) can be delivered after later ones the broker already sent to
+// its successor, where Publish, which waits for each reply, keeps the
+// order. The subscriber's order fence drops and reports such a late
+// message only once it has itself moved to the successor. During
 // an online re-layout a moving channel's message counts as in flight
 // under its view until done, as Publish's does.
 func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error {
