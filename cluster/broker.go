@@ -354,17 +354,7 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 // commands ctx cut short finishes in the background, ahead of any later
 // call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
-		return err
-	}
-	if b.core.Pool == nil {
-		return shardcast.ErrNoHandler
-	}
-	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
-		return err
-	}
-	defer b.gate.Exit()
-	return b.core.SubscribeGroups(ctx, b.groups(b.view.Load(), channels))
+	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -373,17 +363,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
-		return err
-	}
-	if b.core.Pool == nil {
-		return nil
-	}
-	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
-		return err
-	}
-	defer b.gate.Exit()
-	return b.core.UnsubscribeGroups(ctx, b.groups(b.view.Load(), channels))
+	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
 }
 
 // groups groups channels by the paths they are wanted on under v: their

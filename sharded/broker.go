@@ -328,17 +328,7 @@ func (b *Broker) WireChannel(channel string) string { return channel }
 // undo of commands ctx cut short finishes in the background, ahead of any
 // later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
-		return err
-	}
-	if b.core.Pool == nil {
-		return shardcast.ErrNoHandler
-	}
-	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
-		return err
-	}
-	defer b.gate.Exit()
-	return b.core.SubscribeGroups(ctx, b.groups(b.route.Load(), channels))
+	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -347,17 +337,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	if err := engine.CheckChannels(ctx, b.core.Closed(), channels); err != nil {
-		return err
-	}
-	if b.core.Pool == nil {
-		return nil
-	}
-	if err := b.gate.Enter(ctx, b.core.Closing()); err != nil {
-		return err
-	}
-	defer b.gate.Exit()
-	return b.core.UnsubscribeGroups(ctx, b.groups(b.route.Load(), channels))
+	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
 }
 
 // groups groups channels by the paths they are wanted on under r: their

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // Gate lets Subscribe and Unsubscribe calls run side by side (Enter) and
@@ -108,4 +109,37 @@ func (g *Gate) Unlock() {
 	g.writer = false
 	g.signal()
 	g.mu.Unlock()
+}
+
+// Subscribe is a broker's Subscribe under the gate: channels are checked,
+// then subscribed on the paths groups puts them on (read inside the gate,
+// so that a re-layout step cannot change the routing in between).
+func (g *Gate) Subscribe(ctx context.Context, core *engine.Core, channels []string, groups func([]string) []shardcast.Group) error {
+	if err := engine.CheckChannels(ctx, core.Closed(), channels); err != nil {
+		return err
+	}
+	if core.Pool == nil {
+		return shardcast.ErrNoHandler
+	}
+	if err := g.Enter(ctx, core.Closing()); err != nil {
+		return err
+	}
+	defer g.Exit()
+	return core.SubscribeGroups(ctx, groups(channels))
+}
+
+// Unsubscribe is a broker's Unsubscribe under the gate, as Subscribe; a
+// broker without a Handler has nothing to unsubscribe.
+func (g *Gate) Unsubscribe(ctx context.Context, core *engine.Core, channels []string, groups func([]string) []shardcast.Group) error {
+	if err := engine.CheckChannels(ctx, core.Closed(), channels); err != nil {
+		return err
+	}
+	if core.Pool == nil {
+		return nil
+	}
+	if err := g.Enter(ctx, core.Closing()); err != nil {
+		return err
+	}
+	defer g.Exit()
+	return core.UnsubscribeGroups(ctx, groups(channels))
 }
