@@ -25,7 +25,8 @@ import (
 //     layout as the record and registers;
 //   - the record equals its layout: it registers;
 //   - otherwise New fails with a *LayoutMismatchError (errors.Is
-//     ErrLayoutMismatch) naming both layouts and the live brokers.
+//     ErrLayoutMismatch) naming both layouts and the live brokers, or,
+//     with Follow set, adopts the recorded layout.
 //
 // To change the layout, stop every broker of the old one first; a broker
 // that stops without Close (a crash) holds the record until its heartbeat
@@ -46,6 +47,23 @@ type Agreement struct {
 	// Off turns the layout record off: the broker neither checks nor
 	// writes it, and registers nowhere.
 	Off bool
+	// Follow makes a broker whose configured layout differs from the one
+	// live brokers recorded adopt the recorded layout at New instead of
+	// failing: the sharded engine takes the record's instance list (an
+	// instance its own Addrs name keeps that entry's URL credentials;
+	// any other is reached as host:port with Conn's, as a re-layout
+	// reaches a new instance), the cluster engine the record's partition
+	// count and prefix. The configured layout is then only what the first
+	// broker of a fleet writes, and nodes started during or after an
+	// online re-layout (Relayout) join on whatever layout the fleet uses
+	// without their configuration being edited. New still fails when the
+	// record cannot be adopted (it was written by the other engine) and
+	// logs, at Info, the layout it adopted; Fingerprint and Layout report
+	// it. Follow is a choice of the operator: a node meant to run another
+	// layout (a mistaken rollout) silently joins the old one instead of
+	// stopping at the error, so leave it off where a mismatch should stop
+	// the node.
+	Follow bool
 	// App names the application, so that applications sharing Redis keep
 	// separate records. Brokers with the same App on the same Redis must
 	// agree on the layout. It is not derived from the cluster engine's

@@ -52,3 +52,16 @@ func layoutRecord(l *shardcast.Layout) shardcast.LayoutRecord {
 		Prefix:      l.Prefix(),
 	}
 }
+
+// follow returns s with the partition count and prefix of record r, which
+// a running fleet uses (shardcast.Agreement.Follow).
+func (s settings) follow(r shardcast.LayoutRecord) (settings, error) {
+	if r.Engine != "cluster" {
+		return s, fmt.Errorf("the record is the %s engine's, not a partition layout", r.Engine)
+	}
+	if _, err := shardcast.NewLayout(r.Partitions, r.Prefix); err != nil {
+		return s, err
+	}
+	s.Partitions, s.Prefix = r.Partitions, r.Prefix
+	return s, nil
+}

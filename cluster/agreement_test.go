@@ -71,6 +71,7 @@ func requireRefused(t *testing.T, err error, ours, recorded *shardcast.Layout, l
 func TestLayoutAgreement(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	t.Run("AgreeAndRefuse", func(t *testing.T) { testAgreeAndRefuse(t, c) })
+	t.Run("Follow", func(t *testing.T) { testAgreementFollow(t, c) })
 	t.Run("AfterCrash", func(t *testing.T) { testAgreementAfterCrash(t, c) })
 	t.Run("HeartbeatFollowsFailover", func(t *testing.T) { testHeartbeatFollowsFailover(t, c) })
 	// Last: it freezes a master.
@@ -218,4 +219,67 @@ func testHeartbeatFollowsFailover(t *testing.T, c *redistest.Cluster) {
 	assert.Equal(t, promoted.Addr(), now.Addr())
 	assert.Equal(t, b.Fingerprint(), fields["fingerprint"])
 	assert.Equal(t, []string{b.member.ID()}, members)
+}
+
+// testAgreementFollow: with Agreement.Follow, the first broker writes its
+// own layout; one configured with another partition count and prefix
+// adopts the recorded ones instead of failing, changes no record, and
+// exchanges messages with the first on every channel; a record of the
+// sharded engine cannot be followed and fails New naming why.
+func testAgreementFollow(t *testing.T, c *redistest.Cluster) {
+	ctx := testCtx(t, time.Minute)
+	follow := shardcast.Agreement{App: "follow:", Follow: true}
+	firstRec, followerRec := newRecorder(), newRecorder()
+	first := newBroker(t, Config{Addrs: c.Seeds(), Partitions: 1024, Prefix: "f:", Agreement: follow,
+		Options: shardcast.Options{Handler: firstRec.handle}})
+	follower := newBroker(t, Config{Addrs: c.Seeds(), Agreement: follow,
+		Options: shardcast.Options{Handler: followerRec.handle}})
+	l := layoutOf(t, 1024, "f:")
+	assert.Equal(t, l.Fingerprint(), first.Fingerprint(), "the first broker keeps its own layout")
+	assert.Equal(t, l.Fingerprint(), follower.Fingerprint())
+	assert.Equal(t, 1024, follower.Layout().Partitions())
+	assert.Equal(t, "f:", follower.Layout().Prefix())
+	assert.Len(t, follower.PartitionStats(), 1024)
+	owner, err := c.MasterOfSlot(ctx, crc16.Slot(follow.RecordKey()))
+	require.NoError(t, err)
+	fp, err := owner.Do(ctx, "HGET", follow.RecordKey(), "fingerprint")
+	require.NoError(t, err)
+	assert.Equal(t, l.Fingerprint(), fp, "following changes no record")
+	n, err := owner.Do(ctx, "ZCARD", follow.RegistryKey())
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, n, "both brokers registered")
+
+	_, err = New(Config{Addrs: c.Seeds(), Agreement: shardcast.Agreement{App: follow.App}})
+	requireRefused(t, err, layoutOf(t, 128, ""), l, 2)
+
+	channels := numbered("follow.", 20)
+	for _, ch := range channels {
+		require.NoError(t, first.Subscribe(ctx, ch))
+		require.NoError(t, follower.Subscribe(ctx, ch))
+	}
+	for _, ch := range channels {
+		require.NoError(t, first.Publish(ctx, ch, []byte("from the first")))
+		require.NoError(t, follower.Publish(ctx, ch, []byte("from the follower")))
+	}
+	require.True(t, waitFor(20*time.Second, func() bool {
+		for _, ch := range channels {
+			if firstRec.count(ch) < 2 || followerRec.count(ch) < 2 {
+				return false
+			}
+		}
+		return true
+	}), "both publishers' messages at both brokers")
+
+	foreign := shardcast.Agreement{App: "foreign:", Follow: true}
+	owner, err = c.MasterOfSlot(ctx, crc16.Slot(foreign.RecordKey()))
+	require.NoError(t, err)
+	_, err = owner.Do(ctx, "HSET", foreign.RecordKey(), "version", "1", "fingerprint", "c0ffee",
+		"engine", "sharded", "instances", "10.0.0.1:6379", "description", "sharded: 1 instances: 10.0.0.1:6379")
+	require.NoError(t, err)
+	_, err = owner.Do(ctx, "ZADD", foreign.RegistryKey(), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-sharded-broker")
+	require.NoError(t, err)
+	_, err = New(Config{Addrs: c.Seeds(), Agreement: foreign})
+	require.ErrorIs(t, err, shardcast.ErrLayoutMismatch)
+	assert.Contains(t, err.Error(), "cannot adopt the recorded layout c0ffee")
+	assert.Contains(t, err.Error(), "the sharded engine's")
 }

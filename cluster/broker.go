@@ -83,11 +83,28 @@ var _ shardcast.Broker = (*Broker)(nil)
 // wrapping shardcast.ErrLayoutMismatch), or if the record cannot be read
 // within Conn.CommandTimeout. The record's scripts go over the publishing
 // connection of the master of partition 0's slot, where the record lives.
+// With cfg.Agreement.Follow set, a broker whose partition count or prefix
+// differs from the recorded ones adopts them instead of failing (see
+// shardcast.Agreement.Follow).
 func New(cfg Config) (*Broker, error) {
 	s, err := cfg.settings()
 	if err != nil {
 		return nil, err
 	}
+	b, adopted, err := agreement.Follow(s, s.Agreement.Follow && !s.Agreement.Off, build, settings.follow)
+	if err != nil {
+		return nil, err
+	}
+	if adopted != nil {
+		b.core.Log.Info("shardcast: adopted the recorded layout (Agreement.Follow)",
+			"configured", fmt.Sprintf("%d partitions, prefix %q", s.Partitions, s.Prefix),
+			"recorded", adopted.Description, "fingerprint", adopted.Fingerprint)
+	}
+	return b, nil
+}
+
+// build is New for checked settings.
+func build(s settings) (*Broker, error) {
 	layout, err := shardcast.NewLayout(s.Partitions, s.Prefix)
 	if err != nil {
 		return nil, err

@@ -73,3 +73,33 @@ func (b *Broker) leaveLayout() {
 		b.control.Close()
 	}
 }
+
+// follow returns c with the instance list of record r, which a running
+// fleet uses (shardcast.Agreement.Follow). The record names instances by
+// host:port; one that c.Addrs names keeps c's entry, so that a URL's
+// credentials and TLS still apply, and any other is dialled with c.Conn's.
+// The control instance stays where c found the record.
+func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
+	if r.Engine != "sharded" || len(r.Instances) == 0 {
+		return c, fmt.Errorf("the record is the %s engine's, not an instance list", r.Engine)
+	}
+	conn := c.Conn.WithDefaults()
+	mine := make(map[string]string, len(c.Addrs))
+	for _, a := range c.Addrs {
+		if d, err := engine.ParseAddr(a, conn); err == nil {
+			mine[d.Addr] = a
+		}
+	}
+	if c.ControlAddr == "" {
+		c.ControlAddr = c.Addrs[0]
+	}
+	addrs := make([]string, len(r.Instances))
+	for i, in := range r.Instances {
+		addrs[i] = in
+		if a, ok := mine[in]; ok {
+			addrs[i] = a
+		}
+	}
+	c.Addrs = addrs
+	return c, nil
+}

@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,4 +261,63 @@ func TestCloseWithFrozenControl(t *testing.T) {
 		t.Fatal("Close hung on a frozen control instance")
 	}
 	require.NoError(t, control.Resume())
+}
+
+// TestLayoutAgreementFollow: with Agreement.Follow, the first broker
+// writes its own list; a broker configured with another list adopts the
+// recorded one instead of failing (keeping its own URL entry for an
+// instance both name), changes no record, and routes every channel as
+// the fleet does; without Follow the same list is still refused; and a
+// record of the other engine cannot be followed and fails New naming why.
+func TestLayoutAgreementFollow(t *testing.T) {
+	servers := startServers(t, 3)
+	ab := addrs(servers[0], servers[1])
+	follow := shardcast.Agreement{Follow: true}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+
+	firstRec, followerRec := newRecorder(), newRecorder()
+	first := newBroker(t, Config{Addrs: ab, Agreement: follow, Options: shardcast.Options{Handler: firstRec.handle}})
+	fields, _ := recordOn(t, servers[0], defaultAgreement)
+	require.Equal(t, first.Fingerprint(), fields["fingerprint"], "the first broker writes its own list")
+
+	configured := []string{"redis://" + ab[0], servers[2].Addr()}
+	follower := newBroker(t, Config{Addrs: configured, Agreement: follow, Options: shardcast.Options{Handler: followerRec.handle}})
+	assert.Equal(t, first.Fingerprint(), follower.Fingerprint())
+	assert.Equal(t, ab, follower.member.Layout().Instances)
+	fields, members := recordOn(t, servers[0], defaultAgreement)
+	assert.Equal(t, first.Fingerprint(), fields["fingerprint"], "following changes no record")
+	assert.ElementsMatch(t, []string{first.member.ID(), follower.member.ID()}, members)
+
+	_, err := New(Config{Addrs: configured})
+	requireRefused(t, err, addrs(servers[0], servers[2]), ab, 2)
+
+	channels := channelNames("follow-", 20)
+	for _, ch := range channels {
+		require.NoError(t, first.Subscribe(ctx, ch))
+		require.NoError(t, follower.Subscribe(ctx, ch))
+	}
+	var onB int64
+	for _, ch := range channels {
+		onB += numsub(t, servers[1], ch)
+		assert.Zero(t, numsub(t, servers[2], ch), "%s: the configured instance outside the record is not used", ch)
+	}
+	assert.NotZero(t, onB, "the follower subscribes on the recorded instance it was not configured with")
+	payload := func(ch string) []byte { return []byte(ch) }
+	publishAll(t, first, channels, payload)
+	publishAll(t, follower, channels, payload)
+	waitFor(t, "both publishers' messages at both brokers", func() bool {
+		return len(firstRec.missing(channels, 2)) == 0 && len(followerRec.missing(channels, 2)) == 0
+	})
+
+	foreign := shardcast.Agreement{App: "foreign:", Follow: true}
+	_, err = servers[0].Do(ctx, "HSET", foreign.RecordKey(), "version", "1", "fingerprint", "c0ffee",
+		"engine", "cluster", "partitions", "128", "prefix", "", "description", `cluster: 128 partitions, prefix ""`)
+	require.NoError(t, err)
+	_, err = servers[0].Do(ctx, "ZADD", foreign.RegistryKey(), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-cluster-broker")
+	require.NoError(t, err)
+	_, err = New(Config{Addrs: ab, Agreement: foreign})
+	require.ErrorIs(t, err, shardcast.ErrLayoutMismatch)
+	assert.Contains(t, err.Error(), "cannot adopt the recorded layout c0ffee")
+	assert.Contains(t, err.Error(), "the cluster engine's")
 }

@@ -76,11 +76,27 @@ var _ shardcast.Broker = (*Broker)(nil)
 // within Conn.CommandTimeout. Subscribe connections are opened in the
 // background; a Subscribe call waits for them. A broker that starts while
 // an online re-layout is under way follows it before New returns (see
-// Relayout).
+// Relayout). With cfg.Agreement.Follow set, a broker whose instance list
+// differs from the recorded one adopts the recorded list instead of
+// failing (see shardcast.Agreement.Follow).
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	b, adopted, err := agreement.Follow(cfg, cfg.Agreement.Follow && !cfg.Agreement.Off, build, Config.follow)
+	if err != nil {
+		return nil, err
+	}
+	if adopted != nil {
+		b.core.Log.Info("shardcast: adopted the recorded layout (Agreement.Follow)",
+			"configured", fmt.Sprintf("%d instances: %s", len(cfg.Addrs), strings.Join(cfg.Addrs, ", ")),
+			"recorded", adopted.Description, "fingerprint", adopted.Fingerprint)
+	}
+	return b, nil
+}
+
+// build is New for a validated cfg.
+func build(cfg Config) (*Broker, error) {
 	opts, conn := cfg.Options.WithDefaults(), cfg.Conn.WithDefaults()
 	dials := make([]subconn.Dialer, len(cfg.Addrs))
 	addrs := make([]string, len(cfg.Addrs))

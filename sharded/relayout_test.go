@@ -32,10 +32,15 @@ func newRelayoutFleet(t *testing.T, n int, addrs []string, channels []string) *r
 
 // starter returns the fleet's way to start a broker over addrs.
 func (f *relayoutFleet) starter(addrs []string) func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker {
+	return f.starterWith(addrs, false)
+}
+
+// starterWith is starter, with Agreement.Follow set to follow.
+func (f *relayoutFleet) starterWith(addrs []string, follow bool) func(shardcast.Handler, func(shardcast.Event)) shardcast.Broker {
 	return func(h shardcast.Handler, on func(shardcast.Event)) shardcast.Broker {
 		b := newBroker(f.t, Config{Addrs: addrs,
 			Options:   shardcast.Options{Handler: h, OnEvent: on, QueueSize: 1 << 16},
-			Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+			Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat, Follow: follow}})
 		f.brokers = append(f.brokers, b)
 		return b
 	}
@@ -193,7 +198,9 @@ func TestRelayoutBrokerDies(t *testing.T) {
 // TestRelayoutBrokerJoins: a broker started with the old list in the
 // middle of a re-layout follows it from the phase it finds, and, like
 // the others, gets every message from its first one, once and in order.
-// One started with the new list during it is taken too.
+// One started with the new list during it is taken too, and so is one
+// configured with neither list but Agreement.Follow set: it adopts the
+// recorded list and then follows the re-layout like the first.
 func TestRelayoutBrokerJoins(t *testing.T) {
 	servers := startServers(t, 3)
 	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
@@ -209,6 +216,7 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 			f.add(ab)
 		case shardcast.PhaseSwitch:
 			f.add(abc)
+			f.Add(f.starterWith(ab[:1], true))
 		}
 	}
 	rep, err := Relayout(ctx, cfg)
@@ -216,9 +224,9 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 	for _, p := range rep.Phases {
 		t.Logf("phase %-7s %8v  %d brokers", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
 	}
-	assert.Equal(t, 5, rep.Phases[len(rep.Phases)-1].Brokers)
+	assert.Equal(t, 6, rep.Phases[len(rep.Phases)-1].Brokers)
 	f.WaitPublished(1000)
-	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4}, waitTimeout), false)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4, 5}, waitTimeout), false)
 	newFP, err := Fingerprint(abc)
 	require.NoError(t, err)
 	for _, b := range f.brokers {

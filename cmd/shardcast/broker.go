@@ -20,18 +20,20 @@ func openBroker(t *target, lf *layoutFlags, opts shardcast.Options, getenv func(
 		return nil, "", err
 	}
 	if t.shards != "" {
-		b, err := sharded.New(sharded.Config{Addrs: t.instances(), Options: opts, Conn: conn})
+		b, err := sharded.New(sharded.Config{Addrs: t.instances(), Options: opts, Conn: conn, Agreement: lf.agreement()})
 		if err != nil {
 			return nil, "", err
 		}
-		return b, fmt.Sprintf("sharded engine, %d instances, fingerprint %s", len(t.instances()), b.Fingerprint()), nil
+		return b, fmt.Sprintf("sharded engine, %d instances, fingerprint %s", len(b.Instances()), b.Fingerprint()), nil
 	}
 	if _, err := lf.layout(); err != nil {
 		return nil, "", err
 	}
-	b, err := cluster.New(cluster.Config{Addrs: t.seeds(), Partitions: lf.partitions, Prefix: lf.prefix, Options: opts, Conn: conn})
+	b, err := cluster.New(cluster.Config{Addrs: t.seeds(), Partitions: lf.partitions, Prefix: lf.prefix, Options: opts, Conn: conn,
+		Agreement: lf.agreement()})
 	if err != nil {
 		return nil, "", err
 	}
-	return b, "cluster engine, fingerprint " + b.Fingerprint(), nil
+	l := b.Layout()
+	return b, fmt.Sprintf("cluster engine, %d partitions, prefix %q, fingerprint %s", l.Partitions(), l.Prefix(), b.Fingerprint()), nil
 }

@@ -119,15 +119,30 @@ func newFlagSet(name, synopsis string, w io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// layoutFlags are the cluster engine's layout settings.
+// layoutFlags are the cluster engine's layout settings and, for both
+// engines, how the broker meets the fleet's layout record.
 type layoutFlags struct {
 	partitions int
 	prefix     string
+	app        string
+	follow     bool
 }
 
 func (l *layoutFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.partitions, "partitions", 128, "partition count of the layout (a power of two, 16 to 4096)")
 	fs.StringVar(&l.prefix, "prefix", "", "channel prefix of the layout")
+}
+
+// registerAgreement adds the flags of the commands that run a broker (pub
+// and sub) and so meet the application's layout record.
+func (l *layoutFlags) registerAgreement(fs *flag.FlagSet) {
+	fs.StringVar(&l.app, "app", "", "Agreement.App of the application whose layout record to meet")
+	fs.BoolVar(&l.follow, "follow", false, "adopt the layout the application's running brokers recorded, whatever -partitions, -prefix or -shards say (Agreement.Follow)")
+}
+
+// agreement returns the broker's Agreement.
+func (l *layoutFlags) agreement() shardcast.Agreement {
+	return shardcast.Agreement{App: l.app, Follow: l.follow}
 }
 
 func (l *layoutFlags) layout() (*shardcast.Layout, error) {

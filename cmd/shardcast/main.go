@@ -7,11 +7,15 @@
 //	shardcast inspect -cluster host:port [-partitions 128] [-prefix p] [-sample 1s] [-json]
 //	shardcast inspect -shards a:6379,b:6379,c:6379 [-sample 1s] [-json]
 //	shardcast key [-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] CHANNEL...
-//	shardcast sub (-cluster host:port | -shards a,b,c) [-n N] CHANNEL...
-//	shardcast pub (-cluster host:port | -shards a,b,c) CHANNEL [MESSAGE...]   (stdin lines without MESSAGE)
+//	shardcast sub (-cluster host:port | -shards a,b,c) [-app name] [-follow] [-n N] CHANNEL...
+//	shardcast pub (-cluster host:port | -shards a,b,c) [-app name] [-follow] CHANNEL [MESSAGE...]   (stdin lines without MESSAGE)
 //	shardcast tags [-partitions N] [-json]
 //	shardcast relayout -shards a,b,c -control host:port [-app name] [-abort]
 //	shardcast relayout -cluster host:port [-partitions N] [-prefix p] [-app name] [-abort]
+//
+// pub and sub run a broker, which meets the application's layout record
+// (-app names it): with -follow it adopts the layout the running brokers
+// recorded instead of failing when -partitions, -prefix or -shards differ.
 //
 // Addresses are host:port or redis:// and rediss:// URLs. -user,
 // -password (or the REDISCLI_AUTH environment variable), -tls and

@@ -20,6 +20,7 @@ func runPub(ctx context.Context, args []string, io stdio) error {
 	fs := newFlagSet("pub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL [MESSAGE...]  (without MESSAGE: one message per stdin line)", io.err)
 	t.register(fs)
 	lf.register(fs)
+	lf.registerAgreement(fs)
 	fs.BoolVar(&raw, "raw", false, "publish payloads without the shardcast envelope (for subscribers that are not shardcast)")
 	fs.BoolVar(&keyed, "keyed", false, "stdin lines are \"CHANNEL PAYLOAD\" (split at the first space); no CHANNEL argument")
 	if err := fs.Parse(args); err != nil {

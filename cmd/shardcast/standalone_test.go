@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/sharded"
 	"github.com/stretchr/testify/assert"
@@ -33,6 +35,7 @@ func TestStandalone(t *testing.T) {
 	t.Run("SubPub", func(t *testing.T) { roundTrip(t, "-shards", shards) })
 	t.Run("SubPubURL", func(t *testing.T) { roundTrip(t, "-shards", "redis://"+a.Addr()+",redis://"+b.Addr()) })
 	t.Run("SubEndsOnCancel", func(t *testing.T) { testSubEndsOnCancel(t, shards) })
+	t.Run("PubFollow", func(t *testing.T) { testPubFollow(t, a, b) })
 	t.Run("PubKeyedBadLine", func(t *testing.T) {
 		r := runCmd(testCtx(t, 20*time.Second), "ok payload\nnospace\n", nil, "pub", "-shards", shards, "-keyed")
 		assert.ErrorContains(t, r.runErr, "stdin line 2")
@@ -144,4 +147,36 @@ func TestPassword(t *testing.T) {
 	r = runCmd(ctx, "", nil, "inspect", "-sample", "10ms", "-user", "ops", "-password", "wrong", "-shards", s.Addr())
 	assert.ErrorIs(t, r.runErr, ErrUnreadNodes)
 	assert.Contains(t, r.out, "WRONGPASS")
+}
+
+// testPubFollow: while a broker over both instances runs, `pub -shards A`
+// is refused as a layout mismatch, and with -follow it adopts both
+// instances and its message reaches the running broker on any channel.
+func testPubFollow(t *testing.T, a, b *redistest.Server) {
+	ctx := testCtx(t, 30*time.Second)
+	rec := make(chan string, 16)
+	opts := shardcastHandler()
+	opts.Handler = func(m shardcast.Message) { rec <- m.Channel + " " + string(m.Payload) }
+	fleet, err := sharded.New(sharded.Config{Addrs: []string{a.Addr(), b.Addr()}, Options: opts,
+		Agreement: shardcast.Agreement{App: "clifollow:"}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, fleet.Close()) }()
+	// A channel on the second instance, which -shards A does not name.
+	ch := "follow-0"
+	for i := 0; fleet.Shard(ch) != 1; i++ {
+		ch = "follow-" + strconv.Itoa(i)
+	}
+	require.NoError(t, fleet.Subscribe(ctx, ch))
+
+	r := runCmd(ctx, "", nil, "pub", "-shards", a.Addr(), "-app", "clifollow:", ch, "refused")
+	assert.ErrorIs(t, r.runErr, shardcast.ErrLayoutMismatch)
+	r = runCmd(ctx, "", nil, "pub", "-shards", a.Addr(), "-app", "clifollow:", "-follow", ch, "followed")
+	require.NoError(t, r.runErr, r.err)
+	assert.Contains(t, r.err, "sharded engine, 2 instances, fingerprint "+fleet.Fingerprint())
+	select {
+	case got := <-rec:
+		assert.Equal(t, ch+" followed", got)
+	case <-ctx.Done():
+		t.Fatal("the followed publish did not arrive")
+	}
 }

@@ -23,6 +23,7 @@ func runSub(ctx context.Context, args []string, io stdio) error {
 	fs := newFlagSet("sub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL...", io.err)
 	t.register(fs)
 	lf.register(fs)
+	lf.registerAgreement(fs)
 	fs.IntVar(&count, "n", 0, "exit after this many messages (0: run until interrupted)")
 	fs.BoolVar(&raw, "raw", false, "payloads carry no shardcast envelope (publishers that are not shardcast); lag is then unknown")
 	if err := fs.Parse(args); err != nil {

@@ -41,86 +41,86 @@ var finalLine = regexp.MustCompile(`final (\S+)\s+published\s+(\d+)\s+received\s
 // TestFleetRelayout is the fleet demo end to end: three nodes on two
 // instances publish and count while the re-layout that `shardcast
 // relayout -shards A,B,C -control A` runs (sharded.Relayout, in process)
-// moves them to three; every node ends on three instances having lost,
-// duplicated and reordered nothing.
+// moves them to three; a node started afterwards on the two instances
+// with -follow adopts the three; every node ends on three instances
+// having lost, duplicated and reordered nothing.
 func TestFleetRelayout(t *testing.T) {
 	a, b, c := redistest.StartStandalone(t), redistest.StartStandalone(t), redistest.StartStandalone(t)
-	var out syncBuffer
 	cfg := fleetConfig{nodes: 3, name: "n", channels: 200, rate: 1000, heartbeat: 100 * time.Millisecond,
 		every: 200 * time.Millisecond, control: a.Addr(), check: true}
+	testFleetRelayout(t, cfg, []string{a.Addr(), b.Addr()}, "3", func(ctx context.Context) error {
+		rep, err := sharded.Relayout(ctx, sharded.RelayoutConfig{
+			ControlAddr: a.Addr(), To: []string{a.Addr(), b.Addr(), c.Addr()},
+			Agreement: shardcast.Agreement{Heartbeat: cfg.heartbeat},
+		})
+		logPhases(t, rep)
+		return err
+	})
+}
+
+// TestFleetRelayoutCluster is the same on a Redis Cluster: three nodes on
+// 128 partitions publish and count while the re-layout that `shardcast
+// relayout -cluster SEEDS -partitions 1024` runs (cluster.Relayout, in
+// process) moves them to 1024; a node started afterwards with
+// -partitions 128 and -follow adopts 1024; every node ends on 1024
+// partitions having lost, duplicated and reordered nothing.
+func TestFleetRelayoutCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	cfg := fleetConfig{engine: "cluster", cluster: strings.Join(c.Seeds(), ","), partitions: 128, nodes: 3, name: "n",
+		channels: 200, rate: 1000, heartbeat: 100 * time.Millisecond, every: 200 * time.Millisecond, check: true}
+	testFleetRelayout(t, cfg, nil, "1024", func(ctx context.Context) error {
+		rep, err := cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: c.Seeds(), Partitions: 1024,
+			Agreement: shardcast.Agreement{Heartbeat: cfg.heartbeat}})
+		logPhases(t, rep)
+		return err
+	})
+}
+
+// testFleetRelayout runs cfg's nodes on shards (nil for a cluster), moves
+// them with relayout while they publish, then starts node "late1" with
+// the same configuration plus -follow, and checks that all four end on
+// want instances or partitions having lost, duplicated and reordered
+// nothing, and that the first nodes reported every phase.
+func testFleetRelayout(t *testing.T, cfg fleetConfig, shards []string, want string, relayout func(context.Context) error) {
+	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- runNodes(ctx, cfg, []string{a.Addr(), b.Addr()}, &lockedWriter{w: &out}) }()
+	errc := make(chan error, 2)
+	go func() { errc <- runNodes(ctx, cfg, shards, &lockedWriter{w: &out}) }()
 	waitFor(t, "the nodes to publish", func() bool { return strings.Contains(out.String(), "n3   published") })
 
-	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
-	rep, err := sharded.Relayout(rctx, sharded.RelayoutConfig{
-		ControlAddr: a.Addr(), To: []string{a.Addr(), b.Addr(), c.Addr()},
-		Agreement: shardcast.Agreement{Heartbeat: cfg.heartbeat},
-	})
-	require.NoError(t, err)
-	for _, p := range rep.Phases {
-		t.Logf("phase %-7s %v", p.Phase, p.Took.Round(time.Millisecond))
-	}
+	require.NoError(t, relayout(rctx))
+	late := cfg
+	late.nodes, late.name, late.follow = 1, "late", true
+	go func() { errc <- runNodes(ctx, late, shards, &lockedWriter{w: &out}) }()
 	mark := len(out.String())
-	waitFor(t, "a report after the re-layout", func() bool { return strings.Contains(out.String()[mark:], "n3   published") })
+	waitFor(t, "a report of every node after the re-layout", func() bool {
+		after := out.String()[mark:]
+		return strings.Contains(after, "n3   published") && strings.Contains(after, "late1 published")
+	})
 	cancel()
+	require.NoError(t, <-errc)
 	require.NoError(t, <-errc)
 	t.Log("\n" + out.String())
 	finals := finalLine.FindAllStringSubmatch(out.String(), -1)
-	require.Len(t, finals, 3)
+	require.Len(t, finals, 4)
 	for _, f := range finals {
 		assert.NotZero(t, atoi(f[2]), "%s published", f[1])
 		assert.NotZero(t, atoi(f[3]), "%s received", f[1])
 		assert.Equal(t, "0 0 0", f[4]+" "+f[5]+" "+f[6], "%s lost, duplicates, reordered", f[1])
-		assert.Equal(t, "3", f[7], "%s instances", f[1])
+		assert.Equal(t, want, f[7], "%s's layout", f[1])
 	}
 	for _, phase := range []string{"prepare", "switch", "drain", "finish"} {
 		assert.Contains(t, out.String(), "n1: re-layout "+phase)
 	}
 }
 
-// TestFleetRelayoutCluster is the same on a Redis Cluster: three nodes on
-// 128 partitions publish and count while the re-layout that `shardcast
-// relayout -cluster SEEDS -partitions 1024` runs (cluster.Relayout, in
-// process) moves them to 1024; every node ends on 1024 partitions having
-// lost, duplicated and reordered nothing.
-func TestFleetRelayoutCluster(t *testing.T) {
-	c := redistest.StartCluster(t, 3, 1)
-	var out syncBuffer
-	cfg := fleetConfig{engine: "cluster", cluster: strings.Join(c.Seeds(), ","), partitions: 128, nodes: 3, name: "n",
-		channels: 200, rate: 1000, heartbeat: 100 * time.Millisecond, every: 200 * time.Millisecond, check: true}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- runNodes(ctx, cfg, nil, &lockedWriter{w: &out}) }()
-	waitFor(t, "the nodes to publish", func() bool { return strings.Contains(out.String(), "n3   published") })
-
-	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer rcancel()
-	rep, err := cluster.Relayout(rctx, cluster.RelayoutConfig{Addrs: c.Seeds(), Partitions: 1024,
-		Agreement: shardcast.Agreement{Heartbeat: cfg.heartbeat}})
-	require.NoError(t, err)
+// logPhases logs a re-layout's phases.
+func logPhases(t *testing.T, rep shardcast.RelayoutReport) {
 	for _, p := range rep.Phases {
 		t.Logf("phase %-7s %v", p.Phase, p.Took.Round(time.Millisecond))
-	}
-	mark := len(out.String())
-	waitFor(t, "a report after the re-layout", func() bool { return strings.Contains(out.String()[mark:], "n3   published") })
-	cancel()
-	require.NoError(t, <-errc)
-	t.Log("\n" + out.String())
-	finals := finalLine.FindAllStringSubmatch(out.String(), -1)
-	require.Len(t, finals, 3)
-	for _, f := range finals {
-		assert.NotZero(t, atoi(f[2]), "%s published", f[1])
-		assert.NotZero(t, atoi(f[3]), "%s received", f[1])
-		assert.Equal(t, "0 0 0", f[4]+" "+f[5]+" "+f[6], "%s lost, duplicates, reordered", f[1])
-		assert.Equal(t, "1024", f[7], "%s partitions", f[1])
-	}
-	for _, phase := range []string{"prepare", "switch", "drain", "finish"} {
-		assert.Contains(t, out.String(), "n1: re-layout "+phase)
 	}
 }
 

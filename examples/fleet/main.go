@@ -21,7 +21,11 @@
 // them in turn; each prints, every -every, what it published and what it
 // received from the whole fleet: lost (numbers skipped and not received
 // since), duplicates and reordered. Several processes can form one fleet:
-// give each the same -shards and a different -name.
+// give each the same -shards and a different -name. With -follow a
+// process started on the fleet's original layout after a re-layout adopts
+// the layout the fleet recorded instead of failing:
+//
+//	go run ./examples/fleet -shards A,B -control A -follow -nodes 1 -name late
 package main
 
 import (
@@ -53,6 +57,7 @@ func main() {
 	flag.DurationVar(&cfg.every, "every", 2*time.Second, "how often each node prints its counts")
 	flag.DurationVar(&cfg.duration, "duration", 0, "stop after this long (default: at Ctrl-C)")
 	flag.BoolVar(&cfg.check, "check", false, "exit 1 if a node lost, duplicated or reordered a message")
+	flag.BoolVar(&cfg.follow, "follow", false, "Agreement.Follow: nodes adopt the layout the running fleet recorded (after a re-layout, say) instead of failing on their own")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -75,7 +80,7 @@ type fleetConfig struct {
 	partitions                    int
 	heartbeat, every              time.Duration
 	duration                      time.Duration
-	check                         bool
+	check, follow                 bool
 }
 
 // run starts the instances if needed, runs the nodes until ctx ends, and
@@ -147,7 +152,7 @@ func runNodes(ctx context.Context, cfg fleetConfig, shards []string, out *locked
 		n, err := startNode(nodeConfig{
 			Name: fmt.Sprintf("%s%d", cfg.name, i+1), Shards: shards, Control: cfg.control,
 			Cluster: split(cfg.cluster), Partitions: cfg.partitions,
-			Channels: channels, Rate: cfg.rate, Heartbeat: cfg.heartbeat,
+			Channels: channels, Rate: cfg.rate, Heartbeat: cfg.heartbeat, Follow: cfg.follow,
 		}, out)
 		if err != nil {
 			return err

@@ -26,6 +26,7 @@ type nodeConfig struct {
 	Channels   []string
 	Rate       int // messages per second it publishes, over all channels
 	Heartbeat  time.Duration
+	Follow     bool      // Agreement.Follow: adopt the fleet's recorded layout
 	Out        io.Writer // where it reports re-layout phases and faults
 }
 
@@ -58,7 +59,7 @@ type counts struct {
 
 func startNode(cfg nodeConfig, out *lockedWriter) (*node, error) {
 	n := &node{cfg: cfg, out: out, last: map[string]int{}, gaps: map[string]map[int]bool{}}
-	agreement := shardcast.Agreement{Heartbeat: cfg.Heartbeat}
+	agreement := shardcast.Agreement{Heartbeat: cfg.Heartbeat, Follow: cfg.Follow}
 	opts := shardcast.Options{Handler: n.handle, OnEvent: n.event, QueueSize: 1 << 16}
 	if len(cfg.Cluster) > 0 {
 		b, err := cluster.New(cluster.Config{Addrs: cfg.Cluster, Partitions: cfg.Partitions, Agreement: agreement, Options: opts})
