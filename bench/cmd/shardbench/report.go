@@ -235,26 +235,35 @@ var gapNotes = []struct{ prefix, note string }{
   atomic fast path for the MaxAsyncPublishes room, and dropping each of
   the write policy's yields. The cluster engine's PublishAsync is not
   in these rows (the targets are on one standalone Redis).`},
-	{"speed (issue 15)", `*Speed (issue 15).* With the client on one
+	{"speed (issue 15)", `*Speed (issue 15), synchronous Publish.* With the client on one
   core (GOMAXPROCS 1) that core is the bottleneck at 128 publishers:
   delivered/s × client CPU/msg is about one core. A CPU profile of that
   run (shardbench throughput -engines shardcast -publishers 128
-  -cpuprofile) puts about 45% in the publish path (each synchronous
-  Publish parks until its reply wakes it: pubconn.do 27%, its select 12%),
-  15% in syscalls, 11% in reading the clock (the envelope's stamp, and
-  the benchmark's own stamps), about 20% in the receive path (read loop,
-  decode, the message's one 288-byte allocation, the hand-off to a
-  worker) and about 4% in GC; redis-benchmark's C client pipelines 16
-  commands per connection with no scheduler in between. At 8 publishers
-  a synchronous Publish keeps at most 8 commands in flight against the
-  ceiling's 16 per connection, so the rate is bound by the round trip
-  (8 / rate ≈ 31µs). With the client on every core its threads and Redis
-  share two cores: the p99 is the kernel's time slices (see Machine), and
-  the CPU/msg above the one-core figure is the Go runtime's thread
-  wake-ups and spinning per publish reply. Batching the hand-off to the
-  workers (one wake-up per worker per socket read) and single-writer
-  counters cut the receive side; the publish side's park/wake per call is
-  the price of a synchronous Publish.`},
+  -rounds 1 -duration 6s -cpuprofile, 2026-12-01) puts 41% in the
+  publish path (each synchronous Publish parks until its reply wakes
+  it: pubconn.do 33%, of which its select 13%, and the runtime's
+  lock2/unlock2 9% around those park/wake-ups), 15% in syscalls (the
+  publish flush's write 11%), 8% in reading the clock (the envelope's
+  stamp, and the benchmark's own stamps), 25% in the receive path (the
+  read loop 17%: decode, the message's one 288-byte allocation, the
+  hand-off to a worker; the workers 8%) and about 3% in GC;
+  redis-benchmark's C client pipelines 16 commands per connection with
+  no scheduler in between. At 8 publishers a synchronous Publish keeps
+  at most 8 commands in flight against the ceiling's 256 (16
+  connections × 16), so the rate is bound by the round trip: 8 / rate
+  is the p50 in the table. The opt-in PublishAsync rows remove both
+  bounds and meet the ceiling targets; the synchronous targets stay
+  the price of a call that returns only once Redis answered. With the
+  client on every core its threads and Redis share two cores: the p99 is
+  the kernel's time slices (see Machine), and the CPU/msg above the
+  one-core figure is the Go runtime's: a profile of that pass (the same
+  command with -procs 0, 2026-12-01) puts 16% in switching goroutines
+  (mcall, schedule, findRunnable), 12% in the runtime's lock2/unlock2
+  and 13% in clock reads, the park/wake per publish reply now crossing
+  threads. Batching the hand-off to the workers (one wake-up per worker
+  per socket read) and single-writer counters cut the receive side; the
+  publish side's park/wake per call is the price of a synchronous
+  Publish.`},
 	{"centrifuge (issue 10), ", `*Centrifuge end to end.* The benchmark
   process runs the Centrifuge nodes, their WebSocket writers, the
   centrifuge-go clients and the broker on the same core(s); most of the
