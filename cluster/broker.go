@@ -55,7 +55,7 @@ type Broker struct {
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds
 	// async bounds the messages of PublishAsync in flight.
-	async engine.AsyncRoom
+	async engine.Async
 
 	// member is the broker's layout registration (nil with
 	// Agreement.Off).
@@ -121,6 +121,7 @@ func build(s settings) (*Broker, error) {
 		Mode: subconn.Sharded,
 	})
 	b.core.SetRouter(router{b})
+	b.async.Init(b.core, b.asyncFailed)
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
 	slots, err := b.pollSlots(pollCtx)

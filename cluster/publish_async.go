@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
 )
 
@@ -44,17 +44,13 @@ var _ shardcast.AsyncPublisher = (*Broker)(nil)
 // an online re-layout a moving channel's message counts as in flight
 // under its view until done, as Publish's does.
 func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error {
-	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
+	a, err := b.async.Start(ctx, channel, payload, done)
+	if err != nil {
 		return err
 	}
-	if err := b.async.Take(ctx, b.core.Options.MaxAsyncPublishes, b.core.Closing()); err != nil {
-		return err
-	}
-	a := asyncCalls.Get().(*asyncCall)
-	a.b, a.done = b, done
 	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
 		v, path := b.view.Load(), router{b}.PathOf(channel)
-		return a.send(ctx, path%bankSize, v.key(path, ""), channel, payload)
+		return b.sendAsync(ctx, a, path%bankSize, v.key(path, ""), channel, payload)
 	}
 	for {
 		v := b.view.Load()
@@ -65,85 +61,44 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 				v.inflight.Add(-1)
 				continue
 			}
-			a.view = v
+			a.Count(&v.inflight)
 		}
-		return a.send(ctx, p, keyPrefix, channel, payload)
+		return b.sendAsync(ctx, a, p, keyPrefix, channel, payload)
 	}
 }
 
-// asyncCall is one message of PublishAsync in flight: what its outcome
-// must update. Pooled, with its finish bound once, so that a steady
-// stream of calls allocates nothing.
-type asyncCall struct {
-	b    *Broker
-	view *view // counted in view.inflight until finished; nil if not
-	done func(error)
-	fn   func(error) // finish, bound when the call was made
-}
-
-var asyncCalls sync.Pool
-
-func init() {
-	// Set here: the pool's New refers to finish, which refers to the pool.
-	asyncCalls.New = func() any {
-		a := &asyncCall{}
-		a.fn = a.finish
-		return a
-	}
-}
-
-// send queues the message on the connection to partition p's master; on a
-// refusal it undoes what PublishAsync took and returns the error.
-func (a *asyncCall) send(ctx context.Context, p int, keyPrefix, channel string, payload []byte) error {
-	b := a.b
+// sendAsync queues call a's message on the connection to partition p's
+// master; on a refusal it abandons the call and returns the error.
+func (b *Broker) sendAsync(ctx context.Context, a *engine.AsyncCall, p int, keyPrefix, channel string, payload []byte) error {
 	pub, err := b.awaitRoute(ctx, p)
 	if err == nil && pub == nil {
 		b.core.Kick()
 		err = errNoMaster
 	}
 	if err == nil {
-		err = pub.SPublishAsync(ctx, keyPrefix, channel, payload, b.core.Options.Raw, time.Now(), a.fn)
+		err = pub.SPublishAsync(ctx, keyPrefix, channel, payload, b.core.Options.Raw, time.Now(), a.Finish())
 	}
 	if err == nil {
-		return nil // a belongs to the connection until finish
+		return nil // a belongs to the connection until it finishes
 	}
-	a.release()
+	a.Abandon()
 	if b.core.Closed() {
 		return shardcast.ErrClosed
 	}
 	return fmt.Errorf("shardcast: publish: %w", err)
 }
 
-// finish is the outcome of the call's message, on the connection's reader.
-func (a *asyncCall) finish(err error) {
-	b, done := a.b, a.done
-	a.release()
-	switch {
-	case err == nil:
-		b.core.Published()
-	case b.core.Closed():
-		err = shardcast.ErrClosed
-	default:
-		// A redirection or a refusal for now did not run the message; any
-		// failure may mean a stale route.
-		b.core.Kick()
-		if _, redirected := redirection(err); (redirected || refusedForNow(err)) && !errors.Is(err, pubconn.ErrNotSent) {
-			err = fmt.Errorf("%w: %w", shardcast.ErrNotSent, err)
-		}
-		err = fmt.Errorf("shardcast: publish: %w", err)
+// asyncFailed is the error done hears for a PublishAsync message that
+// failed.
+func (b *Broker) asyncFailed(_ string, err error) error {
+	if b.core.Closed() {
+		return shardcast.ErrClosed
 	}
-	if done != nil {
-		done(err)
+	// A redirection or a refusal for now did not run the message; any
+	// failure may mean a stale route.
+	b.core.Kick()
+	if _, redirected := redirection(err); (redirected || refusedForNow(err)) && !errors.Is(err, pubconn.ErrNotSent) {
+		err = fmt.Errorf("%w: %w", shardcast.ErrNotSent, err)
 	}
-}
-
-// release gives back the call's room and view count, and the call.
-func (a *asyncCall) release() {
-	b, v := a.b, a.view
-	*a = asyncCall{fn: a.fn}
-	asyncCalls.Put(a)
-	if v != nil {
-		v.inflight.Add(-1)
-	}
-	b.async.Give()
+	return fmt.Errorf("shardcast: publish: %w", err)
 }

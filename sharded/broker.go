@@ -49,7 +49,7 @@ type Broker struct {
 	control *pubconn.Pub
 	// async bounds the messages of PublishAsync in flight
 	// (publish_async.go).
-	async engine.AsyncRoom
+	async engine.Async
 }
 
 // slot is one Redis instance: its publishing connection and, on a
@@ -113,6 +113,7 @@ func build(cfg Config) (*Broker, error) {
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
+	b.async.Init(b.core, b.publishErr)
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
 	for i, d := range dials {

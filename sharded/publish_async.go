@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 var _ shardcast.AsyncPublisher = (*Broker)(nil)
@@ -27,16 +27,12 @@ var _ shardcast.AsyncPublisher = (*Broker)(nil)
 // order. During an online re-layout a moving channel's message counts
 // as in flight under its route until done, as Publish's does.
 func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error {
-	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
+	a, err := b.async.Start(ctx, channel, payload, done)
+	if err != nil {
 		return err
 	}
-	if err := b.async.Take(ctx, b.core.Options.MaxAsyncPublishes, b.core.Closing()); err != nil {
-		return err
-	}
-	a := asyncCalls.Get().(*asyncCall)
-	a.b, a.done = b, done
 	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
-		return a.send(ctx, b.probeSlot(channel), channel, payload)
+		return b.sendAsync(ctx, a, b.probeSlot(channel), channel, payload)
 	}
 	for {
 		r := b.route.Load()
@@ -47,79 +43,31 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 				r.inflight.Add(-1)
 				continue
 			}
-			a.route = r
+			a.Count(&r.inflight)
 		}
-		return a.send(ctx, i, channel, payload)
+		return b.sendAsync(ctx, a, i, channel, payload)
 	}
 }
 
-// asyncCall is one message of PublishAsync in flight: what its outcome
-// must update. Pooled, with its finish bound once, so that a steady
-// stream of calls allocates nothing.
-type asyncCall struct {
-	b     *Broker
-	route *route // counted in route.inflight until finished; nil if not
-	addr  string
-	done  func(error)
-	fn    func(error) // finish, bound when the call was made
-}
-
-var asyncCalls sync.Pool
-
-func init() {
-	// Set here: the pool's New refers to finish, which refers to the pool.
-	asyncCalls.New = func() any {
-		a := &asyncCall{}
-		a.fn = a.finish
-		return a
-	}
-}
-
-// send queues the message on slot i's connection; on a refusal it undoes
-// what PublishAsync took and returns the error as Publish would.
-func (a *asyncCall) send(ctx context.Context, i int, channel string, payload []byte) error {
-	b := a.b
+// sendAsync queues call a's message on slot i's connection; on a refusal
+// it abandons the call and returns the error as Publish would.
+func (b *Broker) sendAsync(ctx context.Context, a *engine.AsyncCall, i int, channel string, payload []byte) error {
 	sh := b.slots[i].Load()
 	var err error
 	if sh == nil {
 		err = fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
 	} else {
-		a.addr = sh.addr
-		err = sh.pub.PublishAsync(ctx, channel, payload, b.core.Options.Raw, time.Now(), a.fn)
+		a.SetWhere(sh.addr)
+		err = sh.pub.PublishAsync(ctx, channel, payload, b.core.Options.Raw, time.Now(), a.Finish())
 		if err != nil {
 			err = b.publishErr(sh.addr, err)
 		}
 	}
 	if err == nil {
-		return nil // a belongs to the connection until finish
+		return nil // a belongs to the connection until it finishes
 	}
-	a.release()
+	a.Abandon()
 	return err
-}
-
-// finish is the outcome of the call's message, on the connection's reader.
-func (a *asyncCall) finish(err error) {
-	b, addr, done := a.b, a.addr, a.done
-	a.release()
-	if err == nil {
-		b.core.Published()
-	} else {
-		err = b.publishErr(addr, err)
-	}
-	if done != nil {
-		done(err)
-	}
-}
-
-// release gives back the call's room and route count, and the call.
-func (a *asyncCall) release() {
-	b, r := a.b, a.route
-	*a = asyncCall{fn: a.fn}
-	asyncCalls.Put(a)
-	if r != nil {
-		r.inflight.Add(-1)
-	}
-	b.async.Give()
 }
 
 // publishErr is the error Publish returns for a failed publish to addr.
