@@ -50,6 +50,10 @@ var (
 	// instance lost its data): the brokers follow the record they find
 	// (docs/RELAYOUT.md, "Failure cases"); check it before running again.
 	ErrRelayoutVanished = errors.New("shardcast: the re-layout's transition vanished from the control instance")
+	// ErrNoRelayout is returned by an abort when no re-layout is under
+	// way for the application (it finished, was aborted, or never
+	// began).
+	ErrNoRelayout = errors.New("shardcast: no re-layout under way")
 	// ErrNoLayoutRecord is returned when there is no layout record to
 	// move from: no broker of the application ever ran with the
 	// agreement on.

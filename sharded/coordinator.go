@@ -105,7 +105,8 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 
 // AbortRelayout returns the brokers of a re-layout under way to the old
 // instance list and waits until all acknowledged, bounded by ctx. It
-// fails when none is under way or it began to finish.
+// fails when none is under way (an error wrapping shardcast.ErrNoRelayout)
+// or it began to finish.
 func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
 	c, err := openCoordinator(ctx, cfg)
 	if err != nil {

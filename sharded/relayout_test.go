@@ -165,6 +165,42 @@ func TestRelayoutAbort(t *testing.T) {
 	}
 }
 
+// TestAbortRelayout: AbortRelayout, run by another process's operator
+// while a re-layout is under way, returns the fleet to the old list (the
+// re-layout's own coordinator then reports it aborted), and with none
+// under way it fails with ErrNoRelayout.
+func TestAbortRelayout(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
+	channels := channelNames("opabort-", 100)
+	f := newRelayoutFleet(t, 2, ab, channels)
+	f.WaitPublished(500)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	err := AbortRelayout(ctx, relayoutConfig(ab[0], nil))
+	require.ErrorIs(t, err, shardcast.ErrNoRelayout)
+
+	aborted := make(chan error, 1)
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			go func() { aborted <- AbortRelayout(ctx, relayoutConfig(ab[0], nil)) }()
+		}
+	}
+	rep, err := Relayout(ctx, cfg)
+	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
+	require.NoError(t, <-aborted)
+	t.Logf("phases: %v", phaseNames(rep.Phases))
+	f.WaitPublished(500)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1}, waitTimeout), true)
+	oldFP, err := Fingerprint(ab)
+	require.NoError(t, err)
+	for _, b := range f.brokers {
+		assert.Equal(t, oldFP, b.Fingerprint())
+	}
+	require.ErrorIs(t, AbortRelayout(ctx, relayoutConfig(ab[0], nil)), shardcast.ErrNoRelayout)
+}
+
 // TestRelayoutBrokerDies: a broker that dies mid-way (closed without
 // leaving the registry, so its registration expires) is not waited for:
 // the re-layout completes, and the others lose nothing.

@@ -252,7 +252,7 @@ func Abort(ctx context.Context, run Runner, a shardcast.Agreement, id string) (s
 		got, _ := reply[1].(string)
 		return got, nil
 	case "none":
-		return "", fmt.Errorf("shardcast: no re-layout under way in %s", a.TransitionKey())
+		return "", fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, a.TransitionKey())
 	case "other":
 		got, _ := reply[1].(string)
 		return "", fmt.Errorf("%w: %s, not %s", shardcast.ErrRelayoutInProgress, got, id)

@@ -137,7 +137,7 @@ func (c *Coordinator) AbortCurrent(ctx context.Context) error {
 		return err
 	}
 	if st.T == nil {
-		return fmt.Errorf("shardcast: no re-layout under way in %s", c.Agreement.TransitionKey())
+		return fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, c.Agreement.TransitionKey())
 	}
 	var rep shardcast.RelayoutReport
 	return c.Abort(ctx, st.T, &rep)
