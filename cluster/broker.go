@@ -463,6 +463,9 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 			return
 		}
 	}
+	if relayout.IsBarrier(channel) {
+		return // a late barrier of a re-layout the broker left, or an earlier one's
+	}
 	b.core.DeliverFrom(l, path, channel, payload)
 }
 

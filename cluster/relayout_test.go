@@ -362,3 +362,28 @@ func TestRelayoutHeavy(t *testing.T) {
 		assert.Equal(t, layoutOf(t, 1024, "").Fingerprint(), x.(*Broker).Fingerprint(), "broker %d", i)
 	}
 }
+
+// TestLateBarrierNotDelivered: a barrier of a re-layout from prefix "x:"
+// that arrives after the broker moved to prefix "" reads as channel
+// "x:" + barrier name there; it never reaches the Handler, nor does one
+// under the broker's own prefix, while the message after them does.
+func TestLateBarrierNotDelivered(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle}})
+	ctx := testCtx(t, 30*time.Second)
+	barrier := shardcast.Agreement{}.BarrierChannel("20261201T000000Z-0123456789ab")
+	channels := []string{barrier, "x:" + barrier, "after"}
+	require.NoError(t, b.Subscribe(ctx, channels...))
+	for _, ch := range channels[:2] {
+		owner, err := c.MasterOfSlot(ctx, crc16.Slot(b.WireChannel(ch)))
+		require.NoError(t, err)
+		_, err = owner.Do(ctx, "SPUBLISH", b.WireChannel(ch), "20261201T000000Z-0123456789ab")
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.Publish(ctx, "after", []byte("x")))
+	require.True(t, waitFor(10*time.Second, func() bool { return rec.count("after") == 1 }), "the message after the barriers")
+	for _, ch := range channels[:2] {
+		assert.Zero(t, rec.count(ch), "%s reached the Handler", ch)
+	}
+}

@@ -183,6 +183,9 @@ func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) 
 			return
 		}
 	}
+	if relayout.IsBarrier(channel) {
+		return // a late barrier of a re-layout the broker left, or an earlier one's
+	}
 	b.core.DeliverFrom(l, p, channel, payload)
 }
 

@@ -308,3 +308,22 @@ func TestRelayoutRefused(t *testing.T) {
 	assert.ErrorIs(t, other, shardcast.ErrRelayoutInProgress)
 	assert.Contains(t, other.Error(), "phase switch")
 }
+
+// TestLateBarrierNotDelivered: a message on a re-layout's barrier channel
+// that arrives while no re-layout (or another one) is under way, as a
+// barrier the coordinator resent arrives after the finish, never reaches
+// the Handler; the messages around it do.
+func TestLateBarrierNotDelivered(t *testing.T) {
+	servers := startServers(t, 1)
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: addrs(servers[0]), Options: shardcast.Options{Handler: rec.handle}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	barrier := defaultAgreement.BarrierChannel("20261201T000000Z-0123456789ab")
+	require.NoError(t, b.Subscribe(ctx, barrier, "after"))
+	_, err := servers[0].Do(ctx, "PUBLISH", barrier, "20261201T000000Z-0123456789ab")
+	require.NoError(t, err)
+	require.NoError(t, b.Publish(ctx, "after", []byte("x")))
+	waitFor(t, "the message after the barrier", func() bool { return rec.count("after") == 1 })
+	assert.Zero(t, rec.count(barrier), "the barrier reached the Handler")
+}
