@@ -453,18 +453,18 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
+	if v.next != nil && channel == v.barrier {
+		b.hand.Barrier(path)
+		return
+	}
+	if relayout.IsBarrier(channel) {
+		return // a late barrier of a re-layout the broker left, or an earlier one's
+	}
 	if v.next != nil {
-		if channel == v.barrier {
-			b.hand.Barrier(path)
-			return
-		}
 		cur, next, moving := v.partitions(channel)
 		if moving && path == v.nextBank*bankSize+next && b.hand.Hold(v.curBank*bankSize+cur, l, path, channel, payload) {
 			return
 		}
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
 	}
 	b.core.DeliverFrom(l, path, channel, payload)
 }

@@ -151,10 +151,15 @@ func (v *view) key(path int, channel string) string {
 }
 
 // split returns the path and channel of a wire key: the tag names the
-// partition, the prefix the bank. When both banks' prefixes match (one
-// extends the other, "" extends every prefix), the bank whose layout puts
-// the channel in that partition wins; if both do, the one whose path
-// wants its channel (wants may be nil), then the longer prefix.
+// partition, the prefix the bank. The re-layout's barrier wins outright:
+// it is sent under every losing partition's tag, not its own, so the
+// partition rule below would hand one of them to the other reading (with
+// prefixes "x:" and "", "x:" + barrier name under ""), and that
+// partition's barrier would never count. Otherwise, when both banks'
+// prefixes match (one extends the other, "" extends every prefix), the
+// bank whose layout puts the channel in that partition wins; if both do,
+// the one whose path wants its channel (wants may be nil), then the
+// longer prefix.
 func (v *view) split(key string, wants func(path int, channel string) bool) (path int, channel string, ok bool) {
 	p, rest, ok := wide.SplitKey(key)
 	if !ok {
@@ -167,6 +172,9 @@ func (v *view) split(key string, wants func(path int, channel string) bool) (pat
 			continue
 		}
 		ch := rest[len(pre):]
+		if v.barrier != "" && ch == v.barrier {
+			return bank*bankSize + p, ch, true
+		}
 		if best < 0 {
 			best, channel = bank, ch
 			continue

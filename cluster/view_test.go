@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/shardcast/shardcast"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -114,5 +115,22 @@ func TestViewSplitOverlappingPrefixes(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, ch, got)
 		assert.Equal(t, la.Partition(ch), path)
+	}
+}
+
+// TestViewSplitBarrier: the barrier of a re-layout from prefix "x:" to ""
+// is sent under every partition's tag with the old prefix; each of those
+// keys reads as the barrier on the old bank's path, including the one
+// partition where the new layout would also place "x:" + barrier name.
+func TestViewSplitBarrier(t *testing.T) {
+	from, to := mustLayout(128, "x:"), mustLayout(128, "")
+	barrier := shardcast.Agreement{}.BarrierChannel("20261201T034944Z-34559dccc6f6")
+	v := newView(from, 0, [2]string{}).withNext(to, "20261201T034944Z-34559dccc6f6", barrier)
+	for p := range from.Partitions() {
+		key := "{" + from.Tag(p) + "}." + from.Prefix() + barrier
+		path, got, ok := v.split(key, nil)
+		require.True(t, ok)
+		assert.Equal(t, barrier, got, "partition %d", p)
+		assert.Equal(t, p, path, "partition %d", p)
 	}
 }

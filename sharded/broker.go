@@ -171,20 +171,21 @@ func (b *Broker) newLinks(i int, sh *slot) {
 // deliver hands a message that arrived on link l for path p to the core,
 // unless a re-layout holds it back or it is the re-layout's barrier.
 func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) {
-	if r := b.route.Load(); r.next != nil {
-		if channel == r.barrier {
-			b.hand.Barrier(p)
-			return
-		}
+	r := b.route.Load()
+	if r.next != nil && channel == r.barrier {
+		b.hand.Barrier(p)
+		return
+	}
+	if relayout.IsBarrier(channel) {
+		return // a late barrier of a re-layout the broker left, or an earlier one's
+	}
+	if r.next != nil {
 		cur, next := r.slots(channel)
 		// A moving channel's message that came under the new layout
 		// waits for the old layout's barrier.
 		if cur != next && p/b.conns == next && b.hand.Hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
 			return
 		}
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
 	}
 	b.core.DeliverFrom(l, p, channel, payload)
 }
