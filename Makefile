@@ -80,7 +80,8 @@ relayout-demo: redis
 	./scripts/relayout-demo.sh
 
 ## chaos: a soak that injects faults (killed, frozen and failed-over masters, slot moves, an added
-## and removed master, killed Pub/Sub clients) while ~8,000 numbered messages/s flow on 600
+## and removed master, killed Pub/Sub clients, online re-layouts with one of those faults mid-way)
+## while ~8,000 numbered messages/s flow on 600
 ## channels, on a local 3x1 cluster and on 3 standalone instances (3 minutes each), then
 ## accounts for every message; it fails on a duplicate, a reorder, a loss no event reported or a
 ## channel that stopped delivering. ARGS passes flags, e.g. ARGS='-engine cluster -duration 10m -seed 7'.

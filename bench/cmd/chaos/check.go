@@ -19,12 +19,13 @@ type channelRecord struct {
 	RecvAt     []int64
 }
 
-// where tells the check which partition and shard a channel belongs to, so
-// that an event naming a partition or a shard covers its channels. Either
-// function may be nil.
+// where tells the check which partition and shards a channel belongs to,
+// so that an event naming a partition or a shard covers its channels.
+// Shards lists every shard the channel lived on during the run (more than
+// one after an online re-layout). Either function may be nil.
 type where struct {
 	Partition func(channel string) int
-	Shard     func(channel string) string
+	Shards    func(channel string) []string
 }
 
 // report is the outcome of one soak run.
@@ -111,8 +112,10 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 		if in.Partition != nil {
 			ws = append(ws, byPart[in.Partition(c.Name)]...)
 		}
-		if in.Shard != nil {
-			ws = append(ws, byShard[in.Shard(c.Name)]...)
+		if in.Shards != nil {
+			for _, sh := range in.Shards(c.Name) {
+				ws = append(ws, byShard[sh]...)
+			}
 		}
 		seen := make([]bool, len(c.Start))
 		firstAt := make([]int64, len(c.Start)) // when each number was first delivered

@@ -83,7 +83,7 @@ func TestCheck(t *testing.T) {
 
 func TestCheckShard(t *testing.T) {
 	ev := shardcast.Event{Kind: shardcast.EventRestored, Shard: "s1", Since: ms(0), Until: ms(5)}
-	in := where{Shard: func(ch string) string { return map[string]string{"a": "s1", "b": "s2"}[ch] }}
+	in := where{Shards: func(ch string) []string { return map[string][]string{"a": {"s1"}, "b": {"s2"}}[ch] }}
 	got := check([]channelRecord{rec("a", 2, nil, 2), rec("b", 2, nil, 2)}, []shardcast.Event{ev}, in, 0)
 	assert.Equal(t, 2, got.Lost)
 	assert.Equal(t, 1, got.LostReported, "the event names shard s1, which holds a")

@@ -8,7 +8,13 @@
 //
 //	go run ./cmd/chaos -engine both -duration 3m
 //
-// It exits 1 on any duplicate, reorder, silent loss or dead channel.
+// The "relayout" fault moves both brokers to another layout online
+// (cluster: the prefix flips between "" and "x:", so every channel moves;
+// sharded: between 3 and 4 instances) and, two times in three, injects
+// another fault while it runs.
+//
+// It exits 1 on any duplicate, reorder, silent loss or dead channel, or
+// when the brokers end on different layouts.
 package main
 
 import (
@@ -96,8 +102,8 @@ func main() {
 }
 
 var (
-	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall"}
-	shardedFaultNames = []string{"clientkill", "kill", "pause"}
+	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall", "relayout"}
+	shardedFaultNames = []string{"clientkill", "kill", "pause", "relayout"}
 )
 
 // selectFaults returns the faults of cfg.faults that engine knows, in the

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
@@ -22,11 +24,13 @@ type rig struct {
 	settled  func(ctx context.Context) error // waits for Redis to settle after the last fault
 	frozen   []frozenSpan                    // masters paused (only the fault loop appends)
 	nodes    func() []*redistest.Server      // cluster members, for the SPUBLISH count per node
+	relayout *relayouter
 	close    func()
 }
 
 func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand.Rand) (*rig, error) {
 	opts := shardcast.Options{Handler: t.handle, OnEvent: events.add}
+	agreement := shardcast.Agreement{Heartbeat: relayoutHeartbeat}
 	r := &rig{settled: func(context.Context) error { return nil }}
 	var cleanups []func()
 	r.close = func() {
@@ -41,13 +45,13 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 			return nil, err
 		}
 		cleanups = append(cleanups, stop)
-		sub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Options: opts})
+		sub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Options: opts, Agreement: agreement})
 		if err != nil {
 			r.close()
 			return nil, err
 		}
 		cleanups = append(cleanups, func() { _ = sub.Close() })
-		pub, err := cluster.New(cluster.Config{Addrs: c.Seeds()})
+		pub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Agreement: agreement})
 		if err != nil {
 			r.close()
 			return nil, err
@@ -59,10 +63,31 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		r.faults = clusterFaults(c, l, rng, cfg.gap, func(f frozenSpan) { r.frozen = append(r.frozen, f) })
 		r.settled = c.WaitConverged
 		r.nodes = c.Nodes
+		seeds := c.Seeds()
+		rcfg := func() cluster.RelayoutConfig {
+			return cluster.RelayoutConfig{Addrs: seeds, Agreement: agreement}
+		}
+		r.relayout = &relayouter{
+			run: func(ctx context.Context) (shardcast.RelayoutReport, error) {
+				prefix := "x:"
+				if sub.Layout().Prefix() == prefix {
+					prefix = ""
+				}
+				cfg := rcfg()
+				cfg.Prefix = &prefix
+				return cluster.Relayout(ctx, cfg)
+			},
+			abort: func(ctx context.Context) error { return cluster.AbortRelayout(ctx, rcfg()) },
+			describe: func() string {
+				return fmt.Sprintf("prefix %q (publisher on %q)", sub.Layout().Prefix(), pub.Layout().Prefix())
+			},
+		}
 	case "sharded":
 		var servers []*redistest.Server
 		var addrs []string
-		for range 3 {
+		// The brokers start on the first 3; a re-layout adds the 4th and
+		// the next one removes it again.
+		for range 4 {
 			s, stop, err := redistest.StartSharedStandalone()
 			if err != nil {
 				r.close()
@@ -72,21 +97,44 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 			servers = append(servers, s)
 			addrs = append(addrs, s.Addr())
 		}
-		sub, err := sharded.New(sharded.Config{Addrs: addrs, Options: opts})
+		sub, err := sharded.New(sharded.Config{Addrs: addrs[:3], Options: opts, Agreement: agreement})
 		if err != nil {
 			r.close()
 			return nil, err
 		}
 		cleanups = append(cleanups, func() { _ = sub.Close() })
-		pub, err := sharded.New(sharded.Config{Addrs: addrs})
+		pub, err := sharded.New(sharded.Config{Addrs: addrs[:3], Agreement: agreement})
 		if err != nil {
 			r.close()
 			return nil, err
 		}
 		cleanups = append(cleanups, func() { _ = pub.Close() })
 		r.pub, r.sub = pub, sub
-		r.in = where{Shard: func(ch string) string { return addrs[sub.Shard(ch)] }}
+		// Under either list: an event of a shard covers the channels
+		// it held at some point.
+		r.in = where{Shards: func(ch string) []string {
+			if r.relayout == nil {
+				return []string{addrs[jump.Channel(ch, 3)]}
+			}
+			return slices.Compact([]string{addrs[jump.Channel(ch, 3)], addrs[jump.Channel(ch, 4)]})
+		}}
 		r.faults = shardedFaults(servers, rng, cfg.down, cfg.pause)
+		rcfg := func(to []string) sharded.RelayoutConfig {
+			return sharded.RelayoutConfig{ControlAddr: addrs[0], To: to, Agreement: agreement}
+		}
+		r.relayout = &relayouter{
+			run: func(ctx context.Context) (shardcast.RelayoutReport, error) {
+				to := addrs
+				if len(sub.Instances()) == 4 {
+					to = addrs[:3]
+				}
+				return sharded.Relayout(ctx, rcfg(to))
+			},
+			abort: func(ctx context.Context) error { return sharded.AbortRelayout(ctx, rcfg(nil)) },
+			describe: func() string {
+				return fmt.Sprintf("%d instances (publisher on %d)", len(sub.Instances()), len(pub.Instances()))
+			},
+		}
 	}
 	return r, nil
 }
@@ -107,6 +155,12 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 		return false, err
 	}
 	defer r.close()
+	if slices.Contains(names, "relayout") {
+		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "relayout" })
+		r.faults["relayout"] = r.relayout.fault(others, r.faults, rng)
+	} else {
+		r.relayout = nil
+	}
 
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = r.sub.Subscribe(sctx, t.names...)
@@ -137,6 +191,7 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	t.probe(r.pub, 20)
 	dead := t.waitDelivered(20 * time.Second)
 	waitQuiet(r.sub, 5*time.Second)
+	agree := waitUntil(context.Background(), 10*time.Second, func() bool { return r.sub.Fingerprint() == r.pub.Fingerprint() }) == nil
 
 	if cfg.eventsFile != "" {
 		if f, err := os.Create(cfg.eventsFile + "." + engine); err == nil {
@@ -149,6 +204,10 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	fmt.Printf("== %s engine: %v of traffic, %d channels, target %d/s, seed %d\n",
 		engine, faultsEnded.Round(time.Second), len(t.names), cfg.rate, cfg.seed)
 	printRuns(runs, ferrs)
+	if r.relayout != nil {
+		fmt.Printf("re-layouts      %s\n", r.relayout.summary())
+	}
+	fmt.Printf("layouts         subscriber %s, publisher %s\n", r.sub.Fingerprint(), r.pub.Fingerprint())
 	fmt.Printf("accepted        %d publishes (%.0f/s); %d failed, %d of those delivered anyway\n",
 		rep.Accepted, float64(rep.Accepted+rep.Failed)/faultsEnded.Seconds(), rep.Failed, rep.FailedDelivered)
 	fmt.Printf("delivered       %d of the accepted\n", rep.Delivered)
@@ -163,6 +222,9 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 		st.Received, st.Delivered, st.Dropped, st.Reconnects, st.Stale, pst.Published)
 	if t.badRecv > 0 || rep.Unknown > 0 {
 		fmt.Printf("unexpected      %d undecodable deliveries, %d of numbers never published\n", t.badRecv, rep.Unknown)
+		for _, b := range t.badSeen {
+			fmt.Printf("  undecodable: %s\n", b)
+		}
 	}
 	if engine == "cluster" {
 		n, samples := ackedWhileFrozen(t.records(), r.frozen, r.in.Partition)
@@ -180,7 +242,7 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	if len(dead) > 0 {
 		fmt.Printf("  dead: %s\n", strings.Join(head(dead, 10), " "))
 	}
-	ok := !rep.bad() && len(dead) == 0 && t.badRecv == 0 && rep.Unknown == 0
+	ok := !rep.bad() && len(dead) == 0 && t.badRecv == 0 && rep.Unknown == 0 && agree
 	verdict := "OK"
 	if !ok {
 		verdict = "FAIL"

@@ -16,6 +16,7 @@ import (
 type broker interface {
 	shardcast.Broker
 	Stats() shardcast.Stats
+	Fingerprint() string
 }
 
 // chanLog is everything the soak knows about one channel: each numbered
@@ -41,7 +42,8 @@ type traffic struct {
 
 	timeout time.Duration
 	mu      sync.Mutex
-	badRecv int // deliveries of unknown channels or unparsable payloads
+	badRecv int      // deliveries of unknown channels or unparsable payloads
+	badSeen []string // the first few of them, as channel=payload
 }
 
 func newTraffic(channels int, publishTimeout time.Duration) *traffic {
@@ -62,6 +64,9 @@ func (t *traffic) handle(m shardcast.Message) {
 	if !ok || err != nil || seq == 0 {
 		t.mu.Lock()
 		t.badRecv++
+		if len(t.badSeen) < 5 {
+			t.badSeen = append(t.badSeen, fmt.Sprintf("%s=%.40q at %s", m.Channel, m.Payload, time.Now().Format(clock)))
+		}
 		t.mu.Unlock()
 		return
 	}
