@@ -57,7 +57,9 @@ type Agreement struct {
 	// broker of a fleet writes, and nodes started during or after an
 	// online re-layout (Relayout) join on whatever layout the fleet uses
 	// without their configuration being edited. New still fails when the
-	// record cannot be adopted (it was written by the other engine) and
+	// record cannot be adopted (it was written by the other engine), and
+	// the sharded engine first connects to its configured Addrs, so each
+	// of them must answer even when the record replaces the list. New
 	// logs, at Info, the layout it adopted; Fingerprint and Layout report
 	// it. Follow is a choice of the operator: a node meant to run another
 	// layout (a mistaken rollout) silently joins the old one instead of
