@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,14 +17,14 @@ import (
 // The fault tests move three brokers, each subscribing 150 channels and
 // publishing numbered messages to all of them without pause, from 2 to 3
 // instances while an instance fails, and check every message with
-// checkMessages: every loss inside a window the subscriber's broker
+// brokertest.CheckMessages: every loss inside a window the subscriber's broker
 // reported, no duplicate, no unreported reordering, and the re-layout
 // completed or aborted cleanly (every broker on the recorded layout, the
 // transition gone, no channel wanted twice).
 
-// faultTolerance is the slack between a Publish call and a reported
-// window: a message Redis took just before it died may be lost on a
-// connection the subscriber notices dead a moment later.
+// faultTolerance is the slack between a Publish call and the start of a
+// reported window: a message Redis took just before it died may be lost
+// on a connection the subscriber notices dead a moment later.
 const faultTolerance = 250 * time.Millisecond
 
 // faultSetup is one fault test's servers and fleet.
@@ -32,7 +33,8 @@ type faultSetup struct {
 	servers  []*redistest.Server // A, B (the old list), C (added), and the control instance
 	old, new []string
 	control  *redistest.Server
-	fleet    *faultFleet
+	channels []string
+	fleet    *brokertest.FaultFleet
 	bg       sync.WaitGroup // fault injections still running
 	// unclean is set when the control instance loses the transition:
 	// the fleet may end on either layout.
@@ -52,8 +54,9 @@ func newFaultSetup(t *testing.T, separateControl bool, cfg Config, controlOpts .
 	}
 	cfg.Addrs, cfg.Conn = s.old, faultConn
 	cfg.Agreement = shardcast.Agreement{Heartbeat: relayoutHeartbeat}
-	s.fleet = newFaultFleet(t, 3, cfg, channelNames("fault-", 150))
-	s.fleet.waitPublished(1500)
+	s.channels = channelNames("fault-", 150)
+	s.fleet = newFaultFleet(t, 3, cfg, s.channels)
+	s.fleet.WaitPublished(1500)
 	return s
 }
 
@@ -83,7 +86,7 @@ func (s *faultSetup) relayout(hook func(PhaseReport)) (RelayoutReport, error) {
 
 // check waits for the fault injections, lets traffic flow a little more,
 // checks every message and the end state, and returns the figures.
-func (s *faultSetup) check(err error) faultFigures {
+func (s *faultSetup) check(err error) brokertest.FaultFigures {
 	t := s.t
 	s.bg.Wait()
 	for _, srv := range append(s.servers, s.control) {
@@ -94,9 +97,9 @@ func (s *faultSetup) check(err error) faultFigures {
 	if err != nil {
 		require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
 	}
-	s.fleet.waitPublished(1500)
-	fig := s.fleet.finish(faultTolerance)
-	assertClean(t, fig)
+	s.fleet.WaitPublished(1500)
+	fig := s.fleet.Finish(faultTolerance)
+	brokertest.AssertClean(t, fig)
 
 	want, ferr := Fingerprint(s.old)
 	require.NoError(t, ferr)
@@ -118,37 +121,16 @@ func (s *faultSetup) check(err error) faultFigures {
 		return err == nil && n == int64(0)
 	})
 	fields, _ := recordOn(t, s.control, defaultAgreement)
-	for i, b := range s.fleet.brokers {
-		t.Logf("broker %d on %s, the record %s; re-layout events %v", i, b.Fingerprint(), fields["fingerprint"], s.fleet.evs[i].RelayoutPhases())
+	for i, b := range s.fleet.Brokers {
+		t.Logf("broker %d on %s, the record %s; re-layout events %v", i, b.(*Broker).Fingerprint(), fields["fingerprint"], s.fleet.Events[i].RelayoutPhases())
 	}
 	assert.Equal(t, want, fields["fingerprint"], "the record")
-	for _, b := range s.fleet.brokers {
+	for _, x := range s.fleet.Brokers {
+		b := x.(*Broker)
 		waitFor(t, "every broker on the recorded layout", func() bool { return b.Fingerprint() == want })
-		waitFor(t, "one subscription per channel", func() bool { return b.Stats().Channels == len(s.fleet.channels) })
+		waitFor(t, "one subscription per channel", func() bool { return b.Stats().Channels == len(s.channels) })
 	}
 	return fig
-}
-
-// reportedPhase reports whether some broker raised an EventRelayout of
-// phase.
-func (s *faultSetup) reportedPhase(phase string) bool {
-	for _, ev := range s.fleet.evs {
-		for _, e := range ev.Of(shardcast.EventRelayout) {
-			if e.Phase == phase {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// interrupted counts the EventInterrupted the brokers raised.
-func (s *faultSetup) interrupted() int {
-	n := 0
-	for _, ev := range s.fleet.evs {
-		n += len(ev.Of(shardcast.EventInterrupted))
-	}
-	return n
 }
 
 // TestRelayoutOldInstanceKilledDuringDrain: old instance B dies as the
@@ -164,7 +146,7 @@ func TestRelayoutOldInstanceKilledDuringDrain(t *testing.T) {
 		}
 	})
 	s.check(err)
-	assert.NotZero(t, s.interrupted(), "B's death was reported")
+	assert.NotZero(t, s.fleet.Interrupted(), "B's death was reported")
 }
 
 // TestRelayoutOldInstanceKilledBarrierTimeout: the same, but B stays
@@ -180,7 +162,7 @@ func TestRelayoutOldInstanceKilledBarrierTimeout(t *testing.T) {
 		}
 	})
 	s.check(err)
-	assert.True(t, s.reportedPhase(shardcast.PhaseBarrierTimeout), "a barrier timeout was reported")
+	assert.True(t, s.fleet.ReportedPhase(shardcast.PhaseBarrierTimeout), "a barrier timeout was reported")
 }
 
 // TestRelayoutNewInstanceKilledDuringPrepare: the new instance C dies as
@@ -199,7 +181,7 @@ func TestRelayoutNewInstanceKilledDuringPrepare(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			if s.reportedPhase(shardcast.PhasePrepare) {
+			if s.fleet.ReportedPhase(shardcast.PhasePrepare) {
 				once.Do(func() {
 					assert.NoError(t, c.Kill())
 					s.later(500*time.Millisecond, func() { assert.NoError(t, c.Restart(context.Background())) })
@@ -225,7 +207,7 @@ func TestRelayoutNewInstanceKilledDuringSwitch(t *testing.T) {
 		}
 	})
 	s.check(err)
-	assert.NotZero(t, s.interrupted(), "C's death was reported")
+	assert.NotZero(t, s.fleet.Interrupted(), "C's death was reported")
 }
 
 // TestRelayoutOldInstanceFrozenDuringSwitch: B freezes (SIGSTOP) as the
@@ -242,7 +224,7 @@ func TestRelayoutOldInstanceFrozenDuringSwitch(t *testing.T) {
 		}
 	})
 	s.check(err)
-	assert.NotZero(t, s.interrupted(), "B's freeze was reported")
+	assert.NotZero(t, s.fleet.Interrupted(), "B's freeze was reported")
 }
 
 // TestRelayoutControlFrozen: the control instance, which holds the
@@ -328,7 +310,7 @@ func TestRelayoutControlLosesItsData(t *testing.T) {
 	s.unclean = true
 	_, err := s.relayout(func(p PhaseReport) {
 		if p.Phase == shardcast.PhasePrepare {
-			s.fleet.waitPublished(500) // some under the new list
+			s.fleet.WaitPublished(500) // some under the new list
 			require.NoError(t, s.control.Kill())
 			s.later(200*time.Millisecond, func() { assert.NoError(t, s.control.Restart(context.Background())) })
 		}

@@ -44,17 +44,17 @@ func TestRelayoutAtScale(t *testing.T) {
 	}
 	var (
 		bs   []*Broker
-		subs []*seqSubscriber
+		subs []*brokertest.DeliveryLog
 		evs  []*events
-		pubs []*seqPublisher
+		pubs []*brokertest.LoggedPublisher
 	)
 	setup := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
 	for i := range brokers {
-		sub, ev := newSeqSubscriber(), &events{}
+		sub, ev := brokertest.NewDeliveryLog(), &events{}
 		b := newBroker(t, Config{Addrs: ab, Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat},
-			Options: shardcast.Options{Handler: sub.handle, OnEvent: ev.Add, QueueSize: 1 << 16}})
+			Options: shardcast.Options{Handler: sub.Handle, OnEvent: ev.Add, QueueSize: 1 << 16}})
 		require.NoError(t, b.Subscribe(ctx, slice(i)...))
 		bs, subs, evs = append(bs, b), append(subs, sub), append(evs, ev)
 	}
@@ -63,7 +63,7 @@ func TestRelayoutAtScale(t *testing.T) {
 	published := func() int64 {
 		var k int64
 		for _, p := range pubs {
-			k += p.n.Load()
+			k += p.Accepted()
 		}
 		return k
 	}
@@ -74,7 +74,7 @@ func TestRelayoutAtScale(t *testing.T) {
 	for i, b := range bs {
 		chans := slice(i + 1)
 		for g := range perBroker {
-			p := &seqPublisher{name: "p" + strconv.Itoa(i) + "." + strconv.Itoa(g), log: map[string][]sentMsg{}}
+			p := brokertest.NewLoggedPublisher("p" + strconv.Itoa(i) + "." + strconv.Itoa(g))
 			pubs = append(pubs, p)
 			var mine []string
 			for k := g; k < len(chans); k += perBroker {
@@ -82,7 +82,7 @@ func TestRelayoutAtScale(t *testing.T) {
 			}
 			go func() {
 				defer func() { done <- struct{}{} }()
-				p.run(b, mine, stop, 5*time.Second)
+				p.Run(b, mine, stop, 5*time.Second)
 			}()
 		}
 	}
@@ -102,8 +102,8 @@ func TestRelayoutAtScale(t *testing.T) {
 	for range cap(done) {
 		<-done
 	}
-	waitDelivered(subs, int(published()))
-	fig := checkMessages(pubs, subs, evs, func(sub int, ch string) bool { return owner[ch] == sub }, 0)
+	brokertest.WaitDelivered(subs, int(published()), waitTimeout)
+	fig := brokertest.CheckMessages(pubs, subs, evs, func(sub int, ch string) bool { return owner[ch] == sub }, 0)
 
 	for _, p := range rep.Phases {
 		t.Logf("phase %-7s %8v  %d brokers  %d barriers", p.Phase, p.Took.Round(time.Millisecond), p.Brokers, p.Barriers)

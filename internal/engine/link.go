@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,8 @@ func (l *Link) Start() {
 }
 
 // Stop ends the link's goroutine and closes its wire, and waits for both.
+// Paths still active on the wire are reported interrupted (see
+// abandoned).
 func (l *Link) Stop() {
 	l.cancel()
 	if l.started.Load() {
@@ -209,6 +212,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 			l.wire = nil
 			l.mu.Unlock()
 			wire.Close()
+			l.abandoned(wire)
 			return false
 		case <-wire.Done():
 			since := time.Now()
@@ -257,6 +261,49 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	l.downAt.CompareAndSwap(0, since.UnixNano())
 	err := wire.Err()
 	wire.Close()
+	n := l.interruptPaths(wire, since, err)
+	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", n, "err", err)
+	c.RequestRefresh()
+	c.signalChange()
+}
+
+// errLinkStopped is the Err of the EventInterrupted for paths still
+// active on the wire of a link the engine stopped (see abandoned).
+var errLinkStopped = errors.New("shardcast: connection closed: the node no longer carries these subscriptions")
+
+// abandoned runs once the wire of a link the engine stopped (its node left
+// the topology) is closed, unless the broker is closing: a path still
+// active on it lost its subscriptions with it. Normally there is none (the
+// topology change interrupted the paths it moved before it stopped the
+// link), but a resubscribe on this wire confirmed after that interruption
+// activates the path there again: a failed-over master restarted at once
+// claims its old slots for a moment, before it learns it was replaced,
+// and confirms the resubscribe it is sent meanwhile. Left active on a
+// closed wire, the path would be healed on its new node without any
+// report, and what its new node got meanwhile lost silently. The loss
+// dates from when the wire last proved alive, as for a moved path (see
+// Move.Since).
+func (l *Link) abandoned(wire *subconn.Conn) {
+	c := l.c
+	if c.ctx.Err() != nil {
+		return
+	}
+	since := l.LastHealthy()
+	if since.IsZero() {
+		since = time.Now()
+	}
+	if l.interruptPaths(wire, since, errLinkStopped) > 0 {
+		c.Log.Warn("shardcast: subscriptions dropped with the connection to a node no longer used", "node", l.Addr)
+		c.RequestRefresh()
+		c.signalChange()
+	}
+}
+
+// interruptPaths interrupts every path active on wire, reports those that
+// lose subscriptions in one EventInterrupted dated since with cause err,
+// and returns how many it reported.
+func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) int {
+	c := l.c
 	var lost []*Path
 	var lists [][]string
 	for _, p := range c.Paths {
@@ -265,13 +312,10 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 			lists = append(lists, chans)
 		}
 	}
-	channels := concat(lists)
-	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", len(lost), "err", err)
 	if len(lost) > 0 {
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, channels, since, err))
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, concat(lists), since, err))
 	}
-	c.RequestRefresh()
-	c.signalChange()
+	return len(lost)
 }
 
 // Down returns how long the link's connection has been down in total

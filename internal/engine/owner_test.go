@@ -83,23 +83,31 @@ func TestMovedPathIgnoresItsOldWire(t *testing.T) {
 // server with the given dialers, a Handler that passes payloads to got,
 // and "ch" subscribed on link 0.
 type movingRig struct {
-	c        *Core
-	r        *movingRouter
-	srv      *redistest.Server
-	got      chan string
-	restored chan struct{}
-	ctx      context.Context
+	c           *Core
+	r           *movingRouter
+	srv         *redistest.Server
+	got         chan string
+	restored    chan struct{}
+	interrupted chan shardcast.Event
+	ctx         context.Context
 }
 
 func newMovingRig(t *testing.T, srv *redistest.Server, dialers ...subconn.Dialer) *movingRig {
-	m := &movingRig{srv: srv, got: make(chan string, 16), restored: make(chan struct{}, 4), r: &movingRouter{}}
+	m := &movingRig{srv: srv, got: make(chan string, 16), restored: make(chan struct{}, 4),
+		interrupted: make(chan shardcast.Event, 4), r: &movingRouter{}}
 	m.c = NewCore(CoreConfig{
 		Options: shardcast.Options{
 			Raw:     true,
 			Handler: func(msg shardcast.Message) { m.got <- string(msg.Payload) },
 			OnEvent: func(ev shardcast.Event) {
-				if ev.Kind == shardcast.EventRestored {
+				switch ev.Kind {
+				case shardcast.EventRestored:
 					m.restored <- struct{}{}
+				case shardcast.EventInterrupted:
+					select {
+					case m.interrupted <- ev:
+					default:
+					}
 				}
 			},
 		}.WithDefaults(),

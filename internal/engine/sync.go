@@ -95,7 +95,10 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var since time.Time
 	for _, g := range groups {
 		p := c.Paths[g.Key]
-		if failed[g.Key] {
+		// A link stopped meanwhile left the topology: activating the path
+		// on its wire, closing now, would only be undone (see
+		// Link.abandoned).
+		if failed[g.Key] || l.ctx.Err() != nil {
 			p.keepOwner(prev[g.Key], failover[g.Key])
 			continue
 		}
