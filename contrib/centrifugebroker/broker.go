@@ -41,8 +41,10 @@ type Broker struct {
 	// deadlines bound publishes; the other calls get a context each.
 	deadlines *sharedDeadlines
 	resync    *resync
-	badFrames badFrames
-	history   *history
+	// controlQueue runs control commands off the engine's workers.
+	controlQueue *controls
+	badFrames    badFrames
+	history      *history
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,9 +79,11 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 	}
 	b.badFrames.log = cfg.Logger
 	b.resync = startResync(node.Hub(), cfg.Logger)
+	b.controlQueue = startControls(b.handleControl)
 	b.engine, err = cfg.newEngine(b.deliver, b.onEvent)
 	if err != nil {
 		b.resync.stop()
+		b.controlQueue.close()
 		return nil, err
 	}
 	b.async, _ = b.engine.(shardcast.AsyncPublisher)
@@ -275,6 +279,7 @@ func (b *Broker) RemoveHistory(ch string) error {
 func (b *Broker) Close(context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closeErr = b.engine.Close()
+		b.controlQueue.close()
 		b.resync.stop()
 		b.deadlines.stop()
 	})

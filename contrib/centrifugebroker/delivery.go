@@ -15,7 +15,8 @@ var errWrongChannel = errors.New("frame kind does not belong on this channel")
 
 // deliver is the shardcast Handler: it decodes each message and hands it
 // to Centrifuge. shardcast calls it in order for each channel, so
-// Centrifuge sees the publications of a channel in publish order.
+// Centrifuge sees the publications of a channel in publish order. Control
+// commands go, in order, to the control goroutine (see controls).
 func (b *Broker) deliver(m shardcast.Message) {
 	f, err := decode(m.Payload, m.PublishedAt)
 	if err == nil && (m.Channel == b.control) != (f.kind == kindControl) {
@@ -29,8 +30,10 @@ func (b *Broker) deliver(m shardcast.Message) {
 		if f.target != "" && f.target != b.node.ID() {
 			return // for another node
 		}
-		if h := b.controls.Load(); h != nil {
-			_ = (*h).HandleControl(f.control) // Centrifuge logs its own errors
+		if b.controls.Load() != nil {
+			// Copied: the engine may reuse the payload's memory once this
+			// returns (Options.ReusePayloads).
+			b.controlQueue.add(append([]byte(nil), f.control...))
 		}
 		return
 	}
