@@ -1,6 +1,7 @@
 package centrifugebroker
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -43,6 +44,16 @@ func (b *Broker) deliver(m shardcast.Message) {
 	}
 	switch f.kind {
 	case kindPublication, kindPositioned, kindPositionedDelta:
+		if b.reusePayloads {
+			// decode shares the data with the payload, whose memory the
+			// engine reuses once this returns, and Centrifuge may keep
+			// the Publication (a subscriber's recovery buffer, a channel
+			// medium's cache).
+			f.pub.Data = bytes.Clone(f.pub.Data)
+			if f.prevPub != nil {
+				f.prevPub.Data = bytes.Clone(f.prevPub.Data)
+			}
+		}
 		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
 	case kindJoin:
 		_ = (*h).HandleJoin(m.Channel, f.info)

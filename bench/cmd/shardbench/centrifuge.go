@@ -317,7 +317,8 @@ func startCentNode(name string, seeds []string) (*centNode, error) {
 	switch name {
 	case centAdapter:
 		cc := &cluster.Config{Addrs: seeds, Partitions: centPartitions}
-		cc.Options.Workers = cfg.scWorkers // -sc-workers; 0: the library default
+		cc.Options.Workers = cfg.scWorkers // -sc-workers; 0: the adapter's default
+		cc.Options.ReusePayloads = cfg.scReuse
 		b, err := centrifugebroker.New(node, centrifugebroker.Config{Cluster: cc})
 		if err != nil {
 			cn.stop()
