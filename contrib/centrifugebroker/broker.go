@@ -30,9 +30,13 @@ var ErrReservedChannel = errors.New("centrifugebroker: channel reserved for cont
 type Broker struct {
 	node        *centrifuge.Node
 	engine      shardcast.Broker
+	async       shardcast.AsyncPublisher // engine's, if it has one
 	callTimeout time.Duration
 	control     string
 	log         *slog.Logger
+	// reusePayloads is the engine's Options.ReusePayloads: received
+	// payloads are valid only until deliver returns.
+	reusePayloads bool
 
 	events   atomic.Pointer[centrifuge.BrokerEventHandler]
 	controls atomic.Pointer[centrifuge.ControlEventHandler]
@@ -40,8 +44,10 @@ type Broker struct {
 	// deadlines bound publishes; the other calls get a context each.
 	deadlines *sharedDeadlines
 	resync    *resync
-	badFrames badFrames
-	history   *history
+	// controlQueue runs control commands off the engine's workers.
+	controlQueue *controls
+	badFrames    badFrames
+	history      *history
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,13 +80,17 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		log:         cfg.Logger,
 		deadlines:   newSharedDeadlines(cfg.CallTimeout),
 	}
+	b.reusePayloads = cfg.engineOptions().ReusePayloads
 	b.badFrames.log = cfg.Logger
 	b.resync = startResync(node.Hub(), cfg.Logger)
+	b.controlQueue = startControls(b.handleControl)
 	b.engine, err = cfg.newEngine(b.deliver, b.onEvent)
 	if err != nil {
 		b.resync.stop()
+		b.controlQueue.close()
 		return nil, err
 	}
+	b.async, _ = b.engine.(shardcast.AsyncPublisher)
 	b.history = newHistory(b.engine, cfg.engineOptions().Raw, cfg.KeyPrefix, node.Config().HistoryMetaTTL)
 	return b, nil
 }
@@ -197,9 +207,50 @@ func (b *Broker) publishInfo(k kind, ch string, info *centrifuge.ClientInfo) err
 	return b.publish(ch, frame)
 }
 
+// publish publishes frame on ch and waits for Redis's reply, bounded by
+// the shared deadline. It goes through the engine's PublishAsync, waiting
+// for its outcome: a message queued while earlier ones await their
+// replies goes out in one write with the others queued meanwhile, where a
+// Publish each costs a write syscall each. A message PublishAsync reports
+// as not sent (a redirection or a refusal for now, which PublishAsync
+// does not follow) goes again through Publish, which follows them: not
+// sent means that nobody received it, so delivery stays at most once.
 func (b *Broker) publish(ch string, frame []byte) error {
-	return b.engine.Publish(b.deadlines.get(), ch, frame)
+	ctx := b.deadlines.get()
+	if b.async == nil {
+		return b.engine.Publish(ctx, ch, frame)
+	}
+	w := publishWaits.Get().(*publishWait)
+	err := b.async.PublishAsync(ctx, ch, frame, w.fn)
+	if err == nil {
+		select {
+		case err = <-w.ch:
+		case <-ctx.Done():
+			// The outcome still comes, to w.ch: w is left to it, not
+			// pooled. The message may or may not have been published,
+			// as when a Publish times out.
+			return ctx.Err()
+		}
+	}
+	publishWaits.Put(w)
+	if err != nil && errors.Is(err, shardcast.ErrNotSent) && ctx.Err() == nil {
+		return b.engine.Publish(ctx, ch, frame)
+	}
+	return err
 }
+
+// publishWait is one publish waiting for the outcome PublishAsync passes
+// to fn. Pooled, with fn bound once, so that a publish allocates nothing.
+type publishWait struct {
+	ch chan error // buffered: fn runs on the engine's reader and must not block
+	fn func(error)
+}
+
+var publishWaits = sync.Pool{New: func() any {
+	w := &publishWait{ch: make(chan error, 1)}
+	w.fn = func(err error) { w.ch <- err }
+	return w
+}}
 
 // History returns the publications kept for ch that opts.Filter selects
 // (Since: those after that position, or before it in Reverse; Limit: at
@@ -232,6 +283,7 @@ func (b *Broker) RemoveHistory(ch string) error {
 func (b *Broker) Close(context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closeErr = b.engine.Close()
+		b.controlQueue.close()
 		b.resync.stop()
 		b.deadlines.stop()
 	})

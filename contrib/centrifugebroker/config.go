@@ -3,6 +3,7 @@ package centrifugebroker
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -23,7 +24,11 @@ const (
 // The adapter builds the shardcast broker itself and owns its
 // Options.Handler and Options.OnEvent: they must be left nil. Every other
 // engine setting (addresses, partitions, prefix, workers, queues,
-// connection options, Options.Logger) is the user's.
+// connection options, Options.Logger) is the user's. Two defaults differ
+// from the engine's: a zero Options.Workers means one worker per core
+// (GOMAXPROCS, at most shardcast.DefaultWorkers), and then a zero
+// QueueSize means the engine's default total queue capacity
+// (DefaultQueueSize × DefaultWorkers messages) shared among them.
 type Config struct {
 	// Cluster runs Pub/Sub on a Redis Cluster with the cluster engine
 	// (sharded Pub/Sub, channels grouped by node).
@@ -102,9 +107,33 @@ func (c Config) newEngine(handler shardcast.Handler, onEvent func(shardcast.Even
 	if c.Cluster != nil {
 		cfg := *c.Cluster
 		cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
+		cfg.Options.Workers, cfg.Options.QueueSize = workers(cfg.Options)
 		return cluster.New(cfg)
 	}
 	cfg := *c.Sharded
 	cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
+	cfg.Options.Workers, cfg.Options.QueueSize = workers(cfg.Options)
 	return sharded.New(cfg)
+}
+
+// workers returns the engine's Options.Workers and QueueSize: the user's,
+// or when left zero the adapter's defaults. The handler only decodes a
+// message and hands it to Centrifuge's hub, which encodes it once and
+// queues it to each subscriber's writer without blocking, so one worker
+// per core (GOMAXPROCS) keeps every core busy; the engine's default of 16
+// workers only adds goroutine hand-offs and splits the messages of one
+// Redis read into smaller bursts, and the clients' writers then merge
+// fewer messages per WebSocket frame. The queue size default keeps the
+// engine's total capacity: DefaultQueueSize messages for each of
+// DefaultWorkers, shared among the workers there are.
+func workers(o shardcast.Options) (workers, queueSize int) {
+	workers, queueSize = o.Workers, o.QueueSize
+	if workers != 0 {
+		return workers, queueSize
+	}
+	workers = max(1, min(runtime.GOMAXPROCS(0), shardcast.DefaultWorkers))
+	if queueSize == 0 {
+		queueSize = shardcast.DefaultQueueSize * shardcast.DefaultWorkers / workers
+	}
+	return workers, queueSize
 }

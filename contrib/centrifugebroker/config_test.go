@@ -2,6 +2,7 @@ package centrifugebroker
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/centrifugal/centrifuge"
@@ -43,4 +44,21 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, DefaultCallTimeout, c.CallTimeout)
 	assert.Equal(t, DefaultControlChannel, c.ControlChannel)
 	assert.NotNil(t, c.Logger)
+}
+
+func TestWorkersDefault(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	w, q := workers(shardcast.Options{})
+	want := max(1, min(procs, shardcast.DefaultWorkers))
+	require.Equal(t, want, w)
+	require.Equal(t, shardcast.DefaultQueueSize*shardcast.DefaultWorkers/want, q)
+
+	w, q = workers(shardcast.Options{QueueSize: 100})
+	require.Equal(t, want, w)
+	require.Equal(t, 100, q)
+
+	// The user's Workers keep the engine's QueueSize default.
+	w, q = workers(shardcast.Options{Workers: 64})
+	require.Equal(t, 64, w)
+	require.Equal(t, 0, q)
 }

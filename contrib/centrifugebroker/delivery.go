@@ -1,6 +1,7 @@
 package centrifugebroker
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -15,7 +16,8 @@ var errWrongChannel = errors.New("frame kind does not belong on this channel")
 
 // deliver is the shardcast Handler: it decodes each message and hands it
 // to Centrifuge. shardcast calls it in order for each channel, so
-// Centrifuge sees the publications of a channel in publish order.
+// Centrifuge sees the publications of a channel in publish order. Control
+// commands go, in order, to the control goroutine (see controls).
 func (b *Broker) deliver(m shardcast.Message) {
 	f, err := decode(m.Payload, m.PublishedAt)
 	if err == nil && (m.Channel == b.control) != (f.kind == kindControl) {
@@ -29,8 +31,10 @@ func (b *Broker) deliver(m shardcast.Message) {
 		if f.target != "" && f.target != b.node.ID() {
 			return // for another node
 		}
-		if h := b.controls.Load(); h != nil {
-			_ = (*h).HandleControl(f.control) // Centrifuge logs its own errors
+		if b.controls.Load() != nil {
+			// Copied: the engine may reuse the payload's memory once this
+			// returns (Options.ReusePayloads).
+			b.controlQueue.add(append([]byte(nil), f.control...))
 		}
 		return
 	}
@@ -40,6 +44,16 @@ func (b *Broker) deliver(m shardcast.Message) {
 	}
 	switch f.kind {
 	case kindPublication, kindPositioned, kindPositionedDelta:
+		if b.reusePayloads {
+			// decode shares the data with the payload, whose memory the
+			// engine reuses once this returns, and Centrifuge may keep
+			// the Publication (a subscriber's recovery buffer, a channel
+			// medium's cache).
+			f.pub.Data = bytes.Clone(f.pub.Data)
+			if f.prevPub != nil {
+				f.prevPub.Data = bytes.Clone(f.prevPub.Data)
+			}
+		}
 		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
 	case kindJoin:
 		_ = (*h).HandleJoin(m.Channel, f.info)

@@ -21,8 +21,11 @@
 // Centrifuge's node-to-node control messages (node discovery, server-side
 // disconnects, unsubscribes, subscribes, surveys) go on one control channel,
 // Config.ControlChannel, that every node subscribes to. A control message
-// for one node carries that node's ID and the others drop it. Centrifuge
-// calls carry no context, so each is bounded by Config.CallTimeout.
+// for one node carries that node's ID and the others drop it. Control
+// commands run in the order received on a goroutine of their own, so that
+// one that blocks (a server-side subscribe, the application's survey
+// handler) does not hold up publications. Centrifuge calls carry no
+// context, so each is bounded by Config.CallTimeout.
 //
 // # Losses reach the clients
 //

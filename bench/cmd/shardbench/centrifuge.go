@@ -316,7 +316,10 @@ func startCentNode(name string, seeds []string) (*centNode, error) {
 	cn := &centNode{node: node}
 	switch name {
 	case centAdapter:
-		b, err := centrifugebroker.New(node, centrifugebroker.Config{Cluster: &cluster.Config{Addrs: seeds, Partitions: centPartitions}})
+		cc := &cluster.Config{Addrs: seeds, Partitions: centPartitions}
+		cc.Options.Workers = cfg.scWorkers // -sc-workers; 0: the adapter's default
+		cc.Options.ReusePayloads = cfg.scReuse
+		b, err := centrifugebroker.New(node, centrifugebroker.Config{Cluster: cc})
 		if err != nil {
 			cn.stop()
 			return nil, err
