@@ -85,3 +85,29 @@ func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
 	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
 	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
 }
+
+// BenchmarkEval measures Broker.Eval of a one-key script that increments
+// a counter, from 64 goroutines per core on one local instance: the
+// path a history-keeping adapter (contrib/centrifugebroker) takes on
+// every publish. ReportAllocs shows its allocations per call.
+func BenchmarkEval(b *testing.B) {
+	s := redistest.StartStandalone(b)
+	ctx := context.Background()
+	br := newBroker(b, Config{Addrs: addrs(s)})
+	script := shardcast.NewScript(`return redis.call('INCR', KEYS[1])`)
+	chans := channelNames("eval:", 64)
+	var next atomic.Uint64
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ch := chans[next.Add(1)%uint64(len(chans))]
+		keys := []string{"eval-counter:" + ch}
+		for pb.Next() {
+			if _, err := br.Eval(ctx, ch, script, keys, "1"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

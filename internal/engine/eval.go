@@ -53,6 +53,9 @@ func evalArgs(verb, script string, keys, args []string) []string {
 // IsNoScript reports whether err is Redis's NOSCRIPT reply: the server
 // does not have the script in its cache.
 func IsNoScript(err error) bool {
+	if err == nil {
+		return false // the common case, without IsServerError's errors.As target
+	}
 	se, ok := resp.IsServerError(err)
 	return ok && strings.HasPrefix(se.Msg, "NOSCRIPT")
 }
