@@ -163,6 +163,10 @@ func TestSubscribeWhileShardDown(t *testing.T) {
 	assert.Zero(t, numsub(t, s, dropped), "unsubscribed while down, so not resubscribed")
 	assert.EqualValues(t, 1, numsub(t, servers[1], up[0]))
 	assert.Equal(t, 3, sub.Stats().Channels)
+	// Events reach OnEvent from the emitter's goroutine: the resubscribe
+	// can be confirmed, and Subscribe return, before its EventRestored
+	// is handed over.
+	waitFor(t, "EventRestored", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
 	restored := evs.Of(shardcast.EventRestored)
 	require.Len(t, restored, 1)
 	assert.Equal(t, []string{kept}, restored[0].Channels)
