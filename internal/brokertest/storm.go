@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -154,7 +155,7 @@ func (s Storm) Run(t *testing.T) {
 				t.Errorf("broker %d: Close: %v", i, err)
 			}
 		case <-time.After(closeBound):
-			t.Fatalf("broker %d: Close did not return within %v", i, closeBound)
+			t.Fatalf("broker %d: Close did not return within %v; goroutines:\n%s", i, closeBound, stacks())
 		}
 		brokers[i] = nil
 	}
@@ -169,7 +170,7 @@ func (s Storm) Run(t *testing.T) {
 	select {
 	case <-returned:
 	case <-time.After(closeBound):
-		t.Fatal("a Subscribe call in flight did not return after Close")
+		t.Fatalf("a Subscribe call in flight did not return after Close; goroutines:\n%s", stacks())
 	}
 	for i, err := range callErrs {
 		if err != nil {
@@ -200,4 +201,11 @@ func stormed(brokers []shardcast.Broker) bool {
 		}
 	}
 	return true
+}
+
+// stacks returns every goroutine's stack, for a failure that is a hang:
+// where the call or Close waits is the diagnosis.
+func stacks() []byte {
+	buf := make([]byte, 1<<20)
+	return buf[:runtime.Stack(buf, true)]
 }
