@@ -2,7 +2,6 @@ package sharded
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/brokertest"
 	"github.com/shardcast/shardcast/internal/redistest"
 )
 
@@ -179,7 +179,7 @@ func TestPublishAsyncLimit(t *testing.T) {
 		waiting <- err
 	}()
 	waitFor(t, "a call waiting for room", func() bool {
-		return strings.Contains(stacks(), "(*AsyncRoom).Take(")
+		return strings.Contains(brokertest.Stacks(), "(*AsyncRoom).Take(")
 	})
 	require.NoError(t, b.Close())
 	select {
@@ -196,12 +196,6 @@ func TestPublishAsyncLimit(t *testing.T) {
 	}
 	assert.Equal(t, []int{0, 0}, n[limit:], "refused calls hear nothing")
 	assert.Zero(t, b.Stats().Published)
-}
-
-// stacks returns every goroutine's stack.
-func stacks() string {
-	buf := make([]byte, 1<<20)
-	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // TestPublishAsyncWaiterGetsRoom: with MaxAsyncPublishes in flight against
@@ -229,7 +223,7 @@ func TestPublishAsyncWaiterGetsRoom(t *testing.T) {
 		}()
 	}
 	waitFor(t, "calls waiting for room", func() bool {
-		return strings.Count(stacks(), "(*AsyncRoom).Take(") == waiters
+		return strings.Count(brokertest.Stacks(), "(*AsyncRoom).Take(") == waiters
 	})
 	require.NoError(t, s.Resume())
 	for range waiters {

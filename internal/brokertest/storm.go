@@ -155,7 +155,7 @@ func (s Storm) Run(t *testing.T) {
 				t.Errorf("broker %d: Close: %v", i, err)
 			}
 		case <-time.After(closeBound):
-			t.Fatalf("broker %d: Close did not return within %v; goroutines:\n%s", i, closeBound, stacks())
+			t.Fatalf("broker %d: Close did not return within %v; goroutines:\n%s", i, closeBound, Stacks())
 		}
 		brokers[i] = nil
 	}
@@ -170,7 +170,7 @@ func (s Storm) Run(t *testing.T) {
 	select {
 	case <-returned:
 	case <-time.After(closeBound):
-		t.Fatalf("a Subscribe call in flight did not return after Close; goroutines:\n%s", stacks())
+		t.Fatalf("a Subscribe call in flight did not return after Close; goroutines:\n%s", Stacks())
 	}
 	for i, err := range callErrs {
 		if err != nil {
@@ -203,9 +203,9 @@ func stormed(brokers []shardcast.Broker) bool {
 	return true
 }
 
-// stacks returns every goroutine's stack, for a failure that is a hang:
+// Stacks returns every goroutine's stack, for a failure that is a hang:
 // where the call or Close waits is the diagnosis.
-func stacks() []byte {
+func Stacks() string {
 	buf := make([]byte, 1<<20)
-	return buf[:runtime.Stack(buf, true)]
+	return string(buf[:runtime.Stack(buf, true)])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -67,11 +68,7 @@ func (rl *relayouter) fault(others []string, faults map[string]fault, rng *rand.
 		}()
 		var ferr error
 		if other != "" {
-			timer := time.NewTimer(delay)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-			}
+			_ = sleepCtx(ctx, delay) // ended early, the fault's own ctx says so
 			logf("  %s during the re-layout", other)
 			ferr = faults[other](ctx)
 			if ferr != nil {
@@ -116,13 +113,7 @@ func (rl *relayouter) summary() string {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	var during []string
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range rl.during {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(rl.during)) {
 		during = append(during, fmt.Sprintf("%s×%d", name, rl.during[name]))
 	}
 	return fmt.Sprintf("%d completed, %d aborted, %d failed and aborted after, %d left failed; a fault mid-way: %s; ended on %s",
