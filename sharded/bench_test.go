@@ -63,27 +63,7 @@ func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
 			i++
 		}
 	})
-	want := uint64(b.N)
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		st := sub.Stats()
-		if st.Received >= want && st.Delivered+st.Dropped >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("after %v: received %d, delivered %d, dropped %d of %d", waitTimeout, st.Received, st.Delivered, st.Dropped, want)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
-	b.StopTimer()
-	if cpuOK {
-		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/msg")
-	}
-	st := sub.Stats()
-	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
-	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+	reportDelivered(b, sub, start, cpu0, cpuOK)
 }
 
 // BenchmarkEval measures Broker.Eval of a one-key script that increments
@@ -110,4 +90,31 @@ func BenchmarkEval(b *testing.B) {
 			}
 		}
 	})
+}
+
+// reportDelivered waits until sub handled (or dropped) b.N messages, stops
+// the clock and reports cpu-ns/msg (the process's CPU since cpu0, when
+// cpuOK), delivered/s since start and dropped/op.
+func reportDelivered(b *testing.B, sub *Broker, start time.Time, cpu0 time.Duration, cpuOK bool) {
+	want := uint64(b.N)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		st := sub.Stats()
+		if st.Received >= want && st.Delivered+st.Dropped >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("after %v: received %d, delivered %d, dropped %d of %d", waitTimeout, st.Received, st.Delivered, st.Dropped, want)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
+	b.StopTimer()
+	if cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/msg")
+	}
+	st := sub.Stats()
+	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
+	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
 }

@@ -86,25 +86,5 @@ func benchDeliverFrom(b *testing.B, publishers int, async bool) {
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d publishes failed", n)
 	}
-	want := uint64(b.N)
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		st := sub.Stats()
-		if st.Received >= want && st.Delivered+st.Dropped >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("after %v: received %d, delivered %d, dropped %d of %d", waitTimeout, st.Received, st.Delivered, st.Dropped, want)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
-	b.StopTimer()
-	if cpuOK {
-		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/msg")
-	}
-	st := sub.Stats()
-	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
-	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+	reportDelivered(b, sub, start, cpu0, cpuOK)
 }
