@@ -293,11 +293,17 @@ func TestPublishAsyncSilentWire(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "call %d", i)
 	}
 	// The first call was written at once; the others waited for its reply
-	// to go out together, and never left.
+	// to go out together, and never left. Unless the reader came late to
+	// its write check after the Ping's reply (a descheduled goroutine):
+	// it then wrote them all at once, and none is ErrNotSent.
 	assert.NotErrorIs(t, errs[0], ErrNotSent, "call 0 was sent; whether it ran is unknown")
-	for i, err := range errs[1:16] {
-		assert.ErrorIs(t, err, ErrNotSent, "call %d", i+1)
+	notSent := 0
+	for _, err := range errs[1:16] {
+		if errors.Is(err, ErrNotSent) {
+			notSent++
+		}
 	}
+	assert.Contains(t, []int{0, 15}, notSent, "calls 1-15 go out together or not at all")
 	assert.NoError(t, errs[n])
 }
 

@@ -403,6 +403,18 @@ func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, err
 		// in one write, as redis-benchmark -P does, instead of a write
 		// each. The reader will come: a reply is due, or the wire fails.
 		w.mu.Unlock()
+	case fn != nil:
+		// A call of PublishAsync with nothing in flight: claim the write
+		// and yield once before making it, so that calls other goroutines
+		// are about to make (the waiters a reader just woke, the handlers
+		// of requests that arrived together) join it instead of each
+		// making a write of its own. Callers that wait for the outcome
+		// lose nothing: their reply cannot come sooner than the write.
+		w.writing = true
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.mu.Lock()
+		w.flush(p.t.Write) // unlocks w.mu
 	default:
 		w.flush(p.t.Write) // unlocks w.mu
 	}
