@@ -236,7 +236,10 @@ func TestRelayoutBrokerDies(t *testing.T) {
 // the others, gets every message from its first one, once and in order.
 // One started with the new list during it is taken too, and so is one
 // configured with neither list but Agreement.Follow set: it adopts the
-// recorded list and then follows the re-layout like the first.
+// recorded list and then follows the re-layout like the first. One
+// started with the new list in the finish phase, when the record already
+// holds it, has nothing to follow and acknowledges the finish, which
+// would otherwise wait for it until the coordinator's ctx ends.
 func TestRelayoutBrokerJoins(t *testing.T) {
 	servers := startServers(t, 3)
 	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
@@ -253,6 +256,8 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 		case shardcast.PhaseSwitch:
 			f.add(abc)
 			f.Add(f.starterWith(ab[:1], true))
+		case shardcast.PhaseDrain: // reported once the transition is in finish
+			f.add(abc)
 		}
 	}
 	rep, err := Relayout(ctx, cfg)
@@ -260,9 +265,68 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 	for _, p := range rep.Phases {
 		t.Logf("phase %-7s %8v  %d brokers", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
 	}
-	assert.Equal(t, 6, rep.Phases[len(rep.Phases)-1].Brokers)
+	assert.Equal(t, 7, rep.Phases[len(rep.Phases)-1].Brokers)
 	f.WaitPublished(1000)
-	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4, 5}, waitTimeout), false)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4, 5, 6}, waitTimeout), false)
+	newFP, err := Fingerprint(abc)
+	require.NoError(t, err)
+	for _, b := range f.brokers {
+		assert.Equal(t, newFP, b.Fingerprint())
+	}
+}
+
+// TestRelayoutFinishReappears: a failover of the control instance just
+// after a re-layout ended can lose the end, and the transition comes
+// back in phase finish, its acknowledgements lost with it. The brokers,
+// all on its layout already, acknowledge it again, and running the same
+// re-layout again resumes it and ends it.
+func TestRelayoutFinishReappears(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
+	channels := channelNames("reappears-", 50)
+	f := newRelayoutFleet(t, 2, ab, channels)
+	f.WaitPublished(200)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var finish []string // the transition in its finish phase, field/value pairs
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase != shardcast.PhaseDrain {
+			return // the drain is reported once the transition is in finish, until this returns
+		}
+		v, err := servers[0].Do(ctx, "HGETALL", defaultAgreement.TransitionKey())
+		require.NoError(t, err)
+		fields, ok := v.([]any)
+		require.True(t, ok, "HGETALL reply %T", v)
+		for _, x := range fields {
+			s, ok := x.(string)
+			require.True(t, ok, "HGETALL field %T", x)
+			finish = append(finish, s)
+		}
+	}
+	_, err := Relayout(ctx, cfg)
+	require.NoError(t, err)
+	require.NotEmpty(t, finish)
+	require.Contains(t, finish, shardcast.PhaseFinish)
+
+	// The brokers see the end (a follower that had not would still hold
+	// the transition's id, and take the finish back as its own).
+	time.Sleep(5 * relayoutHeartbeat)
+	// The end lost: the transition is back, without acknowledgements.
+	_, err = servers[0].Do(ctx, append([]string{"HSET", defaultAgreement.TransitionKey()}, finish...)...)
+	require.NoError(t, err)
+	require.ErrorContains(t, AbortRelayout(ctx, relayoutConfig(ab[0], nil)), "finishing", "a finish cannot be aborted")
+	cfg.OnPhase = nil
+	rep, err := Relayout(ctx, cfg)
+	require.NoError(t, err, "the same re-layout resumes the finish and ends it")
+	require.Len(t, rep.Phases, 1)
+	assert.Equal(t, shardcast.PhaseFinish, rep.Phases[0].Phase)
+	assert.Equal(t, 2, rep.Phases[0].Brokers)
+	n, err := servers[0].Do(ctx, "EXISTS", defaultAgreement.TransitionKey())
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n, "the transition is gone")
+	f.WaitPublished(200)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1}, waitTimeout), false)
 	newFP, err := Fingerprint(abc)
 	require.NoError(t, err)
 	for _, b := range f.brokers {

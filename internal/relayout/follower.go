@@ -173,6 +173,16 @@ func (f *Follower) step(ctx context.Context) {
 			f.cfg.Core.Log.Warn("shardcast: re-layout acknowledgement failed", "phase", phase, "err", err)
 		}
 	}
+	if t.Phase == shardcast.PhaseFinish && f.id != t.ID && f.cfg.Member.Layout().Fingerprint == t.To {
+		// Not part of this re-layout, and already on the layout it
+		// finishes on: a broker started after the record changed, or
+		// one that saw the re-layout end before a failover of the
+		// control instance lost the end and brought the finish back.
+		// Nothing is left for it to do; its acknowledgement lets the
+		// finish end (a coordinator resuming it ends it).
+		done(shardcast.PhaseFinish)
+		return
+	}
 	if t.Phase == shardcast.PhaseAbort {
 		if f.id == t.ID && !f.abort(ctx) {
 			return
