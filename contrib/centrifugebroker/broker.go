@@ -34,9 +34,6 @@ type Broker struct {
 	callTimeout time.Duration
 	control     string
 	log         *slog.Logger
-	// reusePayloads is the engine's Options.ReusePayloads: received
-	// payloads are valid only until deliver returns.
-	reusePayloads bool
 
 	events   atomic.Pointer[centrifuge.BrokerEventHandler]
 	controls atomic.Pointer[centrifuge.ControlEventHandler]
@@ -80,7 +77,6 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		log:         cfg.Logger,
 		deadlines:   newSharedDeadlines(cfg.CallTimeout),
 	}
-	b.reusePayloads = cfg.engineOptions().ReusePayloads
 	b.badFrames.log = cfg.Logger
 	b.resync = startResync(node.Hub(), cfg.Logger)
 	b.controlQueue = startControls(b.handleControl)

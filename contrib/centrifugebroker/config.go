@@ -22,9 +22,13 @@ const (
 // every other zero field means its default.
 //
 // The adapter builds the shardcast broker itself and owns its
-// Options.Handler and Options.OnEvent: they must be left nil. Every other
-// engine setting (addresses, partitions, prefix, workers, queues,
-// connection options, Options.Logger) is the user's. Two defaults differ
+// Options.Handler and Options.OnEvent: they must be left nil. It also
+// always runs the engine with Options.ReusePayloads, whatever the field
+// holds: its Handler copies what Centrifuge may keep (a publication's
+// data) and nothing else outlives the call, so the engine's copy of every
+// received message would be a second one. Every other engine setting
+// (addresses, partitions, prefix, workers, queues, connection options,
+// Options.Logger) is the user's. Two defaults differ
 // from the engine's: a zero Options.Workers means one worker per core
 // (GOMAXPROCS, at most shardcast.DefaultWorkers), and then a zero
 // QueueSize means the engine's default total queue capacity
@@ -106,14 +110,23 @@ func (c Config) engineOptions() shardcast.Options {
 func (c Config) newEngine(handler shardcast.Handler, onEvent func(shardcast.Event)) (shardcast.Broker, error) {
 	if c.Cluster != nil {
 		cfg := *c.Cluster
-		cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
-		cfg.Options.Workers, cfg.Options.QueueSize = workers(cfg.Options)
+		cfg.Options = ownOptions(cfg.Options, handler, onEvent)
 		return cluster.New(cfg)
 	}
 	cfg := *c.Sharded
-	cfg.Options.Handler, cfg.Options.OnEvent = handler, onEvent
-	cfg.Options.Workers, cfg.Options.QueueSize = workers(cfg.Options)
+	cfg.Options = ownOptions(cfg.Options, handler, onEvent)
 	return sharded.New(cfg)
+}
+
+// ownOptions returns the user's engine Options o with what the adapter
+// owns put in: its handler and onEvent, Options.ReusePayloads (deliver
+// copies what Centrifuge may keep), and its Workers and QueueSize
+// defaults.
+func ownOptions(o shardcast.Options, handler shardcast.Handler, onEvent func(shardcast.Event)) shardcast.Options {
+	o.Handler, o.OnEvent = handler, onEvent
+	o.Workers, o.QueueSize = workers(o)
+	o.ReusePayloads = true
+	return o
 }
 
 // workers returns the engine's Options.Workers and QueueSize: the user's,

@@ -44,15 +44,14 @@ func (b *Broker) deliver(m shardcast.Message) {
 	}
 	switch f.kind {
 	case kindPublication, kindPositioned, kindPositionedDelta:
-		if b.reusePayloads {
-			// decode shares the data with the payload, whose memory the
-			// engine reuses once this returns, and Centrifuge may keep
-			// the Publication (a subscriber's recovery buffer, a channel
-			// medium's cache).
-			f.pub.Data = bytes.Clone(f.pub.Data)
-			if f.prevPub != nil {
-				f.prevPub.Data = bytes.Clone(f.prevPub.Data)
-			}
+		// decode shares the data with the payload, whose memory the
+		// engine reuses once this returns (the adapter runs it with
+		// Options.ReusePayloads), and Centrifuge may keep the
+		// Publication (a subscriber's recovery buffer, a channel
+		// medium's cache). Everything else decode returns is a copy.
+		f.pub.Data = bytes.Clone(f.pub.Data)
+		if f.prevPub != nil {
+			f.prevPub.Data = bytes.Clone(f.prevPub.Data)
 		}
 		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
 	case kindJoin:
