@@ -184,7 +184,7 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"(%d clients, %d channels). Left alone, its live heap under the adapter is a few tens of MB, nearly all of it pointers to scan; "+
 		"under Centrifuge's RedisBroker it is hundreds of MB, nearly all of it rueidis's pointer-free connection buffers (one subscribe "+
 		"connection per partition, %d per node), which then stand in for the rest of a server's heap for that broker alone: its collector "+
-		"runs a few times a minute, the adapter's several times a second. A production node holds its connections' buffers and state (tens "+
+		"runs about once in two seconds, the adapter's about ten times a second (a gctrace of one toy-heap run of each here). A production node holds its connections' buffers and state (tens "+
 		"of KB per WebSocket connection), so both brokers run %s: `-cent-heap` MiB of pointer-free memory held live through every run, "+
 		"standing for the rest of a node's heap, the same for both. *GC* is the runtime's estimate of the share of the process's Go CPU "+
 		"time its collector took in the measured window and drain; *live heap* is what the last collection found live, without the block. "+
