@@ -57,6 +57,17 @@ func relayoutConfig(control string, to []string) RelayoutConfig {
 	return RelayoutConfig{ControlAddr: control, To: to, Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}}
 }
 
+// checkOn checks that every broker of the fleet is on the instance list
+// addrs.
+func (f *relayoutFleet) checkOn(addrs []string) {
+	f.t.Helper()
+	fp, err := Fingerprint(addrs)
+	require.NoError(f.t, err)
+	for i, b := range f.brokers {
+		assert.Equal(f.t, fp, b.Fingerprint(), "broker %d", i)
+	}
+}
+
 // TestRelayoutTwoToThree: four brokers, each subscribing 200 channels and
 // publishing to all of them without pause, move from 2 to 3 instances:
 // every subscriber gets every message once and in order per publisher,
@@ -193,11 +204,7 @@ func TestAbortRelayout(t *testing.T) {
 	t.Logf("phases: %v", phaseNames(rep.Phases))
 	f.WaitPublished(500)
 	brokertest.CheckCounts(t, f.Finish([]int{0, 1}, waitTimeout), true)
-	oldFP, err := Fingerprint(ab)
-	require.NoError(t, err)
-	for _, b := range f.brokers {
-		assert.Equal(t, oldFP, b.Fingerprint())
-	}
+	f.checkOn(ab)
 	require.ErrorIs(t, AbortRelayout(ctx, relayoutConfig(ab[0], nil)), shardcast.ErrNoRelayout)
 }
 
@@ -268,11 +275,7 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 	assert.Equal(t, 7, rep.Phases[len(rep.Phases)-1].Brokers)
 	f.WaitPublished(1000)
 	brokertest.CheckCounts(t, f.Finish([]int{0, 1, 2, 3, 4, 5, 6}, waitTimeout), false)
-	newFP, err := Fingerprint(abc)
-	require.NoError(t, err)
-	for _, b := range f.brokers {
-		assert.Equal(t, newFP, b.Fingerprint())
-	}
+	f.checkOn(abc)
 }
 
 // TestRelayoutFinishReappears: a failover of the control instance just
@@ -327,11 +330,7 @@ func TestRelayoutFinishReappears(t *testing.T) {
 	assert.EqualValues(t, 0, n, "the transition is gone")
 	f.WaitPublished(200)
 	brokertest.CheckCounts(t, f.Finish([]int{0, 1}, waitTimeout), false)
-	newFP, err := Fingerprint(abc)
-	require.NoError(t, err)
-	for _, b := range f.brokers {
-		assert.Equal(t, newFP, b.Fingerprint())
-	}
+	f.checkOn(abc)
 }
 
 // TestRelayoutRefused: a re-layout to the recorded list, to an
