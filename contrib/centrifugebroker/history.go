@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func (h *history) keys(ch, idempotencyKey string) []string {
 	a := getScriptArgs()
 	defer a.release()
 	h.addKeys(a, h.place(ch), ch, idempotencyKey)
-	return a.strings()
+	return slices.Clone(a.strings()) // a's slice goes back to the pool
 }
 
 // addWire adds the wire channel of ch, at place: what the engine's

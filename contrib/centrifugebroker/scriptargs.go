@@ -12,7 +12,8 @@ import (
 // than the rest of the publish.
 type scriptArgs struct {
 	buf  []byte
-	ends []int // where each string ends in buf
+	ends []int    // where each string ends in buf
+	view []string // what strings returned last, kept for the next call
 }
 
 var scriptArgsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
@@ -27,7 +28,8 @@ func (a *scriptArgs) release() {
 	if cap(a.buf) > maxPooledScriptArgs {
 		return
 	}
-	a.buf, a.ends = a.buf[:0], a.ends[:0]
+	clear(a.view) // the strings stay valid; the pool keeps none of them alive
+	a.buf, a.ends, a.view = a.buf[:0], a.ends[:0], a.view[:0]
 	scriptArgsPool.Put(a)
 }
 
@@ -49,14 +51,16 @@ func (a *scriptArgs) addUint(n uint64) {
 	a.end()
 }
 
-// strings returns the strings built so far.
+// strings returns the strings built so far, in a slice of a's own that
+// is valid until release (the strings themselves stay valid): a caller
+// that keeps the slice longer copies it.
 func (a *scriptArgs) strings() []string {
 	s := string(a.buf)
-	out := make([]string, len(a.ends))
+	a.view = a.view[:0]
 	start := 0
-	for i, e := range a.ends {
-		out[i] = s[start:e]
+	for _, e := range a.ends {
+		a.view = append(a.view, s[start:e])
 		start = e
 	}
-	return out
+	return a.view
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/shardcast/shardcast"
@@ -14,40 +13,28 @@ import (
 // answers NOSCRIPT (it then knows the script for later calls on any
 // connection, until its script cache is flushed or it restarts).
 func Eval(ctx context.Context, pub *pubconn.Pub, s *shardcast.Script, keys, args []string) (any, error) {
-	return eval(ctx, pub.Do, s, keys, args)
+	return eval(ctx, pub, false, false, s, keys, args)
 }
 
 // EvalAsking is Eval with ASKING before each command (see
 // pubconn.Pub.DoAsking): a script redirected with ASK, resent to the node
 // importing its slot.
 func EvalAsking(ctx context.Context, pub *pubconn.Pub, s *shardcast.Script, keys, args []string) (any, error) {
-	return eval(ctx, pub.DoAsking, s, keys, args)
+	return eval(ctx, pub, true, false, s, keys, args)
 }
 
 // EvalUncounted is Eval (EvalAsking when asking) for a script of the
 // library's own housekeeping, not counted in the connection's Published.
 func EvalUncounted(ctx context.Context, pub *pubconn.Pub, asking bool, s *shardcast.Script, keys, args []string) (any, error) {
-	return eval(ctx, func(ctx context.Context, cmd ...string) (any, error) {
-		return pub.DoUncounted(ctx, asking, cmd...)
-	}, s, keys, args)
+	return eval(ctx, pub, asking, true, s, keys, args)
 }
 
-func eval(ctx context.Context, do func(context.Context, ...string) (any, error), s *shardcast.Script, keys, args []string) (any, error) {
-	cmd := evalArgs("EVALSHA", s.SHA(), keys, args)
-	v, err := do(ctx, cmd...)
+func eval(ctx context.Context, pub *pubconn.Pub, asking, uncounted bool, s *shardcast.Script, keys, args []string) (any, error) {
+	v, err := pub.Script(ctx, asking, uncounted, "EVALSHA", s.SHA(), keys, args)
 	if IsNoScript(err) {
-		cmd[1] = s.Source()
-		cmd[0] = "EVAL"
-		v, err = do(ctx, cmd...)
+		v, err = pub.Script(ctx, asking, uncounted, "EVAL", s.Source(), keys, args)
 	}
 	return v, err
-}
-
-func evalArgs(verb, script string, keys, args []string) []string {
-	cmd := make([]string, 0, 3+len(keys)+len(args))
-	cmd = append(cmd, verb, script, strconv.Itoa(len(keys)))
-	cmd = append(cmd, keys...)
-	return append(cmd, args...)
 }
 
 // IsNoScript reports whether err is Redis's NOSCRIPT reply: the server

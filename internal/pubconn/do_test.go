@@ -102,3 +102,44 @@ func TestDoAsking(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before+2, p.Published(), "publishes sent with Do count as published")
 }
+
+// TestScript: a script call goes out as EVALSHA or EVAL with its keys and
+// args in place (numkeys counted), NOSCRIPT comes back as the error,
+// asking sends ASKING first, and only an uncounted call stays out of
+// Published.
+func TestScript(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	src := "return {KEYS[1], KEYS[2], ARGV[1], #KEYS, #ARGV}"
+	want := []any{"k1", "k2", "a1", int64(2), int64(2)}
+
+	got, err := p.Script(ctx, false, false, "EVAL", src, []string{"k1", "k2"}, []string{"a1", ""})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	sha, err := p.Do(ctx, "SCRIPT", "LOAD", src)
+	require.NoError(t, err)
+	got, err = p.Script(ctx, false, false, "EVALSHA", sha.(string), []string{"k1", "k2"}, []string{"a1", ""})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	got, err = p.Script(ctx, false, false, "EVAL", "return #KEYS + #ARGV", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), got, "no keys, no args")
+
+	_, err = p.Script(ctx, false, false, "EVALSHA", "0000000000000000000000000000000000000000", nil, nil)
+	se, ok := resp.IsServerError(err)
+	require.True(t, ok, "%v", err)
+	assert.Contains(t, se.Msg, "NOSCRIPT")
+
+	before := p.Published()
+	_, err = p.Script(ctx, false, true, "EVAL", "return 1", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before, p.Published(), "an uncounted script")
+	_, err = p.Script(ctx, true, false, "EVAL", "return 1", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, p.Published(), "a script may publish: counted")
+	stats, err := s.CommandStats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), stats["asking"], "ASKING before the asking call only")
+}

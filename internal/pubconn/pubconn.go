@@ -257,6 +257,15 @@ func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any
 	return p.do(ctx, command{args: args, asking: asking, uncounted: true})
 }
 
+// Script sends a script call, verb ("EVALSHA" or "EVAL") with script
+// (its SHA1 or its source), keys and args, through the pipeline like Do,
+// without building the command's arguments first: a call allocates
+// nothing of its own. asking sends ASKING just before it (see DoAsking);
+// uncounted keeps it out of Published (see DoUncounted).
+func (p *Pub) Script(ctx context.Context, asking, uncounted bool, verb, script string, keys, args []string) (any, error) {
+	return p.do(ctx, command{verb: verb, script: script, keys: keys, args: args, asking: asking, uncounted: uncounted})
+}
+
 // SetOnStall sets the hook the watchdog calls (on its timer's goroutine:
 // the hook must not block), once per command that stalls, when the oldest unanswered command of a wire
 // has waited longer than Timeouts.Stall (the wire stays up until Reply).
@@ -280,9 +289,12 @@ func (p *Pub) Ping(ctx context.Context) error {
 
 // command is one command to encode; a value, so encoding allocates nothing.
 type command struct {
-	args      []string // a command of Do; the fields below but asking are then unused
-	asking    bool     // ASKING goes just before args
-	uncounted bool     // never counted in Published (see DoUncounted)
+	args      []string // a command of Do, or a script's ARGV (with verb)
+	verb      string   // a script call: EVALSHA or EVAL, of script with keys and args
+	script    string
+	keys      []string
+	asking    bool // ASKING goes just before the command
+	uncounted bool // never counted in Published (see DoUncounted)
 	ping      bool
 	sharded   bool
 	keyPrefix string
@@ -298,6 +310,9 @@ func (cmd *command) publishes() bool {
 	if cmd.uncounted {
 		return false
 	}
+	if cmd.verb != "" {
+		return true // a script, which may publish
+	}
 	if cmd.args != nil {
 		name := strings.ToUpper(cmd.args[0])
 		return strings.HasPrefix(name, "EVAL") || name == "SPUBLISH" || name == "PUBLISH"
@@ -305,7 +320,25 @@ func (cmd *command) publishes() bool {
 	return !cmd.ping
 }
 
+// replied reports whether the command's reply is a value for its caller
+// (a command of Do or a script), not a publish's count.
+func (cmd *command) replied() bool { return cmd.args != nil || cmd.verb != "" }
+
 func (cmd *command) append(b []byte) []byte {
+	if cmd.verb != "" {
+		b = resp.AppendHeader(b, '*', 3+len(cmd.keys)+len(cmd.args))
+		b = resp.AppendBulk(b, cmd.verb)
+		b = resp.AppendBulk(b, cmd.script)
+		var n [20]byte
+		b = resp.AppendBulkBytes(b, strconv.AppendInt(n[:0], int64(len(cmd.keys)), 10))
+		for _, k := range cmd.keys {
+			b = resp.AppendBulk(b, k)
+		}
+		for _, a := range cmd.args {
+			b = resp.AppendBulk(b, a)
+		}
+		return b
+	}
 	if cmd.args != nil {
 		return resp.AppendCommand(b, cmd.args[0], cmd.args[1:])
 	}
@@ -351,7 +384,7 @@ func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, err
 	}
 	c := calls.Get().(*call)
 	c.fn = fn
-	c.want = cmd.args != nil
+	c.want = cmd.replied()
 	c.at = cmd.now
 	if c.at.IsZero() || waited {
 		c.at = time.Now() // a dial may have taken longer than the silence limit
