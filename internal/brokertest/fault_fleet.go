@@ -99,11 +99,18 @@ func (f *FaultFleet) Published() int64 {
 // publishes were accepted.
 func (f *FaultFleet) WaitPublished(n int64) {
 	f.t.Helper()
-	target := f.Published() + n
+	waitPublished(f.t, f.Published, n)
+}
+
+// waitPublished waits (up to 30 s, else it fails the test) until
+// published has grown by n.
+func waitPublished[N int | int64](t *testing.T, published func() N, n N) {
+	t.Helper()
+	target := published() + n
 	deadline := time.Now().Add(30 * time.Second)
-	for f.Published() < target {
+	for published() < target {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("%d messages were not published within 30s", n)
+			t.Fatalf("%d messages were not published within 30s", n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -226,14 +226,8 @@ func (f *RelayoutFleet) Published() int {
 
 // WaitPublished waits until n more messages were published.
 func (f *RelayoutFleet) WaitPublished(n int) {
-	target := f.Published() + n
-	deadline := time.Now().Add(30 * time.Second)
-	for f.Published() < target {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%d messages were not published within 30s", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.t.Helper()
+	waitPublished(f.t, f.Published, n)
 }
 
 // Finish stops the publishers, waits (up to timeout) until every listed
