@@ -282,6 +282,23 @@ type Options struct {
 	// connection. Default false: every message's Payload is memory of its
 	// own.
 	ReusePayloads bool
+	// InlineHandling lets a subscribe connection's read loop call the
+	// Handler itself for a message whose worker is idle (asleep, with
+	// nothing queued), instead of queueing it and waking the worker; a
+	// message for a busy worker is queued as usual. This saves the
+	// worker's wake-up and the switch to it, which is most of what a
+	// message costs the broker when messages arrive one or a few per
+	// read (BenchmarkFeederHandOff: about a fifth with bursts of one),
+	// and the wait for the worker to be scheduled. The read loop does not
+	// read while the Handler runs, so set it only for a Handler that
+	// returns within microseconds and never waits for this broker: a
+	// Subscribe, Unsubscribe or Close called from the Handler would wait
+	// for the read loop that runs it. With ReusePayloads, a Payload
+	// handed over this way is the read buffer itself, valid until the
+	// Handler returns, as ReusePayloads promises. Calls for one channel
+	// stay in order and never overlap. Default false: the Handler runs on
+	// the workers only.
+	InlineHandling bool
 
 	// HotSampleRate is the fraction of messages, published and received,
 	// that hot-channel detection samples (default 0.01, at most 1). A

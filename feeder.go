@@ -14,7 +14,9 @@ import (
 // once per message, and workers that are busy are never woken at all. A
 // message queued for a sleeping worker waits until Flush, so the feeding
 // goroutine must call Flush before it blocks (a read loop: before every
-// read from its socket).
+// read from its socket). In a pool with Options.InlineHandling, the
+// feeding goroutine runs the handler itself for a message whose worker is
+// idle (see SubmitCopy).
 //
 // A Feeder is not safe for concurrent use; each read loop has its own.
 type Feeder struct {
@@ -27,6 +29,13 @@ type Feeder struct {
 	// names the channel names it copied last, by hash.
 	stash [][]byte
 	names *[internSize]string
+
+	// run is this feeder's batch runner for the messages it hands to the
+	// handler itself (see SubmitCopy), made at the first; nil in a pool
+	// without InlineHandling and in a one-off feeder (see
+	// WorkerPool.SubmitCopy).
+	run    *batchRunner
+	oneOff bool
 }
 
 // internSize is the number of channel names a feeder of a reusing pool
@@ -61,18 +70,23 @@ func (f *Feeder) Submit(m Message) bool {
 // message handled before, and the channel name is shared with the
 // feeder's earlier messages of that channel, so that a steady stream
 // allocates nothing. An empty payload is delivered as a nil Payload.
+//
+// In a pool with Options.InlineHandling, a message whose worker is asleep
+// with nothing queued goes to the handler at once, on the feeding
+// goroutine, before SubmitCopy returns; in a reusing pool its Payload is
+// then payload itself, not a copy (it must stay intact until SubmitCopy
+// returns, as a read buffer does).
 func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 	h := xxhash.Sum64String(channel)
 	i := int(h % uint64(len(f.p.workers)))
-	if !f.p.reuse {
-		buf := make([]byte, len(channel)+len(payload))
-		copy(buf, channel)
-		copy(buf[len(channel):], payload)
-		m := Message{Channel: unsafe.String(unsafe.SliceData(buf), len(channel)), PublishedAt: at}
-		if len(payload) > 0 {
-			m.Payload = buf[len(channel):]
+	if f.p.inline && !f.oneOff && !f.marked[i] {
+		if w := &f.p.workers[i]; w.borrow() {
+			f.runOne(w, f.copied(h, channel, payload, at))
+			return true
 		}
-		return f.submit(i, m, false)
+	}
+	if !f.p.reuse {
+		return f.submit(i, f.copied(h, channel, payload, at), false)
 	}
 	m := Message{Channel: f.intern(h, channel), PublishedAt: at}
 	if len(payload) == 0 {
@@ -92,6 +106,40 @@ func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 		f.stash = append(f.stash, m.Payload[:0]) // dropped: never handed out
 	}
 	return false
+}
+
+// copied returns the message SubmitCopy hands to a handler that runs
+// now, before the feeder reads on: in a reusing pool, with the feeder's
+// copy of the channel name and payload itself, a view of the read buffer
+// that stays intact until the handler returned; otherwise with channel
+// and payload copied into one new allocation.
+func (f *Feeder) copied(h uint64, channel string, payload []byte, at time.Time) Message {
+	if f.p.reuse {
+		m := Message{Channel: f.intern(h, channel), PublishedAt: at}
+		if len(payload) > 0 {
+			m.Payload = payload
+		}
+		return m
+	}
+	buf := make([]byte, len(channel)+len(payload))
+	copy(buf, channel)
+	copy(buf[len(channel):], payload)
+	m := Message{Channel: unsafe.String(unsafe.SliceData(buf), len(channel)), PublishedAt: at}
+	if len(payload) > 0 {
+		m.Payload = buf[len(channel):]
+	}
+	return m
+}
+
+// SubmitCopy is Feeder.SubmitCopy for a message submitted from any
+// goroutine, not through a read loop's feeder: it wakes the message's
+// worker if asleep and never runs the Handler itself, whatever the pool's
+// InlineHandling.
+func (p *WorkerPool) SubmitCopy(channel string, payload []byte, at time.Time) bool {
+	f := Feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true}
+	queued := f.SubmitCopy(channel, payload, at)
+	f.Flush()
+	return queued
 }
 
 // intern returns channel, whose hash is h, as a string of its own: the
@@ -134,4 +182,50 @@ func (f *Feeder) Flush() {
 		f.p.workers[i].wakeUp()
 	}
 	f.pending = f.pending[:0]
+}
+
+// runOne hands m to the handler on the feeding goroutine, for w, which
+// the feeder borrowed, and gives w back.
+func (f *Feeder) runOne(w *poolWorker, m Message) {
+	r := f.runner()
+	r.b.msgs[0], r.b.owned[0] = m, false
+	f.p.run(w, r, 1)
+	w.giveBack()
+}
+
+// runner returns the feeder's batch runner, made at its first use.
+func (f *Feeder) runner() *batchRunner {
+	if f.run == nil {
+		f.run = new(batchRunner)
+	}
+	return f.run
+}
+
+// borrow lets a feeder run a message of w on its own goroutine, as if w
+// ran it: it succeeds if w is asleep (its goroutine blocked on w.wake)
+// with nothing queued and is not closing. It then clears w.sleeping,
+// which keeps everyone else from waking w until giveBack (a submitter
+// wakes a worker only if it saw it asleep, and Close wakes it through
+// wakeUp, which does the same); messages queued for w meanwhile wait, so
+// w's messages are still handled one at a time and in order.
+func (w *poolWorker) borrow() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.sleeping || w.closed || w.n > 0 {
+		return false
+	}
+	w.sleeping = false
+	return true
+}
+
+// giveBack ends a borrow: w sleeps on, or is woken when messages were
+// queued meanwhile or the pool is closing.
+func (w *poolWorker) giveBack() {
+	w.mu.Lock()
+	wake := w.n > 0 || w.closed
+	w.sleeping = !wake
+	w.mu.Unlock()
+	if wake {
+		w.wake <- struct{}{} // never blocks: nobody else sends while it is not sleeping
+	}
 }

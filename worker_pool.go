@@ -46,6 +46,9 @@ type WorkerPool struct {
 	// reuse: the buffers of SubmitCopy's payloads are recycled once
 	// handled (see NewReusingWorkerPool).
 	reuse bool
+	// inline: a feeder runs the messages it queued for an idle worker
+	// itself (see Feeder.Flush and Options.InlineHandling).
+	inline bool
 
 	drops  lossWindow
 	panics lossWindow
@@ -116,7 +119,7 @@ const takeBatch = 64
 //
 // The caller owns the pool and must Close it to stop its goroutines.
 func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, false)
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, false, false)
 }
 
 // NewReusingWorkerPool is NewWorkerPool for a handler that keeps no
@@ -126,13 +129,23 @@ func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *W
 // that a steady stream of messages allocates nothing. Messages queued
 // with Submit keep their payloads; only the pool's own are recycled.
 func NewReusingWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, true)
+	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, true, false)
 }
 
-// newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse) with a
-// chosen report interval, so tests can pin down aggregation without
+// NewWorkerPoolFor is the pool an engine with Options o runs: o.Workers
+// workers with queues of o.QueueSize passing messages to o.Handler, as
+// NewWorkerPool, reusing payloads as NewReusingWorkerPool when
+// o.ReusePayloads is set, and with o.InlineHandling letting its feeders
+// run an idle worker's messages themselves (see Feeder.Flush).
+func NewWorkerPoolFor(o Options, emit func(Event)) *WorkerPool {
+	return newWorkerPool(o.Workers, o.QueueSize, o.Handler, emit, lossReportInterval, o.ReusePayloads, o.InlineHandling)
+}
+
+// newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse, and
+// with inline a pool whose feeders may run an idle worker's messages) with
+// a chosen report interval, so tests can pin down aggregation without
 // depending on the scheduler's timing.
-func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse bool) *WorkerPool {
+func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse, inline bool) *WorkerPool {
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
@@ -151,6 +164,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 		workers:        make([]poolWorker, workers),
 		reportInterval: reportInterval,
 		reuse:          reuse,
+		inline:         inline,
 		kick:           make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		reporterDone:   make(chan struct{}),
@@ -297,7 +311,16 @@ func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 		slept = true
 		w.mu.Lock()
 	}
-	depth := int64(w.n)
+	n, depth := w.takeLocked(b)
+	w.mu.Unlock()
+	w.raise(depth)
+	return n, slept
+}
+
+// takeLocked moves up to takeBatch queued messages, at least one, into b
+// and returns how many it moved and how many were queued; w.mu is held.
+func (w *poolWorker) takeLocked(b *workerBatch) (n int, depth int64) {
+	depth = int64(w.n)
 	n = min(w.n, len(b.msgs))
 	first := copy(b.msgs[:n], w.ring[w.head:])
 	copy(b.msgs[first:n], w.ring)
@@ -316,9 +339,7 @@ func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 	// Under mu, so that queued always counts them; the first is about to
 	// go to the handler.
 	w.held.Store(int64(n - 1))
-	w.mu.Unlock()
-	w.raise(depth)
-	return n, slept
+	return n, depth
 }
 
 // queued returns the number of messages waiting for w's handler now: in
@@ -468,66 +489,81 @@ func (p *WorkerPool) Close() {
 // the messages handed over since.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
-	var (
-		clock workerClock
-		lags  histTally
-		b     workerBatch
-	)
+	var r batchRunner
 	for {
-		n, _ := w.take(&b)
+		n, _ := w.take(&r.b)
 		if n == 0 {
 			return
 		}
-		// now is the clock at the start of the next call when fresh,
-		// and at most stale calls before it otherwise. done counts the
-		// calls that returned since delivered was last published.
-		var now time.Duration
-		if observeDeliveries {
-			now = clock.read()
+		p.run(w, &r, n)
+	}
+}
+
+// batchRunner is what running a worker's batches takes besides the
+// worker: the batch, and the clock and lag tally of the goroutine running
+// it (the worker's own, or a feeder's that runs a batch for an idle
+// worker; see Feeder.Flush).
+type batchRunner struct {
+	clock workerClock
+	lags  histTally
+	b     workerBatch
+}
+
+// run hands the n messages of r's batch, taken from w's queue, to the
+// handler, as work describes. Only the goroutine that took them from w
+// may run them, and only one batch of w runs at a time: run writes w's
+// counters and histograms as their only writer.
+func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
+	b := &r.b
+	// now is the clock at the start of the next call when fresh,
+	// and at most stale calls before it otherwise. done counts the
+	// calls that returned since delivered was last published.
+	var now time.Duration
+	if observeDeliveries {
+		now = r.clock.read()
+	}
+	fresh, stale, exact, done := true, 0, false, uint64(0)
+	held := n - 1 // as takeLocked stored it
+	for i := range n {
+		m := b.msgs[i]
+		b.msgs[i] = Message{}
+		if observeDeliveries && !m.PublishedAt.IsZero() {
+			r.lags.record(&w.lag, r.clock.lag(now, m.PublishedAt))
 		}
-		fresh, stale, exact, done := true, 0, false, uint64(0)
-		held := n - 1 // as take stored it
-		for i := range n {
-			m := b.msgs[i]
-			b.msgs[i] = Message{}
-			if observeDeliveries && !m.PublishedAt.IsZero() {
-				lags.record(&w.lag, clock.lag(now, m.PublishedAt))
-			}
-			returned := p.handle(w, m)
-			if returned {
-				done++
-			}
-			if b.owned[i] {
-				b.spent[b.nspent] = m.Payload
-				b.nspent++
-			}
-			if fresh {
-				var end time.Duration
-				if observeDeliveries {
-					end = clock.since()
-					if returned {
-						d := end - now
-						w.handling.recordOwned(d)
-						exact = exact || d >= exactDuration
-					}
+		returned := p.handle(w, m)
+		if returned {
+			done++
+		}
+		if b.owned[i] {
+			b.spent[b.nspent] = m.Payload
+			b.nspent++
+		}
+		if fresh {
+			var end time.Duration
+			if observeDeliveries {
+				end = r.clock.since()
+				if returned {
+					d := end - now
+					w.handling.recordOwned(d)
+					exact = exact || d >= exactDuration
 				}
-				// A panicking call went untimed: time the next one.
-				now, fresh, stale = end, exact || !returned, 0
-			} else if stale++; stale == lagEvery-1 {
-				if observeDeliveries {
-					now = clock.since()
-				}
-				fresh, stale = true, 0
 			}
-			if fresh || i == n-1 {
-				lags.flush(&w.lag)
-				w.delivered.Store(w.delivered.Load() + done) // only this worker writes it
-				done = 0
-				// The next call's message is no longer held.
-				if next := max(n-i-2, 0); next != held {
-					w.held.Store(int64(next))
-					held = next
-				}
+			// A panicking call went untimed: time the next one.
+			now, fresh, stale = end, exact || !returned, 0
+		} else if stale++; stale == lagEvery-1 {
+			if observeDeliveries {
+				now = r.clock.since()
+			}
+			fresh, stale = true, 0
+		}
+		if fresh || i == n-1 {
+			r.lags.flush(&w.lag)
+			w.delivered.Store(w.delivered.Load() + done) // only this batch's runner writes it
+			done = 0
+			// The next call's message is no longer held.
+			if next := max(n-i-2, 0); next != held {
+				w.held.Store(int64(next))
+				held = next
 			}
 		}
 	}

@@ -105,7 +105,7 @@ func wptBlockedPool(t *testing.T, queueSize int, events *wptEvents, interval tim
 		}
 		<-gate
 	}
-	p = newWorkerPool(1, queueSize, handler, events.emit, interval, false)
+	p = newWorkerPool(1, queueSize, handler, events.emit, interval, false, false)
 	require.True(t, p.Submit(Message{Channel: "first"}))
 	select {
 	case <-entered:

@@ -23,12 +23,17 @@ const (
 //
 // The adapter builds the shardcast broker itself and owns its
 // Options.Handler and Options.OnEvent: they must be left nil. It also
-// always runs the engine with Options.ReusePayloads, whatever the field
-// holds: its Handler copies what Centrifuge may keep (a publication's
-// data) and nothing else outlives the call, so the engine's copy of every
-// received message would be a second one. Every other engine setting
-// (addresses, partitions, prefix, workers, queues, connection options,
-// Options.Logger) is the user's. Two defaults differ
+// always runs the engine with Options.ReusePayloads and InlineHandling,
+// whatever those fields hold. ReusePayloads: its Handler copies what
+// Centrifuge may keep (a publication's data) and nothing else outlives
+// the call, so the engine's copy of every received message would be a
+// second one. InlineHandling: the Handler decodes a message and hands it
+// to Centrifuge's hub, which queues it to each subscriber's writer and
+// never waits for the broker (a client whose write fails is closed on a
+// goroutine of its own; control messages go to the adapter's own queue),
+// so a read loop may run it instead of waking a worker. Every other
+// engine setting (addresses, partitions, prefix, workers, queues,
+// connection options, Options.Logger) is the user's. Two defaults differ
 // from the engine's: a zero Options.Workers means one worker per core
 // (GOMAXPROCS, at most shardcast.DefaultWorkers), and then a zero
 // QueueSize means the engine's default total queue capacity
@@ -120,12 +125,13 @@ func (c Config) newEngine(handler shardcast.Handler, onEvent func(shardcast.Even
 
 // ownOptions returns the user's engine Options o with what the adapter
 // owns put in: its handler and onEvent, Options.ReusePayloads (deliver
-// copies what Centrifuge may keep), and its Workers and QueueSize
-// defaults.
+// copies what Centrifuge may keep), Options.InlineHandling (deliver never
+// waits for the broker), and its Workers and QueueSize defaults.
 func ownOptions(o shardcast.Options, handler shardcast.Handler, onEvent func(shardcast.Event)) shardcast.Options {
 	o.Handler, o.OnEvent = handler, onEvent
 	o.Workers, o.QueueSize = workers(o)
 	o.ReusePayloads = true
+	o.InlineHandling = true
 	return o
 }
 

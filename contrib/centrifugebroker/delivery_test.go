@@ -72,11 +72,13 @@ func TestDeliverCopiesPayload(t *testing.T) {
 	}
 }
 
-// The engine the adapter builds runs with Options.ReusePayloads, whatever
-// the user's Options hold, with the adapter's Handler and OnEvent.
+// The engine the adapter builds runs with Options.ReusePayloads and
+// InlineHandling, whatever the user's Options hold, with the adapter's
+// Handler and OnEvent.
 func TestOwnOptions(t *testing.T) {
 	o := ownOptions(shardcast.Options{Workers: 3}, func(shardcast.Message) {}, func(shardcast.Event) {})
 	require.True(t, o.ReusePayloads)
+	require.True(t, o.InlineHandling)
 	require.NotNil(t, o.Handler)
 	require.NotNil(t, o.OnEvent)
 	require.Equal(t, 3, o.Workers, "the user's Workers stay")

@@ -3,6 +3,7 @@ package centrifugebroker
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,7 +74,9 @@ func TestManyChannelsInOrder(t *testing.T) {
 					short += c.serverShort(channels, scaleMessages)
 				}
 				return short == 0
-			}, func() string { return fmt.Sprintf("%d subscriptions still short of %d messages", short, scaleMessages) })
+			}, func() string {
+				return fmt.Sprintf("%d subscriptions still short of %d messages: %s", short, scaleMessages, shortDetail(clients, nodes, channels, scaleMessages))
+			})
 			t.Logf("%d publications, %d deliveries in %v", scaleChannels*scaleMessages,
 				scaleChannels*scaleClients*scaleMessages, time.Since(start).Round(time.Millisecond))
 			var bad []string
@@ -90,6 +93,31 @@ func TestManyChannelsInOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shortDetail says which subscriptions are short of n messages (the
+// first 5: client, its node, channel, what it got) with each short
+// client's disconnect codes, and each node's engine drops, so that a
+// failure tells a loss in the engine (every client of a channel on one
+// node short, drops counted) from one client's (a reconnect).
+func shortDetail(clients []*testClient, nodes []*testNode, channels []string, n int) string {
+	var b strings.Builder
+	shown := 0
+	for i, c := range clients {
+		c.mu.Lock()
+		for _, ch := range channels {
+			if got := c.server[ch]; len(got) < n && shown < 5 {
+				shown++
+				fmt.Fprintf(&b, "[client %d on node %d, %s: got %q, disconnects %v] ", i, i%len(nodes), ch, got, c.disconnects)
+			}
+		}
+		c.mu.Unlock()
+	}
+	for i, nd := range nodes {
+		st := nd.broker.Stats().Engine
+		fmt.Fprintf(&b, "[node %d: engine delivered %d, dropped %d] ", i, st.Delivered, st.Dropped)
+	}
+	return b.String()
 }
 
 func head[T any](s []T, n int) []T {

@@ -116,11 +116,7 @@ func NewCore(cfg CoreConfig) *Core {
 	c.late.emit = c.Emitter.Emit
 	c.hot = shardcast.NewHotTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
-		newPool := shardcast.NewWorkerPool
-		if cfg.Options.ReusePayloads {
-			newPool = shardcast.NewReusingWorkerPool
-		}
-		c.Pool = newPool(cfg.Options.Workers, cfg.Options.QueueSize, cfg.Options.Handler, c.Emitter.Emit)
+		c.Pool = shardcast.NewWorkerPoolFor(cfg.Options, c.Emitter.Emit)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
 		c.Paths = make([]*Path, cfg.Paths)
 		for i := range c.Paths {
