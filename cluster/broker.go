@@ -190,9 +190,7 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 		if !moving {
 			return b.send(ctx, p, keyPrefix, channel, payload)
 		}
-		v.inflight.Add(1)
-		if b.view.Load() != v {
-			v.inflight.Add(-1)
+		if !engine.Pin(&b.view, v, &v.inflight) {
 			continue
 		}
 		err := b.send(ctx, p, keyPrefix, channel, payload)
@@ -281,9 +279,7 @@ func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, 
 		if !moving {
 			return b.evalPartition(ctx, p, s, keys, args, false)
 		}
-		v.inflight.Add(1)
-		if b.view.Load() != v {
-			v.inflight.Add(-1)
+		if !engine.Pin(&b.view, v, &v.inflight) {
 			continue
 		}
 		r, err := b.evalPartition(ctx, p, s, keys, args, false)

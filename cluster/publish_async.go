@@ -56,9 +56,7 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 		v := b.view.Load()
 		p, keyPrefix, moving := v.publishRoute(channel)
 		if moving {
-			v.inflight.Add(1)
-			if b.view.Load() != v {
-				v.inflight.Add(-1)
+			if !engine.Pin(&b.view, v, &v.inflight) {
 				continue
 			}
 			a.Count(&v.inflight)

@@ -259,9 +259,7 @@ func (b *Broker) publish(ctx context.Context, channel string, payload []byte) er
 		if !moving {
 			return b.sendTo(ctx, i, channel, payload)
 		}
-		r.inflight.Add(1)
-		if b.route.Load() != r {
-			r.inflight.Add(-1)
+		if !engine.Pin(&b.route, r, &r.inflight) {
 			continue
 		}
 		err := b.sendTo(ctx, i, channel, payload)
@@ -309,12 +307,8 @@ func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, 
 	for {
 		r := b.route.Load()
 		i, moving := r.publishSlot(channel)
-		if moving {
-			r.inflight.Add(1)
-			if b.route.Load() != r {
-				r.inflight.Add(-1)
-				continue
-			}
+		if moving && !engine.Pin(&b.route, r, &r.inflight) {
+			continue
 		}
 		v, err := b.evalOn(ctx, i, s, keys, args)
 		if moving {

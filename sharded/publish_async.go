@@ -38,9 +38,7 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 		r := b.route.Load()
 		i, moving := r.publishSlot(channel)
 		if moving {
-			r.inflight.Add(1)
-			if b.route.Load() != r {
-				r.inflight.Add(-1)
+			if !engine.Pin(&b.route, r, &r.inflight) {
 				continue
 			}
 			a.Count(&r.inflight)
