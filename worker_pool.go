@@ -46,8 +46,8 @@ type WorkerPool struct {
 	// reuse: the buffers of SubmitCopy's payloads are recycled once
 	// handled (see NewReusingWorkerPool).
 	reuse bool
-	// inline: a feeder runs the messages it queued for an idle worker
-	// itself (see Feeder.Flush and Options.InlineHandling).
+	// inline: a feeder hands a message whose worker is idle to the
+	// handler itself (see Feeder.SubmitCopy and Options.InlineHandling).
 	inline bool
 
 	drops  lossWindow
@@ -136,15 +136,16 @@ func NewReusingWorkerPool(workers, queueSize int, handler Handler, emit func(Eve
 // workers with queues of o.QueueSize passing messages to o.Handler, as
 // NewWorkerPool, reusing payloads as NewReusingWorkerPool when
 // o.ReusePayloads is set, and with o.InlineHandling letting its feeders
-// run an idle worker's messages themselves (see Feeder.Flush).
+// hand an idle worker's messages to the handler themselves (see
+// Feeder.SubmitCopy).
 func NewWorkerPoolFor(o Options, emit func(Event)) *WorkerPool {
 	return newWorkerPool(o.Workers, o.QueueSize, o.Handler, emit, lossReportInterval, o.ReusePayloads, o.InlineHandling)
 }
 
 // newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse, and
-// with inline a pool whose feeders may run an idle worker's messages) with
-// a chosen report interval, so tests can pin down aggregation without
-// depending on the scheduler's timing.
+// with inline a pool whose feeders may run an idle worker's messages
+// themselves) with a chosen report interval, so tests can pin down
+// aggregation without depending on the scheduler's timing.
 func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse, inline bool) *WorkerPool {
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -311,16 +312,7 @@ func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 		slept = true
 		w.mu.Lock()
 	}
-	n, depth := w.takeLocked(b)
-	w.mu.Unlock()
-	w.raise(depth)
-	return n, slept
-}
-
-// takeLocked moves up to takeBatch queued messages, at least one, into b
-// and returns how many it moved and how many were queued; w.mu is held.
-func (w *poolWorker) takeLocked(b *workerBatch) (n int, depth int64) {
-	depth = int64(w.n)
+	depth := int64(w.n)
 	n = min(w.n, len(b.msgs))
 	first := copy(b.msgs[:n], w.ring[w.head:])
 	copy(b.msgs[first:n], w.ring)
@@ -339,7 +331,9 @@ func (w *poolWorker) takeLocked(b *workerBatch) (n int, depth int64) {
 	// Under mu, so that queued always counts them; the first is about to
 	// go to the handler.
 	w.held.Store(int64(n - 1))
-	return n, depth
+	w.mu.Unlock()
+	w.raise(depth)
+	return n, slept
 }
 
 // queued returns the number of messages waiting for w's handler now: in
@@ -501,8 +495,8 @@ func (p *WorkerPool) work(w *poolWorker) {
 
 // batchRunner is what running a worker's batches takes besides the
 // worker: the batch, and the clock and lag tally of the goroutine running
-// it (the worker's own, or a feeder's that runs a batch for an idle
-// worker; see Feeder.Flush).
+// it (the worker's own, or that of a feeder, which hands an idle worker's
+// messages to the handler one at a time; see Feeder.SubmitCopy).
 type batchRunner struct {
 	clock workerClock
 	lags  histTally
@@ -523,7 +517,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 		now = r.clock.read()
 	}
 	fresh, stale, exact, done := true, 0, false, uint64(0)
-	held := n - 1 // as takeLocked stored it
+	held := n - 1 // as take stored it
 	for i := range n {
 		m := b.msgs[i]
 		b.msgs[i] = Message{}

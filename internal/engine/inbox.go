@@ -30,9 +30,11 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 }
 
 // Submit hands a decoded message to the worker pool through f, the
-// feeder of the read loop it came from, or directly when f is nil. channel and body may be views of
-// a read buffer: the message gets copies (see Feeder.SubmitCopy).
-// It reports whether the pool queued the message (false: dropped).
+// feeder of the read loop it came from, or directly when f is nil.
+// channel and body may be views of a read buffer: the message gets copies,
+// or, when the pool's InlineHandling hands it to the Handler at once, a
+// body that is the view itself (see Feeder.SubmitCopy). It reports whether
+// the pool took the message (false: dropped).
 func (in *Inbox) Submit(f *shardcast.Feeder, channel string, body []byte, at time.Time) bool {
 	if f == nil { // a held message (see Core.DeliverHeld), or a link not built by NewLink (tests)
 		return in.Pool.SubmitCopy(channel, body, at)
