@@ -30,6 +30,9 @@ const (
 // that waits for a slow handler makes Redis buffer for it until Redis drops
 // the whole connection. A full queue drops the message instead; drops are
 // counted and reported as aggregated EventDropped events (see Submit).
+// (A pool built for Options.InlineHandling trades this for a saved
+// hand-off: a read loop's Feeder may run a fast handler itself for a
+// message whose worker is idle; see Feeder.SubmitCopy.)
 //
 // A panic in the Handler is recovered: the message counts as a panic (not
 // as delivered), the worker goes on with its next message, and the panic is
