@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/brokertest"
+	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,6 +29,17 @@ func newRelayoutFleet(t *testing.T, n int, addrs []string, channels []string) *r
 	f := &relayoutFleet{t: t}
 	f.RelayoutFleet = brokertest.NewRelayoutFleet(t, n, channels, brokertest.FleetOptions{}, f.starter(addrs))
 	return f
+}
+
+// twoToThree sets up a move from two instances to three: three servers,
+// ab (the addresses of the first two) and abc (all three), n channels
+// named prefix and a number, and a fleet of brokers on ab that subscribe
+// every channel and publish to all of them.
+func twoToThree(t *testing.T, brokers int, prefix string, n int) (servers []*redistest.Server, ab, abc, channels []string, f *relayoutFleet) {
+	servers = startServers(t, 3)
+	ab, abc = addrs(servers[0], servers[1]), addrs(servers...)
+	channels = channelNames(prefix, n)
+	return servers, ab, abc, channels, newRelayoutFleet(t, brokers, ab, channels)
 }
 
 // starter returns the fleet's way to start a broker over addrs.
@@ -74,10 +86,7 @@ func (f *relayoutFleet) checkOn(addrs []string) {
 // the moving channels end up on the new instance only, and every broker
 // reports the four phases.
 func TestRelayoutTwoToThree(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("relayout-", 200)
-	f := newRelayoutFleet(t, 4, ab, channels)
+	servers, ab, abc, channels, f := twoToThree(t, 4, "relayout-", 200)
 	f.WaitPublished(2000)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -139,10 +148,7 @@ func phaseNames(ps []PhaseReport) []string {
 // message is lost or duplicated (an abort after the switch may reorder
 // the moment of the abort; the figures say how much).
 func TestRelayoutAbort(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("abort-", 100)
-	f := newRelayoutFleet(t, 3, ab, channels)
+	servers, ab, abc, channels, f := twoToThree(t, 3, "abort-", 100)
 	f.WaitPublished(1000)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -181,10 +187,7 @@ func TestRelayoutAbort(t *testing.T) {
 // re-layout's own coordinator then reports it aborted), and with none
 // under way it fails with ErrNoRelayout.
 func TestAbortRelayout(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("opabort-", 100)
-	f := newRelayoutFleet(t, 2, ab, channels)
+	_, ab, abc, _, f := twoToThree(t, 2, "opabort-", 100)
 	f.WaitPublished(500)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -212,10 +215,7 @@ func TestAbortRelayout(t *testing.T) {
 // leaving the registry, so its registration expires) is not waited for:
 // the re-layout completes, and the others lose nothing.
 func TestRelayoutBrokerDies(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("dies-", 100)
-	f := newRelayoutFleet(t, 4, ab, channels)
+	_, ab, abc, _, f := twoToThree(t, 4, "dies-", 100)
 	f.WaitPublished(1000)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -248,10 +248,7 @@ func TestRelayoutBrokerDies(t *testing.T) {
 // holds it, has nothing to follow and acknowledges the finish, which
 // would otherwise wait for it until the coordinator's ctx ends.
 func TestRelayoutBrokerJoins(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("joins-", 100)
-	f := newRelayoutFleet(t, 3, ab, channels)
+	_, ab, abc, _, f := twoToThree(t, 3, "joins-", 100)
 	f.WaitPublished(1000)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -284,10 +281,7 @@ func TestRelayoutBrokerJoins(t *testing.T) {
 // all on its layout already, acknowledge it again, and running the same
 // re-layout again resumes it and ends it.
 func TestRelayoutFinishReappears(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
-	channels := channelNames("reappears-", 50)
-	f := newRelayoutFleet(t, 2, ab, channels)
+	servers, ab, abc, _, f := twoToThree(t, 2, "reappears-", 50)
 	f.WaitPublished(200)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
