@@ -215,7 +215,7 @@ func TestFeederRunsOrderedWithOtherFeeders(t *testing.T) {
 // TestFeederRunCloseMeanwhile: Close called while a feeder runs a message
 // for an idle worker waits for it; what other feeders queued for that
 // worker meanwhile is then handled by the worker before Close returns,
-// and nothing is lost.
+// and nothing is lost. After Close a feeder runs nothing.
 func TestFeederRunCloseMeanwhile(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -260,6 +260,8 @@ func TestFeederRunCloseMeanwhile(t *testing.T) {
 		t.Fatal("Close did not return after the feeder's message was handled")
 	}
 	assert.Equal(t, uint64(n), p.Delivered(), "the feeder's message and the worker's drain deliver everything")
+	assert.False(t, other.SubmitCopy("ch", []byte("late"), time.Time{}), "a closed pool neither queues nor runs a message")
+	assert.Equal(t, uint64(n), p.Delivered())
 }
 
 // TestFeederRunRecoversPanic: a handler that panics on a message a feeder
