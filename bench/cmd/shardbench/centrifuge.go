@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,31 @@ type centResult struct {
 	GCShare      float64 `json:"gc_cpu_share"`
 	LiveHeap     uint64  `json:"live_heap_bytes"`
 	HeapBlockMiB int     `json:"heap_block_mib"`
+	// NodeCPUPerPub, ClientsCPUPerPub and RuntimeCPUPerPub split the
+	// process's CPU in the measured window by owner, as Go's profiler
+	// sampled it (see centSide), per publication: the Centrifuge nodes
+	// with their brokers; the centrifuge-go clients with, on the client
+	// path, the publishers driving them; the runtime's own work. Zero when
+	// -cpuprofile holds the profiler.
+	NodeCPUPerPub    float64 `json:"node_cpu_ns_per_publication,omitempty"`
+	ClientsCPUPerPub float64 `json:"clients_cpu_ns_per_publication,omitempty"`
+	RuntimeCPUPerPub float64 `json:"runtime_cpu_ns_per_publication,omitempty"`
+}
+
+// centSide is the profiler label that tells the CPU split's owners apart:
+// centrifuge.go starts every node (and so its broker, its HTTP server and
+// every goroutine those start) under side=node, and the clients under
+// side=clients. The publishers call Node.Publish on the server path, node
+// work, so they run under side=node there and under side=clients on the
+// client path, where they drive centrifuge-go's Publish. Goroutines the
+// runtime starts or runs for itself (the scheduler, the collector's
+// background workers, the goroutines of timers) carry no label.
+const centSide = "side"
+
+// underSide runs f with the profiler label side=value, which every
+// goroutine f starts inherits.
+func underSide(ctx context.Context, value string, f func()) {
+	pprof.Do(ctx, pprof.Labels(centSide, value), func(context.Context) { f() })
 }
 
 // centHistory is the history-on publish (-cent-history on): the last 100
@@ -249,7 +275,7 @@ func centPass(ctx context.Context, names []string, variants []centVariant, seeds
 	}
 	head := []string{"broker", "publish", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "Redis CPU/msg", "GC", "live heap", "pubsub conns per master",
 		"publish conns per master", "other conns per master", "loss", "runs"}
-	var rows, rrows, hrows, hrrows [][]string
+	var rows, rrows, hrows, hrrows, orows [][]string
 	var connTarget *target
 	for _, v := range variants {
 		mode, label := v.mode, v.mode
@@ -295,6 +321,9 @@ func centPass(ctx context.Context, names []string, variants []centVariant, seeds
 				hrows = append(hrows, centHistoryRow(m, len(runs[name])))
 			} else {
 				rows = append(rows, centRow(m, servers, len(runs[name])))
+				if !toy && m.NodeCPUPerPub > 0 {
+					orows = append(orows, centOwnerRow(m))
+				}
 			}
 		}
 		a, c := meds[centAdapter], meds[centRedis]
@@ -325,6 +354,10 @@ func centPass(ctx context.Context, names []string, variants []centVariant, seeds
 				fmt.Sprintf("centrifuge (issue 10)%s, %s publish: delivered/s ≥ 1.5× Centrifuge's RedisBroker, %d nodes × %d WebSocket clients, 3 masters", tag, mode, cfg.centNodes, cfg.centClients),
 				fmt.Sprintf("%s (%s vs %s)", ratio(a.Rate, c.Rate), fmtRate(a.Rate), fmtRate(c.Rate)), status(a.Rate >= 1.5*c.Rate)})
 		}
+		if !toy && a.NodeCPUPerPub > 0 && c.NodeCPUPerPub > 0 {
+			orows = append(orows, []string{centAdapter + " / " + centRedis, mode, ratio(a.NodeCPUPerPub, c.NodeCPUPerPub),
+				ratio(a.ClientsCPUPerPub, c.ClientsCPUPerPub), ratio(a.RuntimeCPUPerPub, c.RuntimeCPUPerPub), ratio(centOwnersTotal(a), centOwnersTotal(c))})
+		}
 		if !toy && a.Error == "" && a.PubSubConns != nil && connTarget == nil {
 			// One subscribe and one publish connection per master per node.
 			ok := true
@@ -353,6 +386,19 @@ func centPass(ctx context.Context, names []string, variants []centVariant, seeds
 		rt := table([]string{"ratio", "publish", "delivered/s", "p50", "p99", "client CPU/msg", "Redis CPU/msg"}, rrows)
 		body.WriteString("\n" + rt)
 		show(rt)
+	}
+	if len(orows) > 0 {
+		fmt.Fprintf(&body, "\n**Whose CPU.** The process holds the nodes and the clients on one core, so *client CPU/msg* above is the sum of "+
+			"both. Go's profiler, run through each measured window, splits it by owner (profiler labels, which a goroutine's children "+
+			"inherit): *node* is the %d Centrifuge nodes with their brokers, HTTP servers and every goroutine those start; *clients* the "+
+			"%d centrifuge-go clients with, on the client path, the publishers driving them (on the server path the publishers call "+
+			"`Node.Publish`, node work); *runtime* the work no goroutine of either owns (the scheduler, the collector's background "+
+			"workers, timers). CPU per publication, medians over the rounds; a sample is 10 ms of CPU, so a round of this length holds a "+
+			"few hundred and each figure is good to a few percent. A deployment's node pays its own column and a share of the runtime's, "+
+			"not the clients'.\n\n", cfg.centNodes, cfg.centNodes*cfg.centClients)
+		ot := table([]string{"broker", "publish", "node CPU/pub", "clients CPU/pub", "runtime CPU/pub", "total"}, orows)
+		body.WriteString(ot)
+		show("centrifuge, CPU by owner\n" + ot)
 	}
 	if len(hrows) > 0 {
 		if !toy {
@@ -513,13 +559,19 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 		}
 	}()
 	bound := &centBound{} // the nodes' shared zero-cost broker, if that is name
-	for range cfg.centNodes {
-		nd, err := startCentNode(name, seeds, bound)
-		if err != nil {
-			res.Error = "start node: " + err.Error()
-			return res
+	var err error
+	underSide(ctx, "node", func() {
+		for range cfg.centNodes {
+			var nd *centNode
+			if nd, err = startCentNode(name, seeds, bound); err != nil {
+				return
+			}
+			nodes = append(nodes, nd)
 		}
-		nodes = append(nodes, nd)
+	})
+	if err != nil {
+		res.Error = "start node: " + err.Error()
+		return res
 	}
 
 	var win window
@@ -536,26 +588,31 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	prefix := fmt.Sprintf("cent:%s:%d:", name, time.Now().UnixNano()%1e6)
 	subs := centChannels(prefix, nClients)
 	var allSubs []*gocent.Subscription
-	for i := range nClients {
-		c := gocent.NewProtobufClient(nodes[i%len(nodes)].url, gocent.Config{Data: []byte("user" + strconv.Itoa(i))})
-		clients = append(clients, c)
-		if err := c.Connect(); err != nil {
-			res.Error = "connect: " + err.Error()
-			return res
-		}
-		for _, ch := range subs[i] {
-			sub, err := c.NewSubscription(ch)
-			if err != nil {
-				res.Error = "subscription: " + err.Error()
-				return res
+	underSide(ctx, "clients", func() {
+		for i := range nClients {
+			c := gocent.NewProtobufClient(nodes[i%len(nodes)].url, gocent.Config{Data: []byte("user" + strconv.Itoa(i))})
+			clients = append(clients, c)
+			if err := c.Connect(); err != nil {
+				res.Error = "connect: " + err.Error()
+				return
 			}
-			sub.OnPublication(onPub)
-			if err := sub.Subscribe(); err != nil {
-				res.Error = "subscribe: " + err.Error()
-				return res
+			for _, ch := range subs[i] {
+				sub, err := c.NewSubscription(ch)
+				if err != nil {
+					res.Error = "subscription: " + err.Error()
+					return
+				}
+				sub.OnPublication(onPub)
+				if err := sub.Subscribe(); err != nil {
+					res.Error = "subscribe: " + err.Error()
+					return
+				}
+				allSubs = append(allSubs, sub)
 			}
-			allSubs = append(allSubs, sub)
 		}
+	})
+	if res.Error != "" {
+		return res
 	}
 	res.Subs = len(allSubs)
 	deadline := time.Now().Add(60 * time.Second)
@@ -596,9 +653,21 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 		_, err := nodes[g%len(nodes)].node.Publish(ch, buf)
 		return err
 	}
-	p := cfg.centPublishers
-	pubs := startPublishers(ctx, p, cfg.payload, channels, time.Millisecond, publish)
+	side := "node"
+	if mode == "client" {
+		side = "clients"
+	}
+	var pubs *publishers
+	underSide(ctx, side, func() {
+		pubs = startPublishers(ctx, cfg.centPublishers, cfg.payload, channels, time.Millisecond, publish)
+	})
 	sleepCtx(ctx, cfg.warmup)
+	var split *measure.CPUSplit
+	if cfg.cpuprofile == "" {
+		if split, err = measure.StartCPUSplit(centSide); err != nil {
+			res.Note = "no CPU split: " + err.Error()
+		}
+	}
 	cpu0, rcpu0, rt0 := measure.ProcessCPU(), measure.RedisCPU(servers), measure.ReadRuntime()
 	t0 := time.Now()
 	win.start.Store(t0.UnixNano())
@@ -607,6 +676,12 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
 	pub1 := pubs.sent()
+	var owners map[string]time.Duration
+	if split != nil {
+		if owners, err = split.Stop(); err != nil {
+			res.Note = "no CPU split: " + err.Error()
+		}
+	}
 	conns := masterConns(servers)
 	pubs.halt()
 	// Every message a client receives was delivered to cfg.centFanout of them.
@@ -639,6 +714,12 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	if pub1 > pub0 {
 		res.ClientCPUPerPub = float64(res.cpu) / float64(pub1-pub0)
 		res.RedisCPUPerPub = float64(res.redisCPU) / float64(pub1-pub0)
+		if owners != nil {
+			n := float64(pub1 - pub0)
+			res.NodeCPUPerPub = float64(owners["node"]) / n
+			res.ClientsCPUPerPub = float64(owners["clients"]) / n
+			res.RuntimeCPUPerPub = float64(owners[""]) / n
+		}
 	}
 	if v := pubs.firstErr.Load(); v != nil {
 		res.Note = "publish errors, first: " + v.(string)
@@ -675,6 +756,9 @@ func centMedian(rs []centResult, servers []string) centResult {
 	m.PubRate = medf(func(r centResult) float64 { return r.PubRate })
 	m.ClientCPUPerPub = medf(func(r centResult) float64 { return r.ClientCPUPerPub })
 	m.RedisCPUPerPub = medf(func(r centResult) float64 { return r.RedisCPUPerPub })
+	m.NodeCPUPerPub = medf(func(r centResult) float64 { return r.NodeCPUPerPub })
+	m.ClientsCPUPerPub = medf(func(r centResult) float64 { return r.ClientsCPUPerPub })
+	m.RuntimeCPUPerPub = medf(func(r centResult) float64 { return r.RuntimeCPUPerPub })
 	m.GCShare = medf(func(r centResult) float64 { return r.GCShare })
 	m.LiveHeap = uint64(medf(func(r centResult) float64 { return float64(r.LiveHeap) }))
 	med := func(get func(centResult) int) int {
@@ -721,6 +805,17 @@ func centRow(r centResult, servers []string, runs int) []string {
 	return []string{r.Engine, r.PublishVia, fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us), fmtDur(time.Duration(r.ClientCPUns)),
 		fmtDur(time.Duration(r.RedisCPUns)), gcCell(r), heapCell(r), perMaster(r.PubSubConns, servers), perMaster(r.PublishConns, servers), perMaster(r.OtherConns, servers),
 		loss, strconv.Itoa(runs)}
+}
+
+// centOwnerRow is a row of the CPU-by-owner table: CPU per publication.
+func centOwnerRow(r centResult) []string {
+	d := func(ns float64) string { return fmtDur(time.Duration(ns)) }
+	return []string{r.Engine, r.PublishVia, d(r.NodeCPUPerPub), d(r.ClientsCPUPerPub), d(r.RuntimeCPUPerPub), d(centOwnersTotal(r))}
+}
+
+// centOwnersTotal is the profiled CPU per publication, all owners.
+func centOwnersTotal(r centResult) float64 {
+	return r.NodeCPUPerPub + r.ClientsCPUPerPub + r.RuntimeCPUPerPub
 }
 
 // gcCell is the GC column: the collector's share of the Go CPU time.
