@@ -12,9 +12,10 @@ import (
 // loop, and defers waking idle workers until Flush: a burst of messages
 // read from one socket then wakes each worker it feeds once, instead of
 // once per message, and workers that are busy are never woken at all. A
-// message queued for a sleeping worker waits until Flush, so the feeding
-// goroutine must call Flush before it blocks (a read loop: before every
-// read from its socket). In a pool with Options.InlineHandling, the
+// message queued for a sleeping worker waits until Flush, or until it
+// fills half the worker's queue, so the feeding goroutine must call Flush
+// before it blocks (a read loop: before every read from its socket). In a
+// pool with Options.InlineHandling, the
 // feeding goroutine runs the handler itself for a message whose worker is
 // idle (see SubmitCopy).
 //
@@ -81,6 +82,9 @@ func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 	i := int(h % uint64(len(f.p.workers)))
 	if f.p.inline && !f.oneOff && !f.marked[i] {
 		if w := &f.p.workers[i]; w.borrow() {
+			// The handler may block: wake first the workers this
+			// feeder queued messages for, lest they sleep through it.
+			f.Flush()
 			f.runOne(w, f.copied(h, channel, payload, at))
 			return true
 		}
@@ -166,8 +170,13 @@ func (f *Feeder) submit(i int, m Message, owned bool) bool {
 	if owned {
 		refill = &f.stash
 	}
-	queued, asleep := f.p.push(i, m, owned, refill)
-	if asleep && !f.marked[i] {
+	queued, asleep, filling := f.p.push(i, m, owned, refill)
+	switch {
+	case filling:
+		// One read's burst would fill the queue while the worker sleeps
+		// and then drop: wake it now.
+		f.p.workers[i].wakeUp()
+	case asleep && !f.marked[i]:
 		f.marked[i] = true
 		f.pending = append(f.pending, i)
 	}
@@ -185,12 +194,13 @@ func (f *Feeder) Flush() {
 }
 
 // runOne hands m to the handler on the feeding goroutine, for w, which
-// the feeder borrowed, and gives w back.
+// the feeder borrowed, and gives w back, also when the handler ends the
+// goroutine (runtime.Goexit: a test's FailNow).
 func (f *Feeder) runOne(w *poolWorker, m Message) {
+	defer w.giveBack()
 	r := f.runner()
 	r.b.msgs[0], r.b.owned[0] = m, false
 	f.p.run(w, r, 1)
-	w.giveBack()
 }
 
 // runner returns the feeder's batch runner, made at its first use.

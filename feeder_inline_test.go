@@ -341,3 +341,79 @@ func BenchmarkFeederHandOff(b *testing.B) {
 		}
 	}
 }
+
+// channelOf returns a channel name, tag-k for the least k, that p routes
+// to worker i.
+func channelOf(p *WorkerPool, i int, tag string) string {
+	for k := 0; ; k++ {
+		if c := tag + "-" + strconv.Itoa(k); p.workerOf(c) == i {
+			return c
+		}
+	}
+}
+
+// TestFeederFlushesBeforeRunningInline: a feeder that queued a message
+// for a sleeping worker (its wake-up deferred to Flush) and then runs
+// another worker's message itself wakes the first before the handler
+// runs: a handler that waits for what the queued message leads to does
+// not wait for the read loop's next Flush.
+func TestFeederFlushesBeforeRunningInline(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	queuedDone := make(chan struct{})
+	var queuedCh, inlineCh string
+	waited := make(chan bool, 1)
+	p := newInlinePool(t, 2, 16, false, func(m Message) {
+		switch m.Channel {
+		case queuedCh:
+			close(queuedDone)
+		case inlineCh:
+			select {
+			case <-queuedDone:
+				waited <- true
+			case <-time.After(wptDeadline):
+				waited <- false
+			}
+		}
+	})
+	defer p.Close()
+	queuedCh, inlineCh = channelOf(p, 0, "queued"), channelOf(p, 1, "inline")
+	f := p.NewFeeder()
+	require.True(t, f.Submit(Message{Channel: queuedCh}))
+	require.Len(t, f.pending, 1, "worker 0's wake-up waits for Flush")
+	require.True(t, f.SubmitCopy(inlineCh, []byte("x"), time.Time{}))
+	assert.True(t, <-waited, "worker 0 slept with its message queued while the feeder ran worker 1's handler")
+	assert.Empty(t, f.pending)
+	f.Flush()
+}
+
+// TestFeederRunSurvivesGoexit: a handler that ends the feeding goroutine
+// with runtime.Goexit (a test handler's FailNow) still gives the worker
+// back: its next message is handled, and Close returns.
+func TestFeederRunSurvivesGoexit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var handled atomic.Int32
+	p := newInlinePool(t, 1, 16, false, func(m Message) {
+		if string(m.Payload) == "exit" {
+			runtime.Goexit()
+		}
+		handled.Add(1)
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.NewFeeder().SubmitCopy("ch", []byte("exit"), time.Time{})
+	}()
+	<-done
+	require.True(t, p.Submit(Message{Channel: "ch", Payload: []byte("next")}))
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(wptDeadline):
+		sleeping, n := p.asleep(0)
+		t.Fatalf("Close hangs: the worker was never given back (sleeping %v, %d queued)", sleeping, n)
+	}
+	assert.Equal(t, int32(1), handled.Load())
+}

@@ -201,7 +201,7 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 // pool is gone, not overloaded.
 func (p *WorkerPool) Submit(m Message) bool {
 	i := p.workerOf(m.Channel)
-	queued, asleep := p.push(i, m, false, nil)
+	queued, asleep, _ := p.push(i, m, false, nil)
 	if asleep {
 		p.workers[i].wakeUp()
 	}
@@ -214,27 +214,31 @@ func (p *WorkerPool) workerOf(channel string) int {
 }
 
 // push queues m for worker i, or counts it as dropped when that queue is
-// full, and reports whether m was queued and whether the worker is asleep
-// and must be woken for it. owned marks m's Payload as the pool's own
+// full, and reports whether m was queued, whether the worker is asleep
+// and must be woken for it, and whether it is asleep with its queue at
+// least half full, to be woken without waiting for a feeder's Flush. owned marks m's Payload as the pool's own
 // buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
 // buffers, and m queued, push moves the worker's free buffers into the
 // stash if it runs low, under the lock it takes anyway: every worker a
 // feeder feeds hands back its buffers that way, so none piles up buffers
 // to its cap (and drops them) while the feeder allocates new ones.
-func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep bool) {
+func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep, filling bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return false, false
+		return false, false, false
 	}
 	if w.n == len(w.ring) {
-		w.mu.Unlock()
+		// Counted under mu: once Close has set closed, the reporter's
+		// last report includes every drop Dropped counts.
 		w.dropped.Add(1)
-		if p.drops.add(m.Channel, nil) {
+		report := p.drops.add(m.Channel, nil)
+		w.mu.Unlock()
+		if report {
 			p.wakeReporter()
 		}
-		return false, false
+		return false, false, false
 	}
 	at := w.head + w.n
 	if at >= len(w.ring) {
@@ -246,6 +250,7 @@ func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queue
 	}
 	w.n++
 	asleep = w.sleeping
+	filling = asleep && 2*w.n >= len(w.ring)
 	if refill != nil && len(*refill) < refillBelow && len(w.free) > 0 {
 		n := min(len(w.free), maxFree-len(*refill))
 		rest := len(w.free) - n
@@ -254,7 +259,7 @@ func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queue
 		w.free = w.free[:rest]
 	}
 	w.mu.Unlock()
-	return true, asleep
+	return true, asleep, filling
 }
 
 // wakeUp wakes the worker if it is still asleep: of several submitters

@@ -620,6 +620,72 @@ func TestFeederWakesAtFlush(t *testing.T) {
 	assert.False(t, f.Submit(Message{Channel: "closed"}), "a closed pool accepts nothing")
 }
 
+// TestFeederWakesAtHalfQueue: a feeder wakes a sleeping worker without
+// waiting for Flush once its queue is half full, so that one read's burst
+// for a hot channel is handled while it is read instead of overflowing
+// the queue of an idle worker.
+func TestFeederWakesAtHalfQueue(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var handled atomic.Int32
+	p := NewWorkerPool(1, 16, func(Message) { handled.Add(1) }, nil)
+	defer p.Close()
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+	f := p.NewFeeder()
+	for range 7 {
+		require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
+	}
+	sleeping, queued := p.asleep(0)
+	assert.True(t, sleeping, "below half the queue the wake-up waits for Flush")
+	assert.Equal(t, 7, queued)
+	require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
+	require.Eventually(t, func() bool { return handled.Load() == 8 }, wptDeadline, time.Millisecond,
+		"the eighth message of sixteen slots woke the worker")
+	f.Flush()
+	assert.Zero(t, p.Dropped())
+}
+
+// TestWorkerPoolDropRacingCloseIsReported: a drop counted while Close
+// runs is in the events the pool reports, so that Dropped and the
+// EventDropped counts agree after Close (a drop counted after Close's last
+// report would never be reported).
+func TestWorkerPoolDropRacingCloseIsReported(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	for iter := range 100 {
+		var mu sync.Mutex
+		var reported uint64
+		emit := func(ev Event) {
+			if ev.Kind == EventDropped {
+				mu.Lock()
+				reported += ev.Count
+				mu.Unlock()
+			}
+		}
+		p := newWorkerPool(1, 1, func(Message) {}, emit, time.Hour, false, false)
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				m := Message{Channel: fmt.Sprint("c", g)}
+				for !stop.Load() {
+					p.Submit(m)
+				}
+			})
+		}
+		for range 50 + iter%100 {
+			runtime.Gosched()
+		}
+		p.Close()
+		stop.Store(true)
+		wg.Wait()
+		mu.Lock()
+		got := reported
+		mu.Unlock()
+		require.Equal(t, p.Dropped(), got, "round %d: drops counted and drops reported", iter)
+	}
+}
+
 // BenchmarkWorkerPoolDeliver measures a read loop's hand-off end to end,
 // with the clock running: one Feeder queues bursts of 64 messages (with a
 // PublishedAt, so lags are recorded) for 4 workers and flushes, and waits
