@@ -79,7 +79,7 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 	}
 	b.badFrames.log = cfg.Logger
 	b.resync = startResync(node.Hub(), cfg.Logger)
-	b.controlQueue = startControls(b.handleControl)
+	b.controlQueue = startControls(b.handleControl, cfg.Logger)
 	b.engine, err = cfg.newEngine(b.deliver, b.onEvent)
 	if err != nil {
 		b.resync.stop()
@@ -298,11 +298,20 @@ type Stats struct {
 	// with the insufficient-state code after messages of their channel
 	// may have been lost, so that the client resubscribes.
 	Resubscribes uint64
+	// Reconnects counts clients the Broker disconnected with
+	// DisconnectInsufficientState for the same reason, because one of the
+	// channels was a server-side subscription, which a client SDK does not
+	// resubscribe by itself, so that the client reconnects.
+	Reconnects uint64
+	// ControlDrops counts control messages dropped because the queue of
+	// control commands waiting for the node was full.
+	ControlDrops uint64
 }
 
 // Stats returns the Broker's counters.
 func (b *Broker) Stats() Stats {
-	s := Stats{BadFrames: b.badFrames.count.Load(), Resubscribes: b.resync.unsubscribed.Load()}
+	s := Stats{BadFrames: b.badFrames.count.Load(), Resubscribes: b.resync.unsubscribed.Load(),
+		Reconnects: b.resync.disconnected.Load(), ControlDrops: b.controlQueue.dropped.Load()}
 	if r, ok := b.engine.(interface{ Stats() shardcast.Stats }); ok {
 		s.Engine = r.Stats()
 	}

@@ -2,15 +2,20 @@ package centrifugebroker
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/centrifugal/centrifuge"
 )
 
 // controlQueueSize is how many control messages may wait for the control
-// goroutine before the engine's worker that received the next one waits
-// for room.
-const controlQueueSize = 256
+// goroutine; one more is dropped, counted and logged. A node's control
+// traffic is a few messages a second per node (node info, the odd
+// disconnect or survey), so a full queue means the control goroutine is
+// stuck or the channel is flooded.
+const controlQueueSize = 4096
 
 // controls runs the node's control commands on a goroutine of their own,
 // in the order received, as Centrifuge's Redis broker does on its own
@@ -19,14 +24,25 @@ const controlQueueSize = 256
 // application's), and run on the engine's worker it would hold up the
 // publications of every channel that worker carries, which with one
 // worker per core is most of them.
+//
+// Adding never waits. The engine delivers a control message on its
+// worker, or, with InlineHandling, on the subscribe connection's read
+// loop; a command the control goroutine runs may wait for a reply on that
+// very connection (a server-side subscribe calls Broker.Subscribe), so
+// waiting there for room would hold up the reply the command waits for,
+// and every publication on the connection with it.
 type controls struct {
 	queue chan []byte
 	stop  chan struct{}
 	done  sync.WaitGroup
+
+	dropped atomic.Uint64
+	lastLog atomic.Int64 // UnixNano of the last log line about a drop
+	log     *slog.Logger
 }
 
-func startControls(handle func([]byte)) *controls {
-	c := &controls{queue: make(chan []byte, controlQueueSize), stop: make(chan struct{})}
+func startControls(handle func([]byte), log *slog.Logger) *controls {
+	c := &controls{queue: make(chan []byte, controlQueueSize), stop: make(chan struct{}), log: log}
 	c.done.Go(func() {
 		for {
 			select {
@@ -40,12 +56,23 @@ func startControls(handle func([]byte)) *controls {
 	return c
 }
 
-// add queues cmd, waiting for room; after close it drops it.
+// add queues cmd, or drops it when the queue is full, counting and (at
+// most once per badFrameLogEvery) logging the drop. After close, a queued
+// command is never run.
 func (c *controls) add(cmd []byte) {
 	select {
 	case c.queue <- cmd:
-	case <-c.stop:
+		return
+	default:
 	}
+	n := c.dropped.Add(1)
+	now := time.Now().UnixNano()
+	last := c.lastLog.Load()
+	if now-last < int64(badFrameLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("centrifugebroker: control queue full, dropped a control message (the control goroutine is stuck, or the control channel flooded)",
+		"queued", controlQueueSize, "dropped_total", n)
 }
 
 // close stops the goroutine once the command it runs, if any, returns;

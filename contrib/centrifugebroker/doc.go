@@ -38,7 +38,12 @@
 // a resubscribing channel waits until Redis holds the channel again. Clients
 // that subscribed while the channel was interrupted, without such a wait,
 // are unsubscribed once more at the EventRestored. Stats.Resubscribes counts
-// these unsubscribes. Until a channel is restored, its join and leave
+// these unsubscribes. A client SDK does not resubscribe a server-side
+// subscription by itself, so a client with one among those channels is
+// disconnected with centrifuge.DisconnectInsufficientState instead, as
+// Centrifuge itself does, and reconnects (Stats.Reconnects). An
+// EventDropped whose channel list was cut short (Truncated) reaches the
+// clients of every channel with local subscribers. Until a channel is restored, its join and leave
 // messages from this node are not sent (PublishJoin and PublishLeave fail
 // at once, and Centrifuge ignores that): they would wait for Redis and
 // hold up every client being resubscribed.

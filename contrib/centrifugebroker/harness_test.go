@@ -136,8 +136,9 @@ type testClient struct {
 	c    *gocent.Client
 	mu   sync.Mutex
 	subs map[string]*testSub
-	// disconnects records the codes of server-side disconnects.
-	disconnects []uint32
+	// disconnects records the codes of server-side disconnects;
+	// reconnects those of disconnects the client reconnects after.
+	disconnects, reconnects []uint32
 	// server holds the data of publications on server-side
 	// subscriptions, by channel, in arrival order.
 	server map[string][]string
@@ -171,6 +172,11 @@ func connect(t *testing.T, nd *testNode, user string) *testClient {
 	tc.c.OnDisconnected(func(e gocent.DisconnectedEvent) {
 		tc.mu.Lock()
 		tc.disconnects = append(tc.disconnects, e.Code)
+		tc.mu.Unlock()
+	})
+	tc.c.OnConnecting(func(e gocent.ConnectingEvent) {
+		tc.mu.Lock()
+		tc.reconnects = append(tc.reconnects, e.Code)
 		tc.mu.Unlock()
 	})
 	t.Cleanup(tc.c.Close)
@@ -284,6 +290,14 @@ func (tc *testClient) disconnectCodes() []uint32 {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	return append([]uint32(nil), tc.disconnects...)
+}
+
+// reconnectCodes returns the codes the client went back to connecting
+// with, in order: the first is its own Connect call.
+func (tc *testClient) reconnectCodes() []uint32 {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return append([]uint32(nil), tc.reconnects...)
 }
 
 // serverReceived returns a copy of what the server-side subscription to

@@ -24,7 +24,10 @@ const lossChannels = 60
 // some channels: the clients of exactly those channels, on the node whose
 // subscriptions broke, are unsubscribed with the insufficient-state code,
 // resubscribe, and receive publications again once Redis is back; the
-// clients of other channels are left alone.
+// clients of other channels are left alone. A client subscribed to the
+// channels server-side, which an SDK does not resubscribe, is
+// disconnected with the insufficient-state code instead, reconnects and
+// receives them again.
 func TestLossTellsClientsToResubscribe(t *testing.T) {
 	t.Run("cluster master SIGKILL", func(t *testing.T) {
 		c := redistest.StartCluster(t, 3, 1)
@@ -93,13 +96,16 @@ func testLoss(t *testing.T, cfg Config, affected func(*testing.T, *Broker, []str
 	require.NotEmpty(t, hit)
 	require.Less(t, len(hit), len(channels), "some channels must stay on healthy servers")
 
-	// Two clients on node A, subscribed to every channel; node B publishes.
+	// Two clients on node A, subscribed to every channel, and one more
+	// subscribed to them server-side; node B publishes.
 	subs := make(map[string][]*testSub)
 	for _, user := range []string{"ann", "abe"} {
 		for i, s := range connect(t, a, user).subscribe(t, channels...) {
 			subs[channels[i]] = append(subs[channels[i]], s)
 		}
 	}
+	a.subscribeOnConnect("sam", channels)
+	sam := connect(t, a, "sam")
 	everyoneGets := func(data string) {
 		t.Helper()
 		var missing []string
@@ -108,12 +114,13 @@ func testLoss(t *testing.T, cfg Config, affected func(*testing.T, *Broker, []str
 			// channel may still be settling.
 			missing = missing[:0]
 			for _, ch := range channels {
+				got := slices.Contains(sam.serverReceived(ch), data)
 				for _, s := range subs[ch] {
-					if !s.has(data) {
-						missing = append(missing, ch)
-						_, _ = b.node.Publish(ch, []byte(data))
-						break
-					}
+					got = got && s.has(data)
+				}
+				if !got {
+					missing = append(missing, ch)
+					_, _ = b.node.Publish(ch, []byte(data))
 				}
 			}
 			return len(missing) == 0
@@ -145,6 +152,12 @@ func testLoss(t *testing.T, cfg Config, affected func(*testing.T, *Broker, []str
 		}
 		return "affected clients to be unsubscribed with 2500 and resubscribe: " + fmt.Sprint(head(s, 5))
 	})
+	waitFor(t, func() bool {
+		return slices.Contains(sam.reconnectCodes(), centrifuge.DisconnectInsufficientState.Code) && sam.c.State() == gocent.StateConnected
+	}, func() string {
+		return fmt.Sprintf("the server-side subscriber to be disconnected with the insufficient-state code and reconnect: codes %v, %s",
+			sam.reconnectCodes(), sam.c.State())
+	})
 	everyoneGets("after")
 
 	// Clients of channels on the healthy servers saw nothing of it.
@@ -161,5 +174,6 @@ func testLoss(t *testing.T, cfg Config, affected func(*testing.T, *Broker, []str
 	}
 	st := a.broker.Stats()
 	assert.GreaterOrEqual(t, st.Resubscribes, uint64(2*len(hit)), "two clients per affected channel")
+	assert.GreaterOrEqual(t, st.Reconnects, uint64(1), "the server-side subscriber")
 	t.Logf("%d of %d channels affected; node A: %+v", len(hit), len(channels), st)
 }

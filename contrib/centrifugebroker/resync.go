@@ -27,7 +27,14 @@ func (b *Broker) onEvent(ev shardcast.Event) {
 	case shardcast.EventDropped:
 		b.log.Warn("centrifugebroker: messages dropped (a full worker queue, or late copies after a failover), telling their clients to resubscribe",
 			"event", ev.String(), "channels_truncated", ev.Truncated)
-		b.resync.lost(b.clientChannels(ev.Channels, true))
+		channels := b.clientChannels(ev.Channels, true)
+		if ev.Truncated {
+			// The list names only some of the channels that lost
+			// messages: every channel with local subscribers may have.
+			b.resync.lostAll()
+			return
+		}
+		b.resync.lost(channels)
 	}
 }
 
@@ -66,12 +73,14 @@ type resync struct {
 	gen    uint64            // bumped at every interruption
 	marked map[string]uint64 // channel → gen of its interruption
 	queue  []string          // channels to sweep
+	all    bool              // sweep every channel with local subscribers
 
 	wake chan struct{} // holds at most one pending wake-up
 	quit chan struct{}
 	done chan struct{}
 
 	unsubscribed atomic.Uint64
+	disconnected atomic.Uint64
 }
 
 func startResync(hub *centrifuge.Hub, log *slog.Logger) *resync {
@@ -167,6 +176,15 @@ func (r *resync) lost(channels []string) {
 	r.signal()
 }
 
+// lostAll sweeps the clients of every channel with local subscribers: an
+// event whose channel list was cut short.
+func (r *resync) lostAll() {
+	r.mu.Lock()
+	r.all = true
+	r.mu.Unlock()
+	r.signal()
+}
+
 func (r *resync) signal() {
 	select {
 	case r.wake <- struct{}{}:
@@ -190,15 +208,19 @@ func (r *resync) run() {
 		case <-r.wake:
 		}
 		r.mu.Lock()
-		queue := r.queue
-		r.queue = nil
+		queue, all := r.queue, r.all
+		r.queue, r.all = nil, false
 		r.mu.Unlock()
+		if all {
+			queue = r.hub.Channels()
+		}
 		r.sweep(queue)
 	}
 }
 
 // sweep unsubscribes every local client of channels with the
-// insufficient-state code.
+// insufficient-state code, and disconnects with it a client subscribed to
+// one of them server-side (see serverSide), which reconnects.
 func (r *resync) sweep(channels []string) {
 	set := make(map[string]struct{}, len(channels))
 	for _, ch := range channels {
@@ -209,13 +231,14 @@ func (r *resync) sweep(channels []string) {
 	if len(set) == 0 {
 		return
 	}
-	var n uint64
+	var n, d uint64
 	defer func() {
-		if n == 0 {
+		if n+d == 0 {
 			return
 		}
 		r.unsubscribed.Add(n)
-		r.log.Info("centrifugebroker: told clients to resubscribe", "channels", len(set), "subscriptions", n)
+		r.disconnected.Add(d)
+		r.log.Info("centrifugebroker: told clients to resubscribe", "channels", len(set), "subscriptions", n, "disconnected", d)
 	}()
 	for _, c := range r.hub.Connections() {
 		select {
@@ -223,11 +246,25 @@ func (r *resync) sweep(channels []string) {
 			return
 		default:
 		}
-		for _, ch := range c.Channels() {
-			if _, ok := set[ch]; ok {
-				c.Unsubscribe(ch, insufficientState)
-				n++
+		var affected []string
+		disconnect := false
+		for ch, cc := range c.ChannelsWithContext() {
+			if _, ok := set[ch]; !ok {
+				continue
 			}
+			affected = append(affected, ch)
+			if side, known := serverSide(cc); side || !known {
+				disconnect = true
+			}
+		}
+		if disconnect {
+			c.Disconnect(centrifuge.DisconnectInsufficientState)
+			d++
+			continue
+		}
+		for _, ch := range affected {
+			c.Unsubscribe(ch, insufficientState)
+			n++
 		}
 	}
 }

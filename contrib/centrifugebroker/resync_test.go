@@ -2,9 +2,14 @@ package centrifugebroker
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/centrifugal/centrifuge"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/sharded"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -43,4 +48,25 @@ func TestResyncMarks(t *testing.T) {
 	r.interrupted([]string{"d"})
 	r.confirmed([]string{"d"}, between)
 	assert.True(t, r.isInterrupted("d"))
+}
+
+// TestTruncatedDropReachesEveryChannel: an EventDropped whose channel
+// list was capped (Truncated) tells the clients of every channel with
+// local subscribers to resubscribe, not only those of the listed channels.
+func TestTruncatedDropReachesEveryChannel(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}})
+	subs := connect(t, nd, "u").subscribe(t, "listed", "unlisted")
+	ev := shardcast.Event{Kind: shardcast.EventDropped, Channels: []string{"listed"}, Count: 2, Since: time.Now(), Until: time.Now()}
+	nd.broker.onEvent(ev)
+	told := func(s *testSub) bool {
+		_, _, subscribing, _ := s.events()
+		return slices.Contains(subscribing, centrifuge.UnsubscribeCodeInsufficient)
+	}
+	waitFor(t, func() bool { return told(subs[0]) }, func() string { return "the listed channel's client to be told" })
+	assert.False(t, told(subs[1]), "an untruncated event names every channel that lost messages")
+
+	ev.Truncated = true
+	nd.broker.onEvent(ev)
+	waitFor(t, func() bool { return told(subs[1]) }, func() string { return "the unlisted channel's client to be told after a truncated event" })
 }
