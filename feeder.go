@@ -167,7 +167,9 @@ func (f *Feeder) intern(h uint64, channel string) string {
 
 func (f *Feeder) submit(i int, m Message, owned bool) bool {
 	var refill *[][]byte
-	if owned {
+	if owned && !f.oneOff {
+		// A one-off feeder's stash is thrown away: the worker keeps
+		// its free buffers.
 		refill = &f.stash
 	}
 	queued, asleep, filling := f.p.push(i, m, owned, refill)

@@ -91,3 +91,34 @@ func feederChannel(i int) string { return "ch:" + strconv.Itoa(i%8) }
 func feederPayload(i int) []byte {
 	return append([]byte(strconv.Itoa(i)+":"), bytes.Repeat([]byte{'x'}, 20+(i*53)%300)...)
 }
+
+// TestOneOffSubmitCopyKeepsFreeBuffers: WorkerPool.SubmitCopy, a one-off
+// feeder whose stash is thrown away, leaves the worker's recycled buffers
+// to the worker instead of moving them into that stash.
+func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	p := NewReusingWorkerPool(1, 64, func(Message) {}, nil)
+	defer p.Close()
+	free := func() int {
+		w := &p.workers[0]
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.free)
+	}
+	idle := func(handled uint64) func() bool {
+		return func() bool { s, n := p.asleep(0); return s && n == 0 && p.Delivered() == handled }
+	}
+	f := p.NewFeeder()
+	for range 16 {
+		require.True(t, f.SubmitCopy("ch", []byte("payload"), time.Time{}))
+	}
+	f.Flush()
+	require.Eventually(t, idle(16), wptDeadline, time.Millisecond)
+	before := free()
+	require.Positive(t, before, "the worker recycled the feeder's buffers")
+
+	require.True(t, p.SubmitCopy("ch", []byte("one-off"), time.Time{}))
+	require.Eventually(t, idle(17), wptDeadline, time.Millisecond)
+	assert.GreaterOrEqual(t, free(), before, "the one-off submit took the worker's free buffers")
+}

@@ -220,7 +220,7 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	if pub == nil || resendable(ctx, err) {
 		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 			if !asking {
-				return pub.SPublish(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
+				return pub.SPublishAgain(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 			}
 			// Redis 7 serves SPUBLISH on a migrating slot's source rather
 			// than redirecting it with ASK; this path is for servers that do.

@@ -29,17 +29,9 @@ func dialNode(ctx context.Context, d subconn.Dialer) (*nodeConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot connect: %w", d.Addr, err)
 	}
-	if d.Password != "" {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if d.Timeout > 0 {
-			actx, cancel = context.WithTimeout(ctx, d.Timeout)
-		}
-		err := resp.Auth(actx, nc, d.Username, d.Password)
-		cancel()
-		if err != nil {
-			_ = nc.Close()
-			return nil, fmt.Errorf("%s: login: %w", d.Addr, err)
-		}
+	if err := d.Login(ctx, nc); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("%s: login: %w", d.Addr, err)
 	}
 	return &nodeConn{addr: d.Addr, nc: nc, rd: resp.NewReader(bufio.NewReader(nc)), timeout: d.Timeout}, nil
 }

@@ -148,8 +148,11 @@ type wire struct {
 	err     error // set once the wire failed; no call is queued after
 	// queued counts the calls ever queued, sent those whose bytes were
 	// handed to a write: the last queued-sent calls of the queue never
-	// left, and fail as not sent if the wire dies.
-	queued, sent uint64
+	// left, and fail as not sent if the wire dies. While a write runs,
+	// sent counts its calls already (they may be on the wire), and
+	// prevSent is what sent was before it: sent goes back to it if the
+	// write wrote nothing.
+	queued, sent, prevSent uint64
 	// watch is the silence watchdog (see watchdog); armed while it is set.
 	watch *time.Timer
 	armed bool
@@ -175,6 +178,14 @@ func (p *Pub) Publish(ctx context.Context, channel string, payload []byte, raw b
 // building the key per call.
 func (p *Pub) SPublish(ctx context.Context, keyPrefix, channel string, payload []byte, raw bool, now time.Time) error {
 	_, err := p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now})
+	return err
+}
+
+// SPublishAgain is SPublish of a message stamped now that was sent before
+// (a resend after a redirection or a failover): its reply is timed from
+// this call, not from now, which may be older than the reply timeout.
+func (p *Pub) SPublishAgain(ctx context.Context, keyPrefix, channel string, payload []byte, raw bool, now time.Time) error {
+	_, err := p.do(ctx, command{sharded: true, keyPrefix: keyPrefix, channel: channel, payload: payload, raw: raw, now: now, again: true})
 	return err
 }
 
@@ -301,7 +312,8 @@ type command struct {
 	channel   string
 	payload   []byte
 	raw       bool
-	now       time.Time
+	now       time.Time // the envelope's publish time
+	again     bool      // a resend: now may be long past (see SPublishAgain)
 }
 
 // publishes reports whether the command publishes: a PUBLISH or SPUBLISH,
@@ -386,8 +398,10 @@ func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, err
 	c.fn = fn
 	c.want = cmd.replied()
 	c.at = cmd.now
-	if c.at.IsZero() || waited {
-		c.at = time.Now() // a dial may have taken longer than the silence limit
+	if c.at.IsZero() || waited || cmd.again {
+		// A dial, or a resend's backoffs, may have taken longer than the
+		// silence limit.
+		c.at = time.Now()
 	}
 	w.mu.Lock()
 	if w.err != nil || len(w.buf) >= MaxBacklog {
@@ -560,6 +574,9 @@ func (w *wire) flush(timeout time.Duration) {
 		}
 		out, batch := w.buf, w.queued
 		w.buf, w.spare = w.spare[:0], nil
+		// The reader may fail the wire while the write runs: whatever it
+		// carries may have reached Redis, so none of it is "not sent".
+		w.prevSent, w.sent = w.sent, batch
 		w.mu.Unlock()
 		var err error
 		if timeout > 0 {
@@ -570,9 +587,9 @@ func (w *wire) flush(timeout time.Duration) {
 			n, err = w.nc.Write(out)
 		}
 		w.mu.Lock()
-		if n > 0 {
-			w.sent = batch // a partial write may have carried any of them
-		}
+		if n == 0 {
+			w.sent = w.prevSent // none left: not sent after all
+		} // else a partial write may have carried any of them
 		if cap(out) <= 1<<20 {
 			w.spare = out[:0]
 		}
@@ -678,12 +695,10 @@ func (p *Pub) open(ctx context.Context) (*wire, error) {
 		}
 		return nil, fmt.Errorf("pubconn: dial %s: %w", p.dial.Addr, err)
 	}
-	if p.dial.Password != "" {
-		// Auth reports ctx's end as such itself.
-		if err := resp.Auth(ctx, nc, p.dial.Username, p.dial.Password); err != nil {
-			_ = nc.Close()
-			return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
-		}
+	// Login reports ctx's end as such itself.
+	if err := p.dial.Login(ctx, nc); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("pubconn: auth on %s: %w", p.dial.Addr, err)
 	}
 	w := &wire{nc: nc, onStall: p.onStall}
 	if p.onStall != nil {

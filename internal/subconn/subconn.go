@@ -102,8 +102,11 @@ type Conn struct {
 	mode  Mode
 	hooks Hooks
 
-	wmu  sync.Mutex // serialises writes; queue order = write order
-	wbuf []byte
+	// wlock, a one-slot semaphore, serialises writes (queue order is
+	// write order); a waiter gives up when its ctx ends or the wire goes,
+	// so that a write blocked on a frozen server holds up no Ping.
+	wlock chan struct{}
+	wbuf  []byte
 
 	qmu   sync.Mutex
 	queue []*call // sent, not yet answered, in send order
@@ -114,8 +117,9 @@ type Conn struct {
 	// reader goroutine touches it.
 	chanBuf []byte
 
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	werr error // why a write failed, when that failure closed the wire
 
 	done       chan struct{} // closed when the wire is gone
 	readerDone chan struct{} // closed when the reader goroutine exits
@@ -143,11 +147,9 @@ func Open(ctx context.Context, d Dialer, mode Mode, hooks Hooks) (*Conn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("subconn: dial %s: %w", d.Addr, err)
 	}
-	if d.Password != "" {
-		if err := resp.Auth(ctx, nc, d.Username, d.Password); err != nil {
-			_ = nc.Close()
-			return nil, fmt.Errorf("subconn: auth on %s: %w", d.Addr, err)
-		}
+	if err := d.Login(ctx, nc); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("subconn: auth on %s: %w", d.Addr, err)
 	}
 	c := newConn(nc, mode, hooks)
 	if err := c.Ping(ctx); err != nil {
@@ -165,6 +167,7 @@ func newConn(nc net.Conn, mode Mode, hooks Hooks) *Conn {
 		hooks:      hooks,
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		wlock:      make(chan struct{}, 1),
 	}
 	go c.read()
 	return c
@@ -188,6 +191,22 @@ func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 	}
 	td := &tls.Dialer{NetDialer: nd, Config: cfg}
 	return td.DialContext(ctx, "tcp", d.Addr)
+}
+
+// Login authenticates nc when d has a password, bounded by ctx and
+// d.Timeout: the dial timeout covers the login too, so that a server that
+// accepts connections but never answers (a frozen Redis) cannot hold a
+// caller whose ctx has no deadline.
+func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
+	if d.Password == "" {
+		return nil
+	}
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	return resp.Auth(ctx, nc, d.Username, d.Password)
 }
 
 // Done is closed when the connection is gone, by error or by Close.
@@ -237,10 +256,12 @@ func (c *Conn) Unsubscribe(ctx context.Context, batches ...[]string) []error {
 // the connection; the caller decides.
 func (c *Conn) Ping(ctx context.Context) error {
 	cl := &call{kind: callPing, done: make(chan struct{})}
-	c.wmu.Lock()
+	if err := c.lockWrite(ctx); err != nil {
+		return err
+	}
 	c.wbuf = resp.AppendCommand(c.wbuf[:0], "PING", nil)
 	err := c.send(ctx, cl)
-	c.wmu.Unlock()
+	c.unlockWrite()
 	if err != nil {
 		return err
 	}
@@ -267,7 +288,12 @@ func (c *Conn) Close() {
 func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches [][]string) []error {
 	errs := make([]error, len(batches))
 	calls := make([]*call, 0, len(batches))
-	c.wmu.Lock()
+	if err := c.lockWrite(ctx); err != nil {
+		for k := range errs {
+			errs[k] = err
+		}
+		return errs
+	}
 	c.wbuf = c.wbuf[:0]
 	for _, b := range batches {
 		if len(b) == 0 {
@@ -286,7 +312,7 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // a resubscribe of a million channels need not stay resident
 	}
-	c.wmu.Unlock()
+	c.unlockWrite()
 	i := 0
 	for k, b := range batches {
 		if len(b) == 0 {
@@ -302,7 +328,30 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 	return errs
 }
 
-// send queues calls and writes c.wbuf; the caller holds wmu. A write that
+// lockWrite takes the write lock, waiting at most until ctx ends or the
+// wire is gone.
+func (c *Conn) lockWrite(ctx context.Context) error {
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		if c.closing.Load() {
+			return ErrClosed
+		}
+		return c.Err()
+	}
+}
+
+func (c *Conn) unlockWrite() { <-c.wlock }
+
+// send queues calls and writes c.wbuf; the caller holds the write lock. A write that
 // fails (or that ctx interrupts) leaves the stream in an unknown state, so
 // it closes the wire; the queued calls then fail with the wire's error.
 func (c *Conn) send(ctx context.Context, calls ...*call) error {
@@ -331,8 +380,19 @@ func (c *Conn) send(ctx context.Context, calls ...*call) error {
 		_ = c.nc.SetWriteDeadline(time.Time{})
 	}
 	if err != nil {
+		ctxErr := ctx.Err()
+		if ctxErr != nil {
+			err = ctxErr
+		}
+		// Recorded before the close, as the cause the reader reports to
+		// everyone else, unless the reader failed first.
+		c.mu.Lock()
+		if c.err == nil && c.werr == nil {
+			c.werr = fmt.Errorf("subconn: write: %w", err)
+		}
+		c.mu.Unlock()
 		_ = c.nc.Close()
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctxErr != nil {
 			return ctxErr
 		}
 		if c.closing.Load() {
@@ -378,6 +438,9 @@ func (c *Conn) read() {
 	// the closed wire then reports it (see send), not "use of closed
 	// network connection".
 	c.mu.Lock()
+	if c.werr != nil && !c.closing.Load() {
+		err = c.werr // the failed write closed the wire
+	}
 	c.err = err
 	c.mu.Unlock()
 	_ = c.nc.Close()
@@ -555,6 +618,12 @@ func (c *Conn) readConfirmation(rd *resp.Reader, subscribe bool) error {
 		return err
 	}
 	if err := rd.Skip(1); err != nil { // the subscription count
+		if completed != nil {
+			// Popped already: the reader's last act, failing the queue,
+			// would not reach it.
+			completed.err = err
+			close(completed.done)
+		}
 		return err
 	}
 	if lost != "" && c.hooks.OnLost != nil && !c.closing.Load() {

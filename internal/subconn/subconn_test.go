@@ -749,14 +749,8 @@ func TestCloseDuringBlockedWrite(t *testing.T) {
 	huge := strings.Repeat("c", 64<<20) // far beyond what the socket buffers hold
 	res := make(chan []error, 1)
 	go func() { res <- conn.Subscribe(context.Background(), []string{huge}) }()
-	// The writer holds wmu until its write returns.
-	require.Eventually(t, func() bool {
-		if conn.wmu.TryLock() {
-			conn.wmu.Unlock()
-			return false
-		}
-		return true
-	}, 10*time.Second, time.Millisecond, "the write did not start")
+	// The writer holds the write lock until its write returns.
+	require.Eventually(t, func() bool { return len(conn.wlock) == 1 }, 10*time.Second, time.Millisecond, "the write did not start")
 
 	closed := make(chan struct{})
 	go func() { conn.Close(); close(closed) }()
@@ -891,4 +885,68 @@ func TestRefusedConnectionSaysWhy(t *testing.T) {
 			"a refusal that lost its reply fails as a reset connection, not %v", err)
 	}
 	require.GreaterOrEqual(t, told, rounds-2, "the server's refusal is the error")
+}
+
+// TestPingBehindBlockedWrite: a Ping waiting for the write lock, held by a
+// write the server will not take, gives up when its ctx ends, so that a
+// health check can drop a frozen wire.
+func TestPingBehindBlockedWrite(t *testing.T) {
+	conn, _ := openFake(t, startFake(t), Classic, Hooks{})
+	huge := strings.Repeat("c", 64<<20) // far beyond what the socket buffers hold
+	go func() { _ = conn.Subscribe(context.Background(), []string{huge}) }()
+	require.Eventually(t, func() bool { return len(conn.wlock) == 1 }, 10*time.Second, time.Millisecond, "the write did not start")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- conn.Ping(ctx) }()
+	select {
+	case err := <-res:
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ping waits for the write lock past its ctx")
+	}
+	// Close ends the blocked write; a Ping then fails at once.
+	conn.Close()
+	assert.ErrorIs(t, conn.Ping(context.Background()), ErrClosed)
+}
+
+// TestWriteFailureIsTheCause: a write that fails (its ctx ended mid-write)
+// closes the wire, and the wire's cause, which every other queued call
+// gets, is that failure, not the closed socket the reader then meets.
+func TestWriteFailureIsTheCause(t *testing.T) {
+	conn, p := openFake(t, startFake(t), Classic, Hooks{})
+	pingErr := make(chan error, 1)
+	go func() { pingErr <- conn.Ping(context.Background()) }()
+	p.expect("PING") // queued, never answered
+
+	huge := strings.Repeat("c", 64<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	errs := conn.Subscribe(ctx, []string{huge})
+	require.ErrorIs(t, errs[0], context.DeadlineExceeded)
+	waitDone(t, conn)
+	assert.ErrorIs(t, conn.Err(), context.DeadlineExceeded, "the wire's cause")
+	assert.NotErrorIs(t, conn.Err(), net.ErrClosed)
+	assert.ErrorIs(t, <-pingErr, context.DeadlineExceeded, "the queued call's error")
+}
+
+// TestConfirmationCutShort: a wire that fails inside the last
+// confirmation a Subscribe waits for, after the channel and before the
+// subscription count, fails that Subscribe instead of leaving it waiting
+// for good.
+func TestConfirmationCutShort(t *testing.T) {
+	conn, p := openFake(t, startFake(t), Classic, Hooks{})
+	res := make(chan []error, 1)
+	go func() { res <- conn.Subscribe(context.Background(), []string{"a"}) }()
+	p.expect("SUBSCRIBE", "a")
+	p.send("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n") // no count
+	require.NoError(t, p.nc.Close())
+	select {
+	case errs := <-res:
+		require.Len(t, errs, 1)
+		assert.Error(t, errs[0])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Subscribe whose confirmation was cut short never returned")
+	}
 }
