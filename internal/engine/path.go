@@ -26,10 +26,12 @@ type Path struct {
 	wanted    ChannelSet
 	wire      *subconn.Conn // nil while interrupted
 	downSince time.Time     // start of the current interruption, if any
-	// lost counts server-pushed unsubscribes seen for this path. A
-	// resubscribe reads it before sending and activates only if it is
-	// unchanged once Redis confirmed: a push that overtook the activation
-	// would otherwise be ignored and leave the path silently dead.
+	// lost counts server-pushed unsubscribes seen for this path, and the
+	// slot moves that took it to another node. A subscribe reads it
+	// before sending and takes the confirmation only if it is unchanged
+	// once Redis confirmed: a push or a move that overtook it would
+	// otherwise be ignored and leave the path silently dead, or active
+	// on a node that no longer serves it.
 	lost uint64
 	// owner is the link whose wire the path's channels were last sent to
 	// subscribe. Messages for the path are taken only from it: after a
@@ -296,6 +298,20 @@ func (p *Path) add(channels []string, token uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wanted.Add(channels, token)
+}
+
+// addIfActive adds channels to the wanted set if the path is still active
+// on wire and no server-pushed unsubscribe or slot move came since
+// lostSeq returned seq; otherwise the confirmation of their subscribe may
+// be void, and it adds nothing.
+func (p *Path) addIfActive(wire *subconn.Conn, seq uint64, channels []string, token uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost != seq || p.wire != wire || !wire.Alive() {
+		return false
+	}
+	p.wanted.Add(channels, token)
+	return true
 }
 
 // remove drops channels from the wanted set and returns those that were in

@@ -119,6 +119,7 @@ func (c *Core) fanOut(groups []shardcast.Group, f func(i int, g shardcast.Group)
 // link is down it waits for a change, bounded by ctx.
 func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, token uint64) (added []string, err error) {
 	var lastErr error
+	voided := 0
 	for {
 		if err := p.lock(ctx, c.closing); err != nil {
 			return nil, c.waitError(p, err, lastErr)
@@ -140,6 +141,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			}
 		}
 		fresh := p.missing(channels)
+		seq := p.lostSeq()
 		if len(fresh) > 0 {
 			send := fresh
 			if p.probe != nil && p.WantedCount() == 0 {
@@ -151,9 +153,27 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		if len(fresh) == 0 || err == nil {
 			// This call is now the last to have asked for every one of
 			// its channels here, so an older call's undo leaves them.
-			p.add(channels, token)
-			p.unlock()
-			return fresh, nil
+			// Unless the path lost its wire or a slot move overtook the
+			// confirmation meanwhile: an interruption that began before
+			// the channels were wanted would not name them.
+			if p.addIfActive(wire, seq, channels, token) {
+				p.unlock()
+				return fresh, nil
+			}
+			// Try again at once, on the path's carrier as the router
+			// knows it (after a slot move the old node answers MOVED,
+			// handled below); after a few voided attempts, only once
+			// something changed.
+			c.RequestRefresh()
+			lastErr = errVoided
+			if voided++; voided <= maxVoidedRetries {
+				p.unlock()
+				continue
+			}
+			if err := c.releaseAndWait(ctx, p, changed); err != nil {
+				return nil, c.waitError(p, err, lastErr)
+			}
+			continue
 		}
 		if WireFailed(ctx, wire, err, c.closing) || IsMoved(err) {
 			// The wire died or the slot moved: nothing from this attempt
@@ -215,6 +235,10 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 	}
 	return wire, nil
 }
+
+// maxVoidedRetries is how many times in a row a Subscribe whose
+// confirmation was voided tries again at once.
+const maxVoidedRetries = 3
 
 // errVoided reports a resubscribe whose confirmation a server-pushed
 // unsubscribe (a slot move) or a lost wire overtook.

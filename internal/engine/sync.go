@@ -293,6 +293,12 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 		// Set whether or not the path is still active on its old wire:
 		// the copies come over the bus to the new node either way.
 		p.failover.Store(mv.Failover)
+		if p.wire == nil || p.wire != mv.Keep {
+			// Voids a (re)subscribe in flight on the old node, whose
+			// confirmation would otherwise activate the path there
+			// after the move and end an interruption never reported.
+			p.lost++
+		}
 		chans, ok := p.interruptUnlessLocked(mv.Keep, mv.Since)
 		if !ok {
 			continue
