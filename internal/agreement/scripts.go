@@ -10,7 +10,9 @@ import "github.com/shardcast/shardcast"
 
 // joinScript prunes expired brokers, then registers ARGV[1] for ARGV[2] ms
 // if the record holds fingerprint ARGV[3], or a re-layout from or to it is
-// under way (KEYS[3], the transition, when given), or if there is no record or no
+// under way (KEYS[3], the transition, when given; to it, while the
+// re-layout aborts, only for a broker registered already, which follows
+// the abort back to from), or if there is no record or no
 // other live broker (then it first replaces the record with ARGV[3] and
 // the field/value pairs ARGV[4..]). Otherwise it changes nothing else and
 // reports the record. It serves both New and the heartbeat: a heartbeat
@@ -25,14 +27,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local others = redis.call('ZCARD', KEYS[2])
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+local known = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if known then
   others = others - 1
 end
 local status = 'joined'
 local fp = redis.call('HGET', KEYS[1], 'fingerprint')
 if fp ~= ARGV[3] and KEYS[3] then
-  local tr = redis.call('HMGET', KEYS[3], 'from', 'to')
-  if tr[1] == ARGV[3] or tr[2] == ARGV[3] then
+  local tr = redis.call('HMGET', KEYS[3], 'from', 'to', 'phase')
+  if tr[1] == ARGV[3] or (tr[2] == ARGV[3] and (tr[3] ~= 'abort' or known)) then
     fp = ARGV[3]
   end
 end

@@ -229,6 +229,17 @@ func (f *Follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	if f.id != t.ID {
 		f.since = time.Now()
 		f.from = f.cfg.Member.Layout()
+		if f.from.Fingerprint != t.From {
+			// Configured with the new layout and started mid-way: the
+			// engine's Prepare starts from the record's layout, as the
+			// fleet does, and an abort goes back to that one.
+			st, err := agreement.Read(ctx, f.cfg.Run, f.cfg.Agreement)
+			if err != nil || st.Record == nil || st.Record.Fingerprint != t.From {
+				f.cfg.Core.Log.Warn("shardcast: re-layout prepare: cannot read the layout it starts from; retrying", "err", err)
+				return false
+			}
+			f.from = *st.Record
+		}
 	}
 	n, err := f.cfg.Engine.Prepare(ctx, t)
 	if err != nil {
