@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/centrifugal/centrifuge"
 )
@@ -37,7 +36,7 @@ type controls struct {
 	done  sync.WaitGroup
 
 	dropped atomic.Uint64
-	lastLog atomic.Int64 // UnixNano of the last log line about a drop
+	limit   logLimit // of log lines about drops
 	log     *slog.Logger
 }
 
@@ -57,7 +56,7 @@ func startControls(handle func([]byte), log *slog.Logger) *controls {
 }
 
 // add queues cmd, or drops it when the queue is full, counting and (at
-// most once per badFrameLogEvery) logging the drop. After close, a queued
+// most once per dropLogEvery) logging the drop. After close, a queued
 // command is never run.
 func (c *controls) add(cmd []byte) {
 	select {
@@ -66,9 +65,7 @@ func (c *controls) add(cmd []byte) {
 	default:
 	}
 	n := c.dropped.Add(1)
-	now := time.Now().UnixNano()
-	last := c.lastLog.Load()
-	if now-last < int64(badFrameLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
+	if !c.limit.allow() {
 		return
 	}
 	c.log.Warn("centrifugebroker: control queue full, dropped a control message (the control goroutine is stuck, or the control channel flooded)",

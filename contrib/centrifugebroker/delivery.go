@@ -61,23 +61,35 @@ func (b *Broker) deliver(m shardcast.Message) {
 	}
 }
 
-// badFrameLogEvery is the least time between two log lines about dropped
-// frames: a foreign publisher flooding a channel must not flood the log.
-const badFrameLogEvery = time.Second
+// dropLogEvery is the least time between two log lines about one kind of
+// dropped message: a foreign publisher flooding a channel must not flood
+// the log.
+const dropLogEvery = time.Second
+
+// logLimit lets one log line through per dropLogEvery.
+type logLimit struct {
+	last atomic.Int64 // UnixNano of the last line let through
+}
+
+// allow reports whether a line may be logged now; of callers racing, one
+// gets through.
+func (l *logLimit) allow() bool {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	return now-last >= int64(dropLogEvery) && l.last.CompareAndSwap(last, now)
+}
 
 // badFrames counts dropped frames and logs them, at most once per
-// badFrameLogEvery.
+// dropLogEvery.
 type badFrames struct {
-	count   atomic.Uint64
-	lastLog atomic.Int64 // UnixNano of the last log line
-	log     *slog.Logger
+	count atomic.Uint64
+	limit logLimit
+	log   *slog.Logger
 }
 
 func (c *badFrames) add(channel string, size int, err error) {
 	n := c.count.Add(1)
-	now := time.Now().UnixNano()
-	last := c.lastLog.Load()
-	if now-last < int64(badFrameLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
+	if !c.limit.allow() {
 		return
 	}
 	c.log.Warn("centrifugebroker: dropped a message that is not a frame of this adapter",
