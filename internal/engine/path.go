@@ -244,6 +244,9 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 		return time.Time{}, false
 	}
 	p.wire = wire
+	if p.probe != nil {
+		p.probe.forget() // one sent before the path came back was lost with its old wire
+	}
 	if p.order.armed() {
 		// The order fence runs from the move's confirmation, however
 		// long the resubscribe took.

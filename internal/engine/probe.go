@@ -13,12 +13,42 @@ import (
 
 // probeState is a path's delivery probe: the channel it travels on (one
 // that maps to the path), the last probe sent and the last one received.
+// Times are on the monotonic clock, in ns since probeBase: a step of the
+// wall clock must neither hide a silent path nor make a healthy one look
+// silent.
 type probeState struct {
 	channel string
 	sent    atomic.Uint64 // sequence number of the last probe published
-	sentAt  atomic.Int64  // when it was published (Unix ns)
+	sentAt  atomic.Int64  // when it was published
 	got     atomic.Uint64 // sequence number of the last probe received
-	gotAt   atomic.Int64  // when it was received (Unix ns)
+	gotAt   atomic.Int64  // when it was received (0: never)
+}
+
+// probeBase is the origin of probe times.
+var probeBase = time.Now()
+
+// probeNow is the monotonic time since probeBase, in ns, never 0.
+func probeNow() int64 { return int64(time.Since(probeBase)) + 1 }
+
+// probeTime turns a probe time back into a time.Time.
+func probeTime(ns int64) time.Time { return probeBase.Add(time.Duration(ns - 1)) }
+
+// forget drops the probe in flight, if any, without a verdict: it was lost
+// with a wire the path left, or with the probe channel's subscription, and
+// says nothing of the path as it is now. The next tick sends a new one.
+func (pr *probeState) forget() {
+	pr.settle(pr.sent.Load())
+}
+
+// settle counts every probe up to seq as answered, so that a late copy of
+// one of them can never pass for a later probe.
+func (pr *probeState) settle(seq uint64) {
+	for {
+		got := pr.got.Load()
+		if got >= seq || pr.got.CompareAndSwap(got, seq) {
+			return
+		}
+	}
 }
 
 // StartProbes turns delivery probes on when Conn.ProbeInterval is set and
@@ -74,8 +104,8 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 			send = true
 		case <-judge.C:
 		}
-		now := time.Now()
-		next := int64(0) // the earliest deadline of a probe in flight (Unix ns)
+		now := probeNow()
+		next := int64(0) // the earliest deadline of a probe in flight
 		for _, p := range c.Paths {
 			pr := p.probe
 			if pr == nil || p.WantedCount() == 0 {
@@ -87,7 +117,7 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 			}
 			if sent := pr.sent.Load(); sent > pr.got.Load() {
 				deadline := pr.sentAt.Load() + int64(c.Conn.ProbeTimeout)
-				if now.UnixNano() < deadline {
+				if now < deadline {
 					if next == 0 || deadline < next {
 						next = deadline
 					}
@@ -99,14 +129,14 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 				continue
 			}
 			seq := pr.sent.Add(1)
-			pr.sentAt.Store(now.UnixNano())
-			if deadline := now.UnixNano() + int64(c.Conn.ProbeTimeout); next == 0 || deadline < next {
+			pr.sentAt.Store(now)
+			if deadline := now + int64(c.Conn.ProbeTimeout); next == 0 || deadline < next {
 				next = deadline
 			}
 			c.Go(func() { c.sendProbe(publish, pr, seq) })
 		}
 		if next != 0 {
-			judge.Reset(time.Duration(next - time.Now().UnixNano()))
+			judge.Reset(time.Duration(next - probeNow()))
 		}
 	}
 }
@@ -121,7 +151,7 @@ func (c *Core) sendProbe(publish func(ctx context.Context, channel string, paylo
 	var payload [8]byte
 	binary.BigEndian.PutUint64(payload[:], seq)
 	if err := publish(ctx, pr.channel, payload[:]); err != nil {
-		pr.sent.CompareAndSwap(seq, pr.got.Load())
+		pr.settle(seq)
 	}
 }
 
@@ -130,9 +160,9 @@ func (c *Core) sendProbe(publish func(ctx context.Context, channel string, paylo
 // resubscribed; its Restored waits for a probe to return.
 func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 	pr := p.probe
-	since := time.Unix(0, pr.sentAt.Load())
+	since := probeTime(pr.sentAt.Load())
 	if at := pr.gotAt.Load(); at != 0 {
-		since = time.Unix(0, at) // messages may be lost from the last probe seen
+		since = probeTime(at) // messages may be lost from the last probe seen
 	}
 	p.mu.Lock()
 	first := !p.silentSpell
@@ -142,7 +172,7 @@ func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 	}
 	chans, lost := p.dropLocked(since)
 	p.mu.Unlock()
-	pr.sent.Store(pr.got.Load())
+	pr.forget()
 	c.Log.Warn("shardcast: delivery probe not received; resubscribing", "path", c.router.Describe(p.ID))
 	if first && lost {
 		addr := ""
@@ -168,7 +198,7 @@ func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 			break
 		}
 	}
-	pr.gotAt.Store(time.Now().UnixNano())
+	pr.gotAt.Store(probeNow())
 	p.mu.Lock()
 	spell, since := p.silentSpell, p.silentSince
 	active := p.wire != nil

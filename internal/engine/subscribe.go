@@ -259,6 +259,7 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 	gone := p.remove(channels, token)
 	if len(gone) > 0 && p.probe != nil && p.WantedCount() == 0 {
 		gone = append(gone, p.probe.channel) // the path's last channel: its probe goes too
+		p.probe.forget()                     // and one in flight with it
 	}
 	wire := p.ActiveWire()
 	if len(gone) == 0 || wire == nil {
