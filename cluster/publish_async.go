@@ -29,7 +29,8 @@ var _ shardcast.AsyncPublisher = (*Broker)(nil)
 // shardcast.ErrNotSent, and the broker reads the slot map again; the
 // caller may publish it again, knowing that it did not reach anyone.
 // Like Publish, a call waits (bounded by ctx) while the partition's master
-// is stalled and until the slot map names one.
+// is stalled; unlike it, a call for a partition whose slot the map names no
+// master for fails at once with an error wrapping shardcast.ErrNotSent.
 //
 // At most Options.MaxAsyncPublishes messages are in flight per broker; a
 // call beyond it waits for room, bounded by ctx. done runs on the master

@@ -64,3 +64,21 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestEvalScriptErrorNamedNoScript: a script that ran and replied an
+// error of its own starting with NOSCRIPT is not taken for a cache miss
+// and run again with EVAL: one Eval runs it once, and its error reaches
+// the caller.
+func TestEvalScriptErrorNamedNoScript(t *testing.T) {
+	servers := startServers(t, 1)
+	b := newBroker(t, Config{Addrs: addrs(servers...)})
+	ctx := context.Background()
+	s := shardcast.NewScript("redis.call('INCR', KEYS[1]); return redis.error_reply('NOSCRIPT from the script itself')")
+	_, err := servers[0].Do(ctx, "SCRIPT", "LOAD", s.Source()) // EVALSHA finds it
+	require.NoError(t, err)
+	_, err = b.Eval(ctx, "ch", s, []string{"n"})
+	require.ErrorContains(t, err, "NOSCRIPT from the script itself")
+	v, err := servers[0].Do(ctx, "GET", "n")
+	require.NoError(t, err)
+	assert.Equal(t, "1", v, "runs of the script")
+}

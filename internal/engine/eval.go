@@ -38,11 +38,18 @@ func eval(ctx context.Context, pub *pubconn.Pub, asking, uncounted bool, s *shar
 }
 
 // IsNoScript reports whether err is Redis's NOSCRIPT reply: the server
-// does not have the script in its cache.
+// does not have the script in its cache. It matches the server's own
+// message, not only the code: a script that ran can reply an error of its
+// own that starts with NOSCRIPT, and running it again with EVAL would run
+// it twice.
 func IsNoScript(err error) bool {
 	if err == nil {
 		return false // the common case, without IsServerError's errors.As target
 	}
 	se, ok := resp.IsServerError(err)
-	return ok && strings.HasPrefix(se.Msg, "NOSCRIPT")
+	return ok && strings.HasPrefix(se.Msg, noScriptReply)
 }
+
+// noScriptReply is how Redis (and Valkey) answer EVALSHA of a script not in
+// their cache.
+const noScriptReply = "NOSCRIPT No matching script"
