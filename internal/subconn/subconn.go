@@ -351,9 +351,10 @@ func (c *Conn) lockWrite(ctx context.Context) error {
 
 func (c *Conn) unlockWrite() { <-c.wlock }
 
-// send queues calls and writes c.wbuf; the caller holds the write lock. A write that
-// fails (or that ctx interrupts) leaves the stream in an unknown state, so
-// it closes the wire; the queued calls then fail with the wire's error.
+// send queues calls and writes c.wbuf; the caller holds the write lock.
+// A write that fails (or that ctx interrupts) leaves the stream in an
+// unknown state, so it closes the wire; the queued calls then fail with
+// the write's error as the wire's cause.
 func (c *Conn) send(ctx context.Context, calls ...*call) error {
 	if err := ctx.Err(); err != nil {
 		return err
