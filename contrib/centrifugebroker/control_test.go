@@ -118,7 +118,10 @@ func TestControlBurstDoesNotBlockSubscribe(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the control command's Subscribe never returned")
 	}
-	// The first command holds the goroutine, the queue holds
+	// The first command holds the goroutine (or, if the queue filled before
+	// the goroutine took it, waits in the queue), the queue holds
 	// controlQueueSize, and the rest were dropped.
-	assert.Equal(t, uint64(burst-1-controlQueueSize), b.Stats().ControlDrops)
+	drops := b.Stats().ControlDrops
+	assert.GreaterOrEqual(t, drops, uint64(burst-1-controlQueueSize))
+	assert.LessOrEqual(t, drops, uint64(burst-controlQueueSize))
 }
