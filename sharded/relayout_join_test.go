@@ -158,7 +158,7 @@ func TestRelayoutProbesNotHeld(t *testing.T) {
 		evs = append(evs, ev)
 		b := newBroker(t, Config{Addrs: ab,
 			Options:   shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: ev.Add},
-			Conn:      shardcast.ConnOptions{ProbeInterval: 100 * time.Millisecond},
+			Conn:      shardcast.ConnOptions{ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond},
 			Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
 		require.NoError(t, b.Subscribe(context.Background(), channels...))
 	}
@@ -166,8 +166,11 @@ func TestRelayoutProbesNotHeld(t *testing.T) {
 	defer cancel()
 	cfg := relayoutConfig(ab[0], abc)
 	cfg.OnPhase = func(p PhaseReport) {
-		if p.Phase == shardcast.PhasePrepare {
-			time.Sleep(1500 * time.Millisecond) // a switch phase of 1.5 s (a 5 s heartbeat gives 5-10 s)
+		if p.Phase == shardcast.PhaseSwitch {
+			// Messages of moving channels are held from the switch until
+			// the drain's barriers: 1.5 s, longer than ProbeTimeout (a
+			// 5 s heartbeat gives 5-10 s).
+			time.Sleep(1500 * time.Millisecond)
 		}
 	}
 	_, err := Relayout(ctx, cfg)
