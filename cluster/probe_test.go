@@ -113,8 +113,7 @@ func TestProbesCatchASilentPartition(t *testing.T) {
 		// probes still do not come back.
 		require.True(t, waitFor(20*time.Second, func() bool { return resubscribes() > before }),
 			"the silent partition was not resubscribed")
-		publishRound(t, rec, otherChans)
-		assert.Empty(t, rec.silentSince(otherChans, time.Now().Add(-time.Hour)), "the other partitions deliver")
+		publishRound(t, rec, otherChans) // requires that the other partitions deliver
 		for _, ch := range silentChans {
 			assert.Equal(t, 1, rec.count(ch), "nothing reaches %s while its pushes are dropped", ch)
 		}

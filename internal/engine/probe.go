@@ -191,13 +191,7 @@ func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 	if len(payload) != 8 {
 		return
 	}
-	seq := binary.BigEndian.Uint64(payload)
-	for {
-		got := pr.got.Load()
-		if seq <= got || pr.got.CompareAndSwap(got, seq) {
-			break
-		}
-	}
+	pr.settle(binary.BigEndian.Uint64(payload))
 	pr.gotAt.Store(probeNow())
 	p.mu.Lock()
 	spell, since := p.silentSpell, p.silentSince

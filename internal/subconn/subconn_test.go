@@ -950,3 +950,42 @@ func TestConfirmationCutShort(t *testing.T) {
 		t.Fatal("the Subscribe whose confirmation was cut short never returned")
 	}
 }
+
+// TestPingBehindWriteToFrozenServer is TestPingBehindBlockedWrite on a
+// real Redis frozen by SIGSTOP: a subscribe too big for the socket
+// buffers blocks its write, and a Ping behind it gives up when its ctx
+// ends; once the server thaws the subscribe completes.
+func TestPingBehindWriteToFrozenServer(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, Hooks{})
+	require.NoError(t, err)
+	defer conn.Close()
+
+	require.NoError(t, srv.Pause())
+	t.Cleanup(func() { _ = srv.Resume() })
+	// 16 MiB of channel names, far beyond what the socket buffers hold.
+	// (Not one huge name: its confirmation would exceed the pubsub output
+	// buffer limit, and Redis would drop the client.)
+	names := make([]string, 16<<10)
+	for i := range names {
+		names[i] = fmt.Sprintf("%d.%s", i, strings.Repeat("c", 1<<10))
+	}
+	res := make(chan []error, 1)
+	go func() { res <- conn.Subscribe(ctx, names) }()
+	require.Eventually(t, func() bool { return len(conn.wlock) == 1 }, 10*time.Second, time.Millisecond, "the write did not start")
+
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	assert.ErrorIs(t, conn.Ping(short), context.DeadlineExceeded)
+
+	require.NoError(t, srv.Resume())
+	select {
+	case errs := <-res:
+		assert.Equal(t, []error{nil}, errs)
+	case <-ctx.Done():
+		t.Fatal("the subscribe did not complete after the server thawed")
+	}
+	assert.NoError(t, conn.Ping(ctx))
+}
