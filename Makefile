@@ -8,7 +8,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # worker is busy (golang/go#75804, fixed in Go 1.27); a count has no deadline.
 FUZZTIME ?= 100000x
 
-.PHONY: test demo fmt-check vet unit fuzz bench generate redis
+.PHONY: test demo fmt-check vet unit fuzz bench generate redis cc
 .PHONY: chat chat-web
 
 ## demo: runs the main job on a local Redis the command starts itself.
@@ -16,10 +16,13 @@ demo: redis
 	$(GO) run ./examples/demo $(ARGS)
 
 ## test: gofmt check, go vet and the race-enabled tests of every module, plus a brief fuzz run.
-test: redis fmt-check vet unit fuzz
+test: redis cc fmt-check vet unit fuzz
 
 redis:
 	@./scripts/ensure-redis.sh
+
+cc:
+	@./scripts/ensure-cc.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -41,7 +44,7 @@ fuzz:
 generate:
 	$(GO) generate ./...
 
-## bench: runs every benchmark scenario against local Redis it starts itself (about 20 minutes
+## bench: runs every benchmark scenario against local Redis it starts itself (about 15 minutes
 ## on 2 cores) and regenerates docs/BENCHMARKS.md. ARGS passes flags, e.g. ARGS='-rounds 7'.
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)

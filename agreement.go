@@ -78,7 +78,8 @@ type Agreement struct {
 	// dropped from the registry 3 heartbeats later, after which brokers
 	// with another layout may start. Each renewal, like the check at New,
 	// is bounded by Conn.CommandTimeout; Close tries to leave the registry
-	// for at most one Heartbeat (or CommandTimeout, if shorter). A New
+	// for at most one Heartbeat, CommandTimeout or one second, whichever
+	// is shortest. A New
 	// that failed on a timeout may still have registered, if Redis ran
 	// the command late: that registration expires like any other.
 	Heartbeat time.Duration

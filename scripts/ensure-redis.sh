@@ -4,7 +4,19 @@
 # prints the exact command to run and fails.
 set -euo pipefail
 
+# too_old fails, saying what to do, when redis-server is older than 7.
+too_old() {
+	local v
+	v=$(redis-server --version | sed -n 's/.*v=\([0-9][0-9]*\)\..*/\1/p')
+	if [ -n "$v" ] && [ "$v" -lt 7 ]; then
+		echo "shardcast: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') is too old: Redis 7 or newer is needed (sharded Pub/Sub)." >&2
+		echo "shardcast: install a newer one, for example from https://packages.redis.io (Debian 12 and Ubuntu 24.04 ship Redis 7)." >&2
+		exit 1
+	fi
+}
+
 if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+	too_old
 	exit 0
 fi
 
@@ -14,6 +26,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq redis-server redis-tools >/dev/null
+	too_old
 	exit 0
 fi
 

@@ -30,7 +30,7 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	t.register(fs)
 	fs.IntVar(&partitions, "partitions", 0, "cluster: the new partition count (a power of two, 16 to 4096; default: keep the recorded one)")
 	fs.StringVar(&prefix, "prefix", "", "cluster: the new channel prefix (default: keep the recorded one)")
-	fs.StringVar(&control, "control", "", "the instance that holds the layout record (default: the first of the brokers' current list; required)")
+	fs.StringVar(&control, "control", "", "the instance that holds the layout record (required with -shards: the first of the brokers' current list)")
 	fs.StringVar(&app, "app", "", "Agreement.App of the application")
 	fs.DurationVar(&heartbeat, "heartbeat", shardcast.DefaultHeartbeat, "the brokers' Agreement.Heartbeat (paces the polls)")
 	fs.BoolVar(&abort, "abort", false, "abort the re-layout under way instead")

@@ -37,8 +37,8 @@ import (
 
 func main() {
 	var (
-		clusterSeeds = flag.String("cluster", "", "comma-separated seed nodes of a Redis Cluster (default: start a local cluster of 6 masters with 1 replica each)")
-		shardAddrs   = flag.String("shards", "", "comma-separated standalone Redis addresses (default: start 4 local instances)")
+		clusterSeeds = flag.String("cluster", "", "comma-separated seed nodes of a Redis Cluster, host:port without auth or TLS (default: start a local cluster of 6 masters with 1 replica each)")
+		shardAddrs   = flag.String("shards", "", "comma-separated standalone Redis addresses, host:port without auth or TLS (default: start 4 local instances)")
 		channels     = flag.Int("channels", 10000, "channels to subscribe")
 		rounds       = flag.Int("rounds", 3, "messages published per channel")
 		engine       = flag.String("engine", "both", "cluster, sharded or both")
@@ -201,10 +201,14 @@ func readMasters(ctx context.Context, seed string) ([]*master, error) {
 		naiveKeys[p] = fmt.Sprintf("{%d}", p)
 	}
 	var ranges []slotRange
+	var replicas map[string]int
 	var shipped, naive []int64
 	err = withNode(ctx, seed, func(n *node) error {
 		var err error
 		if ranges, err = n.clusterSlots(ctx); err != nil {
+			return err
+		}
+		if replicas, err = n.replicaCounts(ctx); err != nil {
 			return err
 		}
 		if shipped, err = n.keySlots(ctx, shippedKeys); err != nil {
@@ -222,7 +226,7 @@ func readMasters(ctx context.Context, seed string) ([]*master, error) {
 	for _, r := range ranges {
 		m := byAddr[r.Master]
 		if m == nil {
-			m = &master{addr: r.Master, replicas: r.Replicas}
+			m = &master{addr: r.Master, replicas: replicas[r.Master]}
 			byAddr[r.Master] = m
 			out = append(out, m)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,12 +74,42 @@ func (n *node) calls(ctx context.Context, cmd string) (int64, error) {
 	return 0, nil // never called
 }
 
-// slotRange is one range of CLUSTER SLOTS: slots First..Last, their master
-// and how many replicas serve them.
+// slotRange is one range of CLUSTER SLOTS: slots First..Last and their
+// master.
 type slotRange struct {
 	First, Last int64
 	Master      string
-	Replicas    int
+}
+
+// replicaCounts returns how many replicas each master has, by address, from
+// CLUSTER NODES: CLUSTER SLOTS leaves a replica out until its replication
+// offset has been gossiped, which on a fresh cluster that nothing has
+// written to may never happen.
+func (n *node) replicaCounts(ctx context.Context) (map[string]int, error) {
+	out, err := n.c.Do(ctx, n.c.B().ClusterNodes().Build()).ToString()
+	if err != nil {
+		return nil, err
+	}
+	out = strings.TrimPrefix(out, "txt:") // RESP3's verbatim string format
+	addrOf := make(map[string]string) // node id → host:port
+	var masterOf []string             // the master ids of replicas
+	for line := range strings.Lines(out) {
+		// <id> <ip:port@cport[,hostname]> <flags> <master id or -> …
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		addrOf[f[0]] = addr
+		if slices.Contains(strings.Split(f[2], ","), "slave") {
+			masterOf = append(masterOf, f[3])
+		}
+	}
+	counts := make(map[string]int)
+	for _, id := range masterOf {
+		counts[addrOf[id]]++
+	}
+	return counts, nil
 }
 
 // clusterSlots returns the node's view of which master owns which slots.
@@ -104,7 +135,7 @@ func (n *node) clusterSlots(ctx context.Context) ([]slotRange, error) {
 		if err := firstErr(err1, err2); err != nil {
 			return nil, fmt.Errorf("CLUSTER SLOTS entry %v: %w", e, err)
 		}
-		out = append(out, slotRange{First: first, Last: last, Master: net.JoinHostPort(host, strconv.FormatInt(port, 10)), Replicas: len(f) - 3})
+		out = append(out, slotRange{First: first, Last: last, Master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
 	}
 	return out, nil
 }
