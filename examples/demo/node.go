@@ -91,8 +91,8 @@ func (n *node) replicaCounts(ctx context.Context) (map[string]int, error) {
 		return nil, err
 	}
 	out = strings.TrimPrefix(out, "txt:") // RESP3's verbatim string format
-	addrOf := make(map[string]string) // node id → host:port
-	var masterOf []string             // the master ids of replicas
+	addrOf := make(map[string]string)     // node id → host:port
+	var masterOf []string                 // the master ids of replicas
 	for line := range strings.Lines(out) {
 		// <id> <ip:port@cport[,hostname]> <flags> <master id or -> …
 		f := strings.Fields(line)
