@@ -439,8 +439,11 @@ func (c *Conn) read() {
 	// the closed wire then reports it (see send), not "use of closed
 	// network connection".
 	c.mu.Lock()
-	if c.werr != nil && !c.closing.Load() {
-		err = c.werr // the failed write closed the wire
+	if c.werr != nil && !c.closing.Load() && errors.Is(err, net.ErrClosed) {
+		// The failed write closed the wire under the reader: its error is
+		// the cause. (A reader that failed for a reason of its own, such
+		// as the server's refusal at maxclients, keeps that one.)
+		err = c.werr
 	}
 	c.err = err
 	c.mu.Unlock()
