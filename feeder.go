@@ -15,9 +15,8 @@ import (
 // message queued for a sleeping worker waits until Flush, or until it
 // fills half the worker's queue, so the feeding goroutine must call Flush
 // before it blocks (a read loop: before every read from its socket). In a
-// pool with Options.InlineHandling, the
-// feeding goroutine runs the handler itself for a message whose worker is
-// idle (see SubmitCopy).
+// pool with Options.InlineHandling, the feeding goroutine runs the handler
+// itself for a message whose worker is idle (see SubmitCopy).
 //
 // A Feeder is not safe for concurrent use; each read loop has its own.
 type Feeder struct {

@@ -216,8 +216,8 @@ func (p *WorkerPool) workerOf(channel string) int {
 // push queues m for worker i, or counts it as dropped when that queue is
 // full, and reports whether m was queued, whether the worker is asleep
 // and must be woken for it, and whether it is asleep with its queue at
-// least half full, to be woken without waiting for a feeder's Flush. owned marks m's Payload as the pool's own
-// buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
+// least half full, to be woken without waiting for a feeder's Flush. owned
+// marks m's Payload as the pool's own buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
 // buffers, and m queued, push moves the worker's free buffers into the
 // stash if it runs low, under the lock it takes anyway: every worker a
 // feeder feeds hands back its buffers that way, so none piles up buffers
