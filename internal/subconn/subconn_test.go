@@ -866,10 +866,13 @@ func TestRefusedConnectionSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	defer admin.Close()
 	require.NoError(t, admin.SetMaxClients(ctx, 1))
-	// Rarely (about 1 round in 2,000 here) the reply never reaches the
-	// client: the server closes a socket holding the unread PING, which
-	// resets the connection, and the kernel may then drop the reply.
-	// Nothing on the client can tell why then; every other round must.
+	// Sometimes the reply never reaches the client: the server closes a
+	// socket holding the unread PING, which resets the connection, and the
+	// kernel drops a reply the reader had not read yet. That is about 1
+	// round in 2,000 on an idle machine, but up to 4 in 100 were seen with
+	// CI's packages running side by side, the reader being slower. Nothing
+	// on the client can tell why then; such a round must fail as a reset
+	// connection, and most rounds must name the refusal.
 	const rounds = 100
 	told := 0
 	for range rounds {
@@ -884,7 +887,7 @@ func TestRefusedConnectionSaysWhy(t *testing.T) {
 		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
 			"a refusal that lost its reply fails as a reset connection, not %v", err)
 	}
-	require.GreaterOrEqual(t, told, rounds-2, "the server's refusal is the error")
+	require.GreaterOrEqual(t, told, rounds*9/10, "the server's refusal is the error")
 }
 
 // TestPingBehindBlockedWrite: a Ping waiting for the write lock, held by a
