@@ -142,9 +142,11 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 }
 
 // sendProbe publishes probe seq of pr, bounded by ProbeTimeout. A probe
-// that could not be sent or was not answered is forgotten: that is the
+// whose publish failed before its deadline is forgotten: that is the
 // publishing side's trouble, reported elsewhere, and no verdict on the
-// path.
+// path. One still unanswered at its deadline is judged like one that was
+// lost: a node that takes longer than ProbeTimeout to answer a publish
+// cannot be trusted to deliver either.
 func (c *Core) sendProbe(publish func(ctx context.Context, channel string, payload []byte) error, pr *probeState, seq uint64) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
 	defer cancel()
