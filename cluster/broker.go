@@ -217,7 +217,7 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	// that may mean a stale one: a master that froze (the publish timed
 	// out), died or gave its slot away.
 	b.core.Kick()
-	if pub == nil || resendable(ctx, err) {
+	if pub == nil || resendable(ctx, err, p) {
 		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 			if !asking {
 				return pub.SPublishAgain(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
@@ -253,7 +253,10 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 // envelope unless Options.Raw is set. Like Publish, a script the master
 // redirected (its slot moved, or is moving: ASK) or that never left is
 // resent, to the node named or to the slot's master by then; an error
-// that wraps shardcast.ErrNotSent means it certainly did not run.
+// that wraps shardcast.ErrNotSent means it certainly did not run. A
+// script's own error reply is returned, never resent, unless it copies
+// Redis's word for word: a MOVED or ASK naming the script's own slot, or
+// a TRYAGAIN, CLUSTERDOWN or LOADING with the server's own message.
 //
 // During an online re-layout a script follows the channel's publishes: it
 // runs on the master of the channel's partition under Layout() (the new
@@ -315,7 +318,7 @@ func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, 
 		if b.core.Closed() {
 			return nil, shardcast.ErrClosed
 		}
-		if !resendable(ctx, err) {
+		if !resendable(ctx, err, p) {
 			if _, isReply := resp.IsServerError(err); !isReply {
 				b.core.Kick() // a timeout or a lost wire may mean a stale route
 			}

@@ -160,3 +160,63 @@ func TestEvalFollowsSlotMove(t *testing.T) {
 var countBoth = shardcast.NewScript(`
 redis.call('INCR', KEYS[1])
 return redis.call('INCR', KEYS[2])`)
+
+// countAndFail increments a counter and replies the error ARGV[1]: a
+// script whose own error looks like one of Redis Cluster's.
+var countAndFail = shardcast.NewScript(`
+redis.call('INCR', KEYS[1])
+return redis.error_reply(ARGV[1])`)
+
+// testEvalScriptErrorNotResent: a script's own error reply that begins
+// like a redirection or a refusal for now (but names another slot, or is
+// not the server's message) is returned to the caller, and the script ran
+// once: resending it would run it again.
+func testEvalScriptErrorNotResent(t *testing.T, c *redistest.Cluster) {
+	ctx := testCtx(t, time.Minute)
+	b := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Raw: true},
+		Conn: shardcast.ConnOptions{ReconnectMin: time.Millisecond, ReconnectMax: 2 * time.Millisecond}})
+	l := b.Layout()
+	ch := "eval.own-error"
+	slot := l.Slot(l.Partition(ch))
+	other := (slot + 1) % 16384
+	master, err := c.MasterOfSlot(ctx, slot)
+	require.NoError(t, err)
+	for i, msg := range []string{
+		"MOVED " + strconv.Itoa(int(other)) + " " + master.Addr(),
+		"ASK " + strconv.Itoa(int(other)) + " " + master.Addr(),
+		"TRYAGAIN the script's own",
+		"CLUSTERDOWN the script's own",
+		"LOADING the script's own words",
+	} {
+		key := l.PartitionKey(l.Partition(ch), "own-error:"+strconv.Itoa(i))
+		_, err := b.Eval(ctx, ch, countAndFail, []string{key}, msg)
+		require.Error(t, err, msg)
+		assert.Contains(t, err.Error(), msg, "the script's reply is the error")
+		assert.NotErrorIs(t, err, shardcast.ErrNotSent, msg)
+		n, err := master.Do(ctx, "GET", key)
+		require.NoError(t, err)
+		assert.Equal(t, "1", n, "%q: the script ran once", msg)
+	}
+
+	// A redirection that names the script's slot is followed (Redis's own
+	// cannot be told from it); an error of the script's own on the node
+	// it led to ends the call there.
+	key := l.PartitionKey(l.Partition(ch), "own-error:resent")
+	moved := "MOVED " + strconv.Itoa(int(slot)) + " " + master.Addr()
+	for _, own := range []string{"TRYAGAIN the script's own", "CLUSTERDOWN the script's own", "LOADING the script's own words"} {
+		_, err := master.Do(ctx, "DEL", key)
+		require.NoError(t, err)
+		_, err = b.Eval(ctx, ch, movedThenFail, []string{key}, moved, own)
+		require.Error(t, err, own)
+		assert.Contains(t, err.Error(), own)
+		n, err := master.Do(ctx, "GET", key)
+		require.NoError(t, err)
+		assert.Equal(t, "2", n, "%q: the script ran twice, once per reply of its own", own)
+	}
+}
+
+// movedThenFail replies ARGV[1] the first time its counter is taken and
+// ARGV[2] after that.
+var movedThenFail = shardcast.NewScript(`
+if redis.call('INCR', KEYS[1]) == 1 then return redis.error_reply(ARGV[1]) end
+return redis.error_reply(ARGV[2])`)

@@ -96,7 +96,7 @@ func (b *Broker) asyncFailed(_ string, err error) error {
 	// A redirection or a refusal for now did not run the message; any
 	// failure may mean a stale route.
 	b.core.Kick()
-	if _, redirected := redirection(err); (redirected || refusedForNow(err)) && !errors.Is(err, pubconn.ErrNotSent) {
+	if (engine.IsMoved(err) || refusedForNow(err)) && !errors.Is(err, pubconn.ErrNotSent) {
 		err = fmt.Errorf("%w: %w", shardcast.ErrNotSent, err)
 	}
 	return fmt.Errorf("shardcast: publish: %w", err)

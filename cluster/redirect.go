@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/shardcast/shardcast/internal/engine"
@@ -24,11 +25,15 @@ const (
 // errNoMaster is the error of a resend that found no master to go to.
 var errNoMaster = fmt.Errorf("%w: no master known for the slot", pubconn.ErrNotSent)
 
-// resendable reports whether a command that failed with err certainly did
-// not run (it never left, or a master redirected it) and ctx still allows
-// sending it again.
-func resendable(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && (errors.Is(err, pubconn.ErrNotSent) || engine.IsMoved(err))
+// resendable reports whether a command of partition p that failed with
+// err certainly did not run (it never left, or a master redirected it:
+// see redirection) and ctx still allows sending it again.
+func resendable(ctx context.Context, err error, p int) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	_, redirected := redirection(err, p)
+	return redirected || errors.Is(err, pubconn.ErrNotSent)
 }
 
 // resend sends a command of partition p again, with send, after a first
@@ -46,7 +51,7 @@ func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error,
 	redirects, resends := 0, 0
 	for {
 		asking := false
-		if r, ok := redirection(err); ok {
+		if r, ok := redirection(err, p); ok {
 			if redirects == maxRedirects {
 				return err
 			}
@@ -88,30 +93,48 @@ func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error,
 	}
 }
 
-// refusedForNow reports whether err is a reply by which Redis Cluster
-// refused a command without running it, for a while: TRYAGAIN (a
-// multi-key command during a slot migration, on the node its redirection
-// led to), CLUSTERDOWN, LOADING.
+// refusals are the replies by which Redis Cluster refuses a command
+// without running it, for a while: TRYAGAIN (a multi-key command during a
+// slot migration, on the node its redirection led to) and CLUSTERDOWN,
+// whole, as the server writes them. A script can reply any error of its
+// own, so matching the code alone would run again a script that ran.
+var refusals = []string{
+	"TRYAGAIN Multiple keys request during rehashing of slot",
+	"CLUSTERDOWN The cluster is down",
+	"CLUSTERDOWN Hash slot not served",
+	"CLUSTERDOWN The cluster is down and only accepts read commands",
+}
+
+// refusedForNow reports whether err is one of the refusals, or LOADING (a
+// master loading its data set: "LOADING <server> is loading the dataset
+// in memory", where Valkey names itself).
 func refusedForNow(err error) bool {
 	se, ok := resp.IsServerError(err)
 	if !ok {
 		return false
 	}
-	for _, p := range []string{"TRYAGAIN ", "CLUSTERDOWN ", "LOADING "} {
-		if strings.HasPrefix(se.Msg, p) {
-			return true
-		}
+	if slices.Contains(refusals, se.Msg) {
+		return true
 	}
-	return false
+	server, ok := strings.CutPrefix(se.Msg, "LOADING ")
+	server, ok2 := strings.CutSuffix(server, " is loading the dataset in memory")
+	return ok && ok2 && server != "" && !strings.Contains(server, " ")
 }
 
-// redirection returns the MOVED or ASK reply err holds.
-func redirection(err error) (resp.Redirect, bool) {
+// redirection returns the MOVED or ASK reply err holds for a command of
+// partition p: one that names p's slot. Redis names the slot of the
+// command's keys; an error that names another slot is a script's own
+// reply, and following it would run the script again, elsewhere.
+func redirection(err error, p int) (resp.Redirect, bool) {
 	se, ok := resp.IsServerError(err)
 	if !ok {
 		return resp.Redirect{}, false
 	}
-	return se.Redirect()
+	r, ok := se.Redirect()
+	if !ok || r.Slot != wide.Slot(p) {
+		return resp.Redirect{}, false
+	}
+	return r, true
 }
 
 // routeOf returns the publishing connection of partition p's master, or

@@ -31,6 +31,7 @@ func TestSharedCluster(t *testing.T) {
 	t.Run("Prefix", func(t *testing.T) { testPrefix(t, c) })
 	t.Run("PublishOnlyHoldsNoSubscribeConnection", func(t *testing.T) { testPublishOnly(t, c) })
 	t.Run("Eval", func(t *testing.T) { testEval(t, c) })
+	t.Run("EvalScriptErrorNotResent", func(t *testing.T) { testEvalScriptErrorNotResent(t, c) })
 	t.Run("HotChannels", func(t *testing.T) { testHotChannels(t, c) })
 	t.Run("Conformance", func(t *testing.T) { testConformance(t, c) })
 }
