@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -42,4 +43,23 @@ func TestSeeds(t *testing.T) {
 		assert.ErrorContains(t, err, want, name)
 		t.Logf("%s: %v", name, err)
 	}
+}
+
+// TestSeedsBehindSilentNodes: seeds that take a connection and never
+// answer (a host gone from the network looks the same: the dial waits for
+// DialTimeout) do not keep New from the live seed listed after them,
+// although each alone would use up the whole DialTimeout New has to read
+// the slot map.
+func TestSeedsBehindSilentNodes(t *testing.T) {
+	c := redistest.StartCluster(t, 1, 0)
+	var seeds []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel completes the handshake
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		seeds = append(seeds, ln.Addr().String())
+	}
+	seeds = append(seeds, c.Nodes()[0].Addr())
+	b := newBroker(t, Config{Addrs: seeds, Conn: shardcast.ConnOptions{DialTimeout: 2 * time.Second}})
+	require.NoError(t, b.Publish(testCtx(t, 10*time.Second), "seeded", []byte("x")))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -27,15 +28,18 @@ func (b *Broker) poll(ctx context.Context) {
 	b.applySlots(ctx, slots)
 }
 
-// pollSlots asks for CLUSTER SLOTS, one node after the other until one
-// answers: the masters the broker publishes to, on their publishing
-// connections, then the replicas of the slot map it holds and the seeds,
-// each on a connection of its own, closed after the question (when the
-// masters are all gone, or at startup, when none is known yet).
+// pollSlots asks for CLUSTER SLOTS until a node answers: the masters the
+// broker publishes to, on their publishing connections, then the
+// replicas of the slot map it holds and the seeds, each on a connection
+// of its own, closed after the question (when the masters are all gone,
+// or at startup, when none is known yet). See firstSlots for how the
+// nodes share ctx's time.
 func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	b.mu.Lock()
-	pubs := make(map[string]*pubconn.Pub, len(b.pubs))
-	maps.Copy(pubs, b.pubs)
+	var sources []slotSource
+	for addr, pub := range b.pubs {
+		sources = append(sources, slotSource{addr: addr, pub: pub})
+	}
 	var others []string
 	for _, r := range b.slots.Ranges {
 		others = append(others, r.Replicas...)
@@ -46,35 +50,96 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	others = append(others, b.cfg.seeds...)
 	b.mu.Unlock()
 
-	var errs []error
-	for addr, pub := range pubs {
-		m, err := b.slotsFrom(ctx, pub)
-		if err == nil {
-			return m, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			return shardcast.SlotMap{}, errors.Join(errs...)
-		}
-		others = slices.DeleteFunc(others, func(a string) bool { return a == addr })
-	}
-	for i, addr := range others {
-		if slices.Contains(others[:i], addr) {
-			continue
-		}
-		m, err := b.slotsOnce(ctx, addr)
-		if err == nil {
-			return m, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
+	for _, addr := range others {
+		if !slices.ContainsFunc(sources, func(s slotSource) bool { return s.addr == addr }) {
+			sources = append(sources, slotSource{addr: addr})
 		}
 	}
-	if len(errs) == 0 {
+	if len(sources) == 0 {
 		return shardcast.SlotMap{}, errors.New("no cluster node known")
 	}
-	return shardcast.SlotMap{}, errors.Join(errs...)
+	return b.firstSlots(ctx, sources)
+}
+
+// pollStagger is how long firstSlots waits for a node before it asks the
+// next one too (at most SlotsTimeout).
+const pollStagger = 200 * time.Millisecond
+
+// slotSource is a node to ask for the slot map: on the broker's
+// publishing connection pub, or, when pub is nil, on one of its own.
+type slotSource struct {
+	addr string
+	pub  *pubconn.Pub
+}
+
+// firstSlots asks the sources for CLUSTER SLOTS in order and returns the
+// first answer. A node that fails is followed at once by the next one; a
+// node that is slow to answer (a host gone from the network, where only
+// DialTimeout ends the dial, or a frozen master) is left to go on while
+// the next one is asked after pollStagger. Asking one after the other
+// would let a few such nodes use up ctx before a live one was reached: a
+// remembered replica whose host is gone would keep every poll from the
+// seeds. It returns once a node answered, or all failed, or ctx ended,
+// after every question it started has ended (they end with it).
+func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcast.SlotMap, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	type answer struct {
+		m   shardcast.SlotMap
+		err error
+	}
+	answers := make(chan answer, len(sources))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // ends the questions still open
+		wg.Wait()
+	}()
+	ask := func(src slotSource) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var a answer
+			if src.pub != nil {
+				a.m, a.err = b.slotsFrom(ctx, src.pub)
+			} else {
+				a.m, a.err = b.slotsOnce(ctx, src.addr)
+			}
+			answers <- a
+		}()
+	}
+	stagger := time.NewTimer(time.Hour)
+	defer stagger.Stop()
+	var errs []error
+	next, pending := 0, 0
+	for {
+		if pending == 0 && next < len(sources) {
+			ask(sources[next])
+			next, pending = next+1, pending+1
+			stagger.Reset(min(pollStagger, b.cfg.SlotsTimeout))
+		}
+		if pending == 0 {
+			return shardcast.SlotMap{}, errors.Join(errs...)
+		}
+		select {
+		case a := <-answers:
+			pending--
+			if a.err == nil {
+				return a.m, nil
+			}
+			errs = append(errs, a.err)
+		case <-stagger.C:
+			if next < len(sources) {
+				ask(sources[next])
+				next, pending = next+1, pending+1
+				stagger.Reset(min(pollStagger, b.cfg.SlotsTimeout))
+			}
+		case <-ctx.Done():
+			// The questions end with ctx; their errors say why.
+			for ; pending > 0; pending-- {
+				errs = append(errs, (<-answers).err)
+			}
+			return shardcast.SlotMap{}, errors.Join(errs...)
+		}
+	}
 }
 
 // slotsOnce asks the node at addr for CLUSTER SLOTS on a connection of
