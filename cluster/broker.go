@@ -584,4 +584,5 @@ func (b *Broker) teardown() {
 			l.Stop()
 		}
 	}
+	b.hand.Close()
 }

@@ -437,6 +437,7 @@ func (b *Broker) teardown() {
 			sh.pub.Close()
 		}
 	}
+	b.hand.Close()
 }
 
 // router tells the core where a channel lives: path p is subscribe

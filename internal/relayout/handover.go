@@ -41,6 +41,8 @@ type Handover struct {
 	done chan struct{}
 	// forced names the channels delivered without their barrier.
 	forced map[string]bool
+	// closed is set by Close: nothing is held any more.
+	closed bool
 }
 
 type heldMessage struct {
@@ -95,7 +97,7 @@ func (h *Handover) closeDone() {
 func (h *Handover) Hold(from int, l *engine.Link, p int, channel string, payload []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.need[from] || h.drained[from] {
+	if h.closed || !h.need[from] || h.drained[from] {
 		return false
 	}
 	if h.n >= h.limit {
@@ -108,6 +110,27 @@ func (h *Handover) Hold(from int, l *engine.Link, p int, channel string, payload
 	h.n++
 	h.peak = max(h.peak, h.n)
 	return true
+}
+
+// Close delivers, at the broker's Close, what is still held, path by
+// path in arrival order, and holds nothing after. The caller has stopped
+// the subscribe connections first: no message can arrive behind these any
+// more, so they are handed over without their barriers (an old message
+// still in flight is lost to Close like any other). The worker pool,
+// still open, delivers them before it closes.
+func (h *Handover) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	paths := make([]int, 0, len(h.held))
+	for p := range h.held {
+		paths = append(paths, p)
+	}
+	sort.Ints(paths)
+	for _, p := range paths {
+		h.releaseLocked(p, false)
+	}
+	h.closeDone()
 }
 
 // PeakHeld returns the most messages held at once since the broker
