@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,16 +19,9 @@ func TestRelayoutCloseDeliversHeld(t *testing.T) {
 	const app = "close-held:"
 	c := redistest.StartCluster(t, 3, 0)
 	channels := numbered("close-held.", 60)
-	var (
-		mu  sync.Mutex
-		got = map[string]int{}
-	)
+	rec := newRecorder()
 	sub, err := New(Config{Addrs: c.Seeds(), Agreement: relayoutAgreement(app),
-		Options: shardcast.Options{Handler: func(m shardcast.Message) {
-			mu.Lock()
-			got[m.Channel]++
-			mu.Unlock()
-		}}})
+		Options: shardcast.Options{Handler: rec.handle}})
 	require.NoError(t, err)
 	closed := false
 	defer func() {
@@ -60,9 +52,7 @@ func TestRelayoutCloseDeliversHeld(t *testing.T) {
 	_, err = Relayout(testCtx(t, 30*time.Second), cfg) // sub left in the middle: the outcome is not the point
 	t.Logf("relayout: %v", err)
 	require.True(t, closed, "the switch was reported")
-	mu.Lock()
-	defer mu.Unlock()
 	for _, ch := range channels {
-		assert.Equal(t, 1, got[ch], "%s: its held message reached the Handler before Close returned", ch)
+		assert.Equal(t, 1, rec.count(ch), "%s: its held message reached the Handler before Close returned", ch)
 	}
 }

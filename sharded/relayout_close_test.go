@@ -3,7 +3,6 @@ package sharded
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,16 +20,9 @@ func TestRelayoutCloseDeliversHeld(t *testing.T) {
 	servers := startServers(t, 3)
 	ab, abc := addrs(servers[0], servers[1]), addrs(servers...)
 	channels := channelNames("close-held-", 60)
-	var (
-		mu  sync.Mutex
-		got = map[string]int{}
-	)
+	rec := newRecorder()
 	sub, err := New(Config{Addrs: ab, Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat},
-		Options: shardcast.Options{Handler: func(m shardcast.Message) {
-			mu.Lock()
-			got[m.Channel]++
-			mu.Unlock()
-		}}})
+		Options: shardcast.Options{Handler: rec.handle}})
 	require.NoError(t, err)
 	closed := false
 	defer func() {
@@ -70,9 +62,7 @@ func TestRelayoutCloseDeliversHeld(t *testing.T) {
 	t.Logf("relayout: %v", err)
 	require.True(t, closed, "the switch was reported")
 	require.NotEmpty(t, moving)
-	mu.Lock()
-	defer mu.Unlock()
 	for _, ch := range moving {
-		assert.Equal(t, 1, got[ch], "%s: its held message reached the Handler before Close returned", ch)
+		assert.Equal(t, 1, rec.count(ch), "%s: its held message reached the Handler before Close returned", ch)
 	}
 }
