@@ -87,7 +87,7 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.async, _ = b.engine.(shardcast.AsyncPublisher)
-	b.history = newHistory(b.engine, cfg.engineOptions().Raw, cfg.KeyPrefix, node.Config().HistoryMetaTTL)
+	b.history = newHistory(b.engine, cfg.engineOptions().Raw, cfg.KeyPrefix, node.Config().HistoryMetaTTL, cfg.NewEpochOnServerChange)
 	return b, nil
 }
 

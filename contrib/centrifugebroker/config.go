@@ -66,6 +66,21 @@ type Config struct {
 	// in the channel's slot. Applications sharing Redis instances use
 	// different values.
 	KeyPrefix string
+	// NewEpochOnServerChange starts a channel's history over, under a new
+	// epoch, whenever the Redis server process holding it changed since
+	// its last write: a replica promoted by a failover, the server
+	// restarted, the slot migrated. Clients of such channels then recover
+	// from scratch (told, Recovered false) even when nothing was lost.
+	//
+	// Off (the default, as Centrifuge's RedisBroker does), the epoch goes
+	// on and clients recover across a failover; but a failover can lose
+	// the dead master's last writes (replication is asynchronous), and so
+	// can a restart from the last snapshot. Offsets given out for lost
+	// publications are then given out again under the same epoch, to new
+	// ones, and a client that received a lost one is later told it
+	// recovered although it missed the new one. Turn it on where a silent
+	// miss is worse than a resync after every failover.
+	NewEpochOnServerChange bool
 	// Logger receives the adapter's warnings: dropped frames (rate
 	// limited), losses and the resubscribes they cause (default
 	// slog.Default()). The engine logs to its own Options.Logger.

@@ -51,12 +51,17 @@ type history struct {
 	metaTTL time.Duration
 	// prefix is Config.KeyPrefix.
 	prefix string
+	// strict is "1" with Config.NewEpochOnServerChange, "0" without.
+	strict string
 }
 
 // newHistory returns the history of engine's channels; an engine that
 // cannot run scripts gets one whose calls fail with ErrNotSupported.
-func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.Duration) *history {
-	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish"}
+func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.Duration, strict bool) *history {
+	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish", strict: "0"}
+	if strict {
+		h.strict = "1"
+	}
 	h.engine, _ = engine.(scripter)
 	if c, ok := engine.(*cluster.Broker); ok {
 		h.cluster = c
@@ -128,9 +133,11 @@ func (h *history) addWire(a *scriptArgs, place string, ch string) {
 	a.add(h.engine.WireChannel(ch))
 }
 
-// addEpoch adds an epoch for a stream that has none: random, so that a
-// stream that lost its meta (expiry, a restart without persistence, a
-// failover that lost writes) never gets its old epoch back.
+// addEpoch adds an epoch for a stream that has none, or whose meta
+// another server wrote (see historyscripts.go): random, so that a
+// history that starts over (its meta expired, lost with a restart, or
+// written before a failover, restart or slot migration) never gets an
+// old epoch back.
 func (a *scriptArgs) addEpoch() {
 	a.buf = strconv.AppendUint(a.buf, rand.Uint64()>>16, 36)
 	a.end()
@@ -210,6 +217,7 @@ func (h *history) publishScripted(ctx context.Context, ch string, data []byte, o
 		a.add("0")
 	}
 	a.add(opts.VersionEpoch)
+	a.add(h.strict)
 	all := a.strings()
 	v, err := h.engine.Eval(ctx, ch, publishScript, all[:3], all[3:]...)
 	if err != nil {
@@ -277,6 +285,7 @@ func (h *history) read(ctx context.Context, ch string, opts centrifuge.HistoryOp
 	a.add(reverse)
 	a.addMillis(orDefault(opts.MetaTTL, h.metaTTL))
 	a.addEpoch()
+	a.add(h.strict)
 	all := a.strings()
 	v, err := h.engine.Eval(ctx, ch, historyScript, all[:2], all[2:]...)
 	if err != nil {

@@ -30,9 +30,9 @@ func EvalUncounted(ctx context.Context, pub *pubconn.Pub, asking bool, s *shardc
 }
 
 func eval(ctx context.Context, pub *pubconn.Pub, asking, uncounted bool, s *shardcast.Script, keys, args []string) (any, error) {
-	v, err := pub.Script(ctx, asking, uncounted, "EVALSHA", s.SHA(), keys, args)
+	v, err := pub.Script(ctx, asking, uncounted, s.RunID(), "EVALSHA", s.SHA(), keys, args)
 	if IsNoScript(err) {
-		v, err = pub.Script(ctx, asking, uncounted, "EVAL", s.Source(), keys, args)
+		v, err = pub.Script(ctx, asking, uncounted, s.RunID(), "EVAL", s.Source(), keys, args)
 	}
 	return v, err
 }

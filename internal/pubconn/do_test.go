@@ -114,32 +114,80 @@ func TestScript(t *testing.T) {
 	src := "return {KEYS[1], KEYS[2], ARGV[1], #KEYS, #ARGV}"
 	want := []any{"k1", "k2", "a1", int64(2), int64(2)}
 
-	got, err := p.Script(ctx, false, false, "EVAL", src, []string{"k1", "k2"}, []string{"a1", ""})
+	got, err := p.Script(ctx, false, false, false, "EVAL", src, []string{"k1", "k2"}, []string{"a1", ""})
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
 	sha, err := p.Do(ctx, "SCRIPT", "LOAD", src)
 	require.NoError(t, err)
-	got, err = p.Script(ctx, false, false, "EVALSHA", sha.(string), []string{"k1", "k2"}, []string{"a1", ""})
+	got, err = p.Script(ctx, false, false, false, "EVALSHA", sha.(string), []string{"k1", "k2"}, []string{"a1", ""})
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	got, err = p.Script(ctx, false, false, "EVAL", "return #KEYS + #ARGV", nil, nil)
+	got, err = p.Script(ctx, false, false, false, "EVAL", "return #KEYS + #ARGV", nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), got, "no keys, no args")
 
-	_, err = p.Script(ctx, false, false, "EVALSHA", "0000000000000000000000000000000000000000", nil, nil)
+	_, err = p.Script(ctx, false, false, false, "EVALSHA", "0000000000000000000000000000000000000000", nil, nil)
 	se, ok := resp.IsServerError(err)
 	require.True(t, ok, "%v", err)
 	assert.Contains(t, se.Msg, "NOSCRIPT")
 
 	before := p.Published()
-	_, err = p.Script(ctx, false, true, "EVAL", "return 1", nil, nil)
+	_, err = p.Script(ctx, false, true, false, "EVAL", "return 1", nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, before, p.Published(), "an uncounted script")
-	_, err = p.Script(ctx, true, false, "EVAL", "return 1", nil, nil)
+	_, err = p.Script(ctx, true, false, false, "EVAL", "return 1", nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, before+1, p.Published(), "a script may publish: counted")
 	stats, err := s.CommandStats(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), stats["asking"], "ASKING before the asking call only")
+}
+
+// TestScriptRunID: a script that asks for it gets its server's run_id as
+// its last ARGV, learned once per wire; after a restart the new wire
+// gives the new process's. A user INFO is denied to gets "", and the
+// script still runs.
+func TestScriptRunID(t *testing.T) {
+	s := redistest.StartStandalone(t, redistest.WithArgs("--user", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"))
+	p := newPub(t, subconn.Dialer{Addr: s.Addr()}, 5*time.Second)
+	ctx := testCtx(t)
+	runID := func() string {
+		info, err := s.Do(ctx, "INFO", "server")
+		require.NoError(t, err)
+		id := runIDOf(info.(string))
+		require.Len(t, id, 40)
+		return id
+	}
+	last := "return {ARGV[#ARGV], #ARGV}"
+
+	first := runID()
+	got, err := p.Script(ctx, false, false, true, "EVAL", last, []string{"k"}, []string{"a"})
+	require.NoError(t, err)
+	assert.Equal(t, []any{first, int64(2)}, got)
+	got, err = p.Script(ctx, false, false, false, "EVAL", last, []string{"k"}, []string{"a"})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"a", int64(1)}, got, "no run_id unless asked")
+	stats, err := s.CommandStats(ctx)
+	require.NoError(t, err)
+	got, err = p.Script(ctx, false, false, true, "EVAL", last, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []any{first, int64(1)}, got)
+	after, err := s.CommandStats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, stats["info"]+1, after["info"], "INFO once per wire (the +1 is CommandStats' own)")
+
+	require.NoError(t, s.Restart(ctx))
+	second := runID()
+	require.NotEqual(t, first, second)
+	require.Eventually(t, func() bool {
+		got, err = p.Script(ctx, false, false, true, "EVAL", last, nil, nil)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, []any{second, int64(1)}, got, "a new wire learns the restarted server's run_id")
+
+	denied := newPub(t, subconn.Dialer{Addr: s.Addr(), Username: "noinfo", Password: "pw"}, 5*time.Second)
+	got, err = denied.Script(ctx, false, false, true, "EVAL", last, nil, []string{"a"})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"", int64(2)}, got, "INFO denied: an empty run_id")
 }

@@ -162,6 +162,9 @@ type wire struct {
 	stall     time.Duration
 	onStall   func()
 	stalledOn uint64
+	// runID is the server's run_id once runKnown (see learnRunID).
+	runID    string
+	runKnown bool
 }
 
 // Publish sends PUBLISH channel payload, with payload wrapped in the
@@ -272,9 +275,62 @@ func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any
 // (its SHA1 or its source), keys and args, through the pipeline like Do,
 // without building the command's arguments first: a call allocates
 // nothing of its own. asking sends ASKING just before it (see DoAsking);
-// uncounted keeps it out of Published (see DoUncounted).
-func (p *Pub) Script(ctx context.Context, asking, uncounted bool, verb, script string, keys, args []string) (any, error) {
-	return p.do(ctx, command{verb: verb, script: script, keys: keys, args: args, asking: asking, uncounted: uncounted})
+// uncounted keeps it out of Published (see DoUncounted); runID adds one
+// more argument, last: the run_id of the server the wire reaches (see
+// RunID), learned with INFO server before the wire's first such call.
+func (p *Pub) Script(ctx context.Context, asking, uncounted, runID bool, verb, script string, keys, args []string) (any, error) {
+	return p.do(ctx, command{verb: verb, script: script, keys: keys, args: args, asking: asking, uncounted: uncounted, runID: runID})
+}
+
+// RunID is how a wire knows its server, for the scripts that ask for it
+// (see Script): the run_id INFO server reports, which a server draws
+// anew each time it starts. A wire reaches one server process for its
+// whole life (a restarted server is a new wire), so a run_id learned
+// once per wire is right for every call on it. A server that does not
+// answer INFO (a user without its permission) gives "".
+func (p *Pub) learnRunID(ctx context.Context, w *wire) error {
+	w.mu.Lock()
+	known := w.runKnown
+	w.mu.Unlock()
+	if known {
+		return nil
+	}
+	c, err := p.queue(ctx, w, command{args: infoServer}, nil, false)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err() // the reply may still come: c stays with the wire
+	}
+	value, err := c.value, c.err
+	c.err, c.value = nil, nil
+	calls.Put(c)
+	id := ""
+	if _, refused := resp.IsServerError(err); err != nil && !refused {
+		return err // the wire failed
+	}
+	if text, ok := value.(string); ok {
+		id = runIDOf(text)
+	}
+	w.mu.Lock()
+	w.runID, w.runKnown = id, true
+	w.mu.Unlock()
+	return nil
+}
+
+// infoServer is the command learnRunID sends.
+var infoServer = []string{"INFO", "server"}
+
+// runIDOf returns the run_id field of INFO server's reply, "" if none.
+func runIDOf(info string) string {
+	_, rest, ok := strings.Cut(info, "run_id:")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "\n")
+	return strings.TrimSpace(id)
 }
 
 // SetOnStall sets the hook the watchdog calls (on its timer's goroutine:
@@ -314,6 +370,7 @@ type command struct {
 	raw       bool
 	now       time.Time // the envelope's publish time
 	again     bool      // a resend: now may be long past (see SPublishAgain)
+	runID     bool      // a script given the wire's run_id as its last ARGV
 }
 
 // publishes reports whether the command publishes: a PUBLISH or SPUBLISH,
@@ -336,9 +393,13 @@ func (cmd *command) publishes() bool {
 // (a command of Do or a script), not a publish's count.
 func (cmd *command) replied() bool { return cmd.args != nil || cmd.verb != "" }
 
-func (cmd *command) append(b []byte) []byte {
+func (cmd *command) append(b []byte, run string) []byte {
 	if cmd.verb != "" {
-		b = resp.AppendHeader(b, '*', 3+len(cmd.keys)+len(cmd.args))
+		extra := 0
+		if cmd.runID {
+			extra = 1
+		}
+		b = resp.AppendHeader(b, '*', 3+len(cmd.keys)+len(cmd.args)+extra)
 		b = resp.AppendBulk(b, cmd.verb)
 		b = resp.AppendBulk(b, cmd.script)
 		var n [20]byte
@@ -348,6 +409,9 @@ func (cmd *command) append(b []byte) []byte {
 		}
 		for _, a := range cmd.args {
 			b = resp.AppendBulk(b, a)
+		}
+		if cmd.runID {
+			b = resp.AppendBulk(b, run)
 		}
 		return b
 	}
@@ -394,6 +458,16 @@ func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, err
 	if err != nil {
 		return nil, &notSent{err}
 	}
+	if cmd.runID {
+		if err := p.learnRunID(ctx, w); err != nil {
+			return nil, &notSent{err}
+		}
+	}
+	return p.queue(ctx, w, cmd, fn, waited)
+}
+
+// queue is send on wire w: waited tells that getting w took a dial.
+func (p *Pub) queue(ctx context.Context, w *wire, cmd command, fn func(error), waited bool) (*call, error) {
 	c := calls.Get().(*call)
 	c.fn = fn
 	c.want = cmd.replied()
@@ -420,7 +494,7 @@ func (p *Pub) send(ctx context.Context, cmd command, fn func(error)) (*call, err
 		w.buf = append(w.buf, "*1\r\n$6\r\nASKING\r\n"...)
 		w.enqueue(&call{done: make(chan struct{}, 1), at: c.at})
 	}
-	w.buf = cmd.append(w.buf)
+	w.buf = cmd.append(w.buf, w.runID)
 	w.enqueue(c)
 	if fn != nil {
 		// The reader may complete c, and the pool hand it out again,
