@@ -93,11 +93,39 @@ type Histogram struct {
 func (h *Histogram) Record(d time.Duration) {
 	if d < 0 {
 		h.negative.Add(1)
-		h.negativeSum.Add(int64(d))
+		addSum(&h.negativeSum, sumPart(int64(d)))
 		return
 	}
 	h.buckets[histIndex(int64(d))].Add(1)
-	h.sum.Add(int64(d))
+	addSum(&h.sum, sumPart(int64(d)))
+}
+
+// sumPart is what a duration of d ns adds to Sum or NegativeSum: d,
+// within ±HistogramMax. A lag of years (a publisher whose clock is unset
+// or far off) would otherwise wrap the int64 sums within a few messages.
+func sumPart(d int64) int64 {
+	return max(-int64(HistogramMax), min(d, int64(HistogramMax)))
+}
+
+// satAdd returns a+b, held at the int64 bounds instead of wrapping.
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// addSum adds v to the sum at p, saturating (see satAdd).
+func addSum(p *atomic.Int64, v int64) {
+	for {
+		old := p.Load()
+		if p.CompareAndSwap(old, satAdd(old, v)) {
+			return
+		}
+	}
 }
 
 // recordOwned is Record for a histogram only one goroutine records into
@@ -107,12 +135,12 @@ func (h *Histogram) Record(d time.Duration) {
 func (h *Histogram) recordOwned(d time.Duration) {
 	if d < 0 {
 		h.negative.Store(h.negative.Load() + 1)
-		h.negativeSum.Store(h.negativeSum.Load() + int64(d))
+		h.negativeSum.Store(satAdd(h.negativeSum.Load(), sumPart(int64(d))))
 		return
 	}
 	b := &h.buckets[histIndex(int64(d))]
 	b.Store(b.Load() + 1)
-	h.sum.Store(h.sum.Load() + int64(d))
+	h.sum.Store(satAdd(h.sum.Load(), sumPart(int64(d))))
 }
 
 // histTally gathers durations for a Histogram only one goroutine records
@@ -141,7 +169,7 @@ func (t *histTally) record(h *Histogram, d time.Duration) {
 	}
 	t.index[t.n] = uint16(histIndex(int64(d)))
 	t.n++
-	t.sum += int64(d)
+	t.sum += sumPart(int64(d)) // at most tallySize × HistogramMax: no overflow
 }
 
 // flush adds the gathered durations to h: buckets first, then the sum, as
@@ -157,7 +185,7 @@ func (t *histTally) flush(h *Histogram) {
 		i = j
 	}
 	if t.n > 0 {
-		h.sum.Store(h.sum.Load() + t.sum)
+		h.sum.Store(satAdd(h.sum.Load(), t.sum))
 	}
 	t.n, t.sum = 0, 0
 }
@@ -195,14 +223,19 @@ type HistogramSnapshot struct {
 	// Count is the number of non-negative durations recorded, the sum of
 	// the bucket counts.
 	Count uint64
-	// Sum is the total of the non-negative durations recorded.
+	// Sum is the total of the non-negative durations recorded, each
+	// counted as at most HistogramMax (a lag of years, from a publisher
+	// whose clock is far off, would otherwise swamp it), held at the
+	// largest Duration rather than wrapping.
 	Sum time.Duration
 	// Negative counts the negative durations recorded; they are in no
 	// bucket and not in Count or Sum. For a lag, they mean the publisher's
 	// clock is ahead of the subscriber's.
 	Negative uint64
 	// NegativeSum is the total of the negative durations (zero or less),
-	// so NegativeSum / Negative is their mean.
+	// each counted as at least -HistogramMax and held at the smallest
+	// Duration rather than wrapping, so NegativeSum / Negative is their
+	// mean when none is beyond HistogramMax.
 	NegativeSum time.Duration
 	// Buckets holds the counts, as described above.
 	Buckets []HistogramBucket
@@ -221,9 +254,9 @@ func (s *HistogramSnapshot) init() {
 // addFrom adds h's counts to s.
 func (s *HistogramSnapshot) addFrom(h *Histogram) {
 	s.init()
-	s.Sum += time.Duration(h.sum.Load())
+	s.Sum = time.Duration(satAdd(int64(s.Sum), h.sum.Load()))
 	s.Negative += h.negative.Load()
-	s.NegativeSum += time.Duration(h.negativeSum.Load())
+	s.NegativeSum = time.Duration(satAdd(int64(s.NegativeSum), h.negativeSum.Load()))
 	for i := range h.buckets {
 		n := h.buckets[i].Load()
 		s.Buckets[i].Count += n
@@ -235,9 +268,9 @@ func (s *HistogramSnapshot) addFrom(h *Histogram) {
 // recorded in s. Either may be the zero snapshot.
 func (s *HistogramSnapshot) Merge(o HistogramSnapshot) {
 	s.Count += o.Count
-	s.Sum += o.Sum
+	s.Sum = time.Duration(satAdd(int64(s.Sum), int64(o.Sum)))
 	s.Negative += o.Negative
-	s.NegativeSum += o.NegativeSum
+	s.NegativeSum = time.Duration(satAdd(int64(s.NegativeSum), int64(o.NegativeSum)))
 	if o.Buckets == nil {
 		return
 	}

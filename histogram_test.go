@@ -130,7 +130,8 @@ func TestHistogramQuantiles(t *testing.T) {
 }
 
 // TestHistogramUnderflowOverflow: durations outside the range are counted
-// in the end buckets, in Count and Sum, and quantiles there stay bounded.
+// in the end buckets, in Count and Sum (one past HistogramMax as
+// HistogramMax), and quantiles there stay bounded.
 func TestHistogramUnderflowOverflow(t *testing.T) {
 	var h Histogram
 	h.Record(0)
@@ -138,7 +139,7 @@ func TestHistogramUnderflowOverflow(t *testing.T) {
 	h.Record(2 * time.Minute)
 	s := h.Snapshot()
 	assert.EqualValues(t, 3, s.Count)
-	assert.Equal(t, time.Microsecond+2*time.Minute, s.Sum)
+	assert.Equal(t, time.Microsecond+HistogramMax, s.Sum)
 	assert.EqualValues(t, 2, s.Buckets[0].Count)
 	assert.EqualValues(t, 1, s.Buckets[histBuckets-1].Count)
 	assert.Less(t, s.Quantile(0.5), HistogramMin)
@@ -286,4 +287,38 @@ func TestHistTally(t *testing.T) {
 	tally.flush(&got)
 	tally.flush(&got) // an empty flush adds nothing
 	assert.Equal(t, want.Snapshot(), got.Snapshot())
+}
+
+// TestHistogramSumBounded: lags of years (a publisher's clock unset or
+// far off) count as HistogramMax in the sums, on every recording path, so
+// the sums neither wrap after a few such messages nor go negative; sums
+// that would pass the int64 bounds stay at them.
+func TestHistogramSumBounded(t *testing.T) {
+	const far = 25 * 365 * 24 * time.Hour
+	var atomicH, owned, tallied Histogram
+	var tally histTally
+	for range 100 {
+		atomicH.Record(far)
+		atomicH.Record(-10 * far)
+		owned.recordOwned(far)
+		owned.recordOwned(-10 * far)
+		tally.record(&tallied, far)
+	}
+	tally.flush(&tallied)
+	for name, h := range map[string]*Histogram{"atomic": &atomicH, "owned": &owned, "tally": &tallied} {
+		s := h.Snapshot()
+		assert.Equal(t, 100*HistogramMax, s.Sum, name)
+		assert.Equal(t, uint64(100), s.Buckets[len(s.Buckets)-1].Count, "%s: in the overflow bucket", name)
+		if name != "tally" {
+			assert.Equal(t, -100*HistogramMax, s.NegativeSum, name)
+		}
+	}
+
+	big := HistogramSnapshot{Sum: math.MaxInt64 - 1, NegativeSum: math.MinInt64 + 1}
+	big.Merge(HistogramSnapshot{Sum: time.Hour, NegativeSum: -time.Hour})
+	assert.Equal(t, time.Duration(math.MaxInt64), big.Sum, "held at the bound")
+	assert.Equal(t, time.Duration(math.MinInt64), big.NegativeSum, "held at the bound")
+	assert.Equal(t, int64(math.MaxInt64), satAdd(math.MaxInt64, 1))
+	assert.Equal(t, int64(math.MinInt64), satAdd(math.MinInt64, -1))
+	assert.Equal(t, int64(3), satAdd(1, 2))
 }

@@ -220,7 +220,7 @@ func NewCollector(b StatsSource, opts Options) *Collector {
 		c.lag = desc("lag_seconds", "Time from Publish (the publisher's clock) to a worker taking the message off its queue; negative lags are in shardcast_lag_negative_total.")
 		c.handler = desc("handler_seconds", "Time handler calls took.")
 		c.negative = desc("lag_negative_total", "Messages whose lag was negative: the publisher's clock is ahead of the subscriber's.")
-		c.negativeSecs = desc("lag_negative_seconds_total", "Total magnitude of the negative lags.")
+		c.negativeSecs = desc("lag_negative_seconds_total", "Total magnitude of the negative lags, each counted as at most shardcast.HistogramMax.")
 	}
 	if c.nodes != nil {
 		c.nodeDescs = []nodeMetric{
