@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goio "io"
 
 	"github.com/shardcast/shardcast"
 )
@@ -60,10 +61,18 @@ func runPub(ctx context.Context, args []string, io stdio) error {
 			}
 		}
 	} else {
-		sc := bufio.NewScanner(io.in)
-		sc.Buffer(make([]byte, 64<<10), shardcast.DefaultMaxPayload+1024)
-		for line := 1; sc.Scan(); line++ {
-			ch, payload := channel, sc.Bytes()
+		lines, readErr := readLines(ctx, io.in)
+		for line := 1; ; line++ {
+			var text []byte
+			var more bool
+			select {
+			case text, more = <-lines:
+			case <-ctx.Done():
+			}
+			if !more {
+				break
+			}
+			ch, payload := channel, text
 			if keyed {
 				var ok bool
 				if ch, payload, ok = splitKeyed(payload); !ok {
@@ -74,7 +83,12 @@ func runPub(ctx context.Context, args []string, io stdio) error {
 				return err
 			}
 		}
-		if err := sc.Err(); err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C or SIGTERM while stdin was still open: readErr
+			// cannot be read, the reader may still run.
+			return fmt.Errorf("interrupted after %d message(s): %w", sent, context.Cause(ctx))
+		}
+		if err := readErr(); err != nil {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
 	}
@@ -93,4 +107,28 @@ func splitKeyed(line []byte) (channel string, payload []byte, ok bool) {
 		return "", nil, false
 	}
 	return string(line[:i]), line[i+1:], true
+}
+
+// readLines reads r's lines on a goroutine of its own, so that the caller
+// can stop waiting for one when ctx ends: a read of a terminal or a pipe
+// cannot be cut short. The channel closes at the end of r, or when ctx
+// ends; err, called once it closed, tells why the reading stopped (nil at
+// the end of r). A goroutine stopped by ctx ends at r's next line or end.
+func readLines(ctx context.Context, r goio.Reader) (lines <-chan []byte, err func() error) {
+	out := make(chan []byte)
+	var readErr error
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), shardcast.DefaultMaxPayload+1024)
+		for sc.Scan() {
+			select {
+			case out <- bytes.Clone(sc.Bytes()):
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr = sc.Err()
+	}()
+	return out, func() error { return readErr }
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ func TestStandalone(t *testing.T) {
 	t.Run("SubPubURL", func(t *testing.T) { roundTrip(t, "-shards", "redis://"+a.Addr()+",redis://"+b.Addr()) })
 	t.Run("SubEndsOnCancel", func(t *testing.T) { testSubEndsOnCancel(t, shards) })
 	t.Run("PubFollow", func(t *testing.T) { testPubFollow(t, a, b) })
+	t.Run("PubStdinEndsOnCancel", func(t *testing.T) { testPubStdinEndsOnCancel(t, shards) })
 	t.Run("PubKeyedBadLine", func(t *testing.T) {
 		r := runCmd(testCtx(t, 20*time.Second), "ok payload\nnospace\n", nil, "pub", "-shards", shards, "-keyed")
 		assert.ErrorContains(t, r.runErr, "stdin line 2")
@@ -178,5 +180,30 @@ func testPubFollow(t *testing.T, a, b *redistest.Server) {
 		assert.Equal(t, ch+" followed", got)
 	case <-ctx.Done():
 		t.Fatal("the followed publish did not arrive")
+	}
+}
+
+// testPubStdinEndsOnCancel: pub reading an open stdin that sends nothing
+// returns when its context ends (Ctrl-C), with an error that says it was
+// interrupted.
+func testPubStdinEndsOnCancel(t *testing.T, shards string) {
+	ctx := testCtx(t, 30*time.Second)
+	pubCtx, cancel := context.WithCancel(ctx)
+	in, feed := io.Pipe()
+	defer feed.Close() // ends the reader goroutine pub leaves behind
+	var errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(pubCtx, []string{"pub", "-shards", shards, "room"}, stdio{in: in, out: &syncBuffer{}, err: &errOut})
+	}()
+	time.Sleep(200 * time.Millisecond) // pub connects and waits for a line
+	cancel()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "interrupted after 0 message(s)")
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("pub did not return after its context ended")
 	}
 }
