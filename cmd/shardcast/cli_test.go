@@ -51,6 +51,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"pub", "-shards", "a:1"}, "give a CHANNEL"},
 		{[]string{"pub", "-shards", "a:1", "-keyed", "c"}, "give no arguments"},
 		{[]string{"tags", "-partitions", "3"}, "3 partitions"},
+		{[]string{"relayout", "-cluster", "a:1", "-shards", "b:1,c:1", "-control", "b:1"}, "not both"},
+		{[]string{"relayout", "-cluster", "a:1", "-control", "b:1", "-partitions", "256"}, "-control is for a sharded application"},
 		{[]string{"key", "-tls-ca", "/nonexistent.pem", "-shards", "a:1", "c"}, "-tls-ca"},
 	} {
 		r := runCmd(ctx, "", nil, tc.args...)

@@ -37,6 +37,12 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := t.oneEngine(true); err != nil {
+		return fmt.Errorf("relayout: %w", err)
+	}
+	if t.cluster != "" && control != "" {
+		return errors.New("relayout: -control is for a sharded application (-shards); a cluster's record lives on the cluster")
+	}
 	printPhase := func(p shardcast.RelayoutPhaseReport) {
 		fmt.Fprintf(io.out, "phase %-7s done in %v by %d live broker(s)", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
 		if p.Barriers > 0 {
