@@ -15,7 +15,8 @@ import (
 // ParseAddr turns one configured address into how to reach it. An address
 // is either "host:port", reached with o's credentials and TLS, or a URL:
 // redis://[user[:password]@]host[:port][/db] (rediss:// for TLS; valkey://
-// and valkeys:// are the same). A URL carries its own credentials and TLS
+// and valkeys:// are the same), without a query or fragment. A URL
+// carries its own credentials and TLS
 // (o.TLS, if set, supplies the certificates for rediss://); its database
 // number is ignored, Pub/Sub has none. Anything else is ErrInvalidConfig.
 func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
@@ -40,6 +41,11 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 		}
 	default:
 		return d, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", shardcast.ErrInvalidConfig, Redact(addr), u.Scheme)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// Options in a query (timeouts, protocol) would be dropped without
+		// a word, and the layout spec's address grammar has none.
+		return d, fmt.Errorf("%w: address %q: a query or fragment is not supported; set ConnOptions instead", shardcast.ErrInvalidConfig, Redact(addr))
 	}
 	if u.Host == "" || u.Hostname() == "" {
 		return d, fmt.Errorf("%w: address %q has no host", shardcast.ErrInvalidConfig, Redact(addr))

@@ -42,7 +42,8 @@ func TestParseAddr(t *testing.T) {
 	assert.Equal(t, "cache.internal", d.TLS.ServerName, "rediss:// takes Conn.TLS's settings")
 	assert.NotSame(t, conf, d.TLS, "and does not share the caller's config")
 
-	for _, bad := range []string{"", "localhost", "http://h:1", "unix:///tmp/r.sock", "redis://", "redis://[::1", "redis://:pw@"} {
+	for _, bad := range []string{"", "localhost", "http://h:1", "unix:///tmp/r.sock", "redis://", "redis://[::1", "redis://:pw@",
+		"redis://h:1?timeout=5s", "redis://h:1?", "redis://h:1#f", "rediss://u:pw@h:1/0?protocol=3"} {
 		_, err := ParseAddr(bad, o)
 		assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", bad)
 	}

@@ -132,6 +132,9 @@ class Layout {
 /** The host:port the sharded engine hashes for a configured address. */
 function normalizeAddr(addr) {
   if (!addr.includes('://')) return addr;
+  if (addr.includes('?') || addr.includes('#')) {
+    throw new Error(`address ${addr}: a query or fragment is not supported`);
+  }
   let netloc = addr.split('://', 2)[1].split('/')[0];
   netloc = netloc.slice(netloc.lastIndexOf('@') + 1);
   let host;

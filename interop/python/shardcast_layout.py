@@ -151,6 +151,8 @@ def normalize_addr(addr):
     """The host:port the sharded engine hashes for a configured address."""
     if "://" not in addr:
         return addr
+    if "?" in addr or "#" in addr:
+        raise ValueError("address %r: a query or fragment is not supported" % addr)
     netloc = addr.split("://", 1)[1].split("/", 1)[0]
     netloc = netloc.rsplit("@", 1)[-1]
     if netloc.startswith("["):
