@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -52,9 +54,13 @@ type RelayoutReport = shardcast.RelayoutReport
 // an instance or broker failing during it, which the brokers report.
 //
 // It fails before changing anything when cfg.To is empty or malformed,
-// names an instance it cannot reach, is the recorded list
+// names an instance it cannot reach, the record is not a sharded
+// application's, cfg.To is the recorded list
 // (shardcast.ErrSameLayout), or when another re-layout is under way
-// (shardcast.ErrRelayoutInProgress); one to the same list is resumed. If
+// (shardcast.ErrRelayoutInProgress); one to the same list is resumed. The
+// old list's instances need not answer: a re-layout away from one that
+// died or froze finishes, its channels handed over after the brokers'
+// BarrierTimeout (their messages lost with it are reported). If
 // ctx ends before the finish, it aborts: every broker returns to the old
 // list, and the error wraps shardcast.ErrRelayoutAborted.
 // If the transition vanishes from the control instance (it lost its
@@ -74,6 +80,10 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	toRec := shardcast.LayoutRecord{Fingerprint: fingerprint(to), Engine: "sharded", Instances: to,
 		Description: fmt.Sprintf("sharded: %d instances: %s", len(to), strings.Join(to, ", "))}
 	t, rep, err := c.Begin(ctx, toRec, func(from shardcast.LayoutRecord) error {
+		if from.Engine != "sharded" || len(from.Instances) == 0 {
+			return fmt.Errorf("%w: the layout record is not a sharded application's (engine %q, %d instances): %s",
+				shardcast.ErrInvalidConfig, from.Engine, len(from.Instances), from.Description)
+		}
 		if n := len(union(from.Instances, to)); n > minSlots {
 			return fmt.Errorf("%w: the old and new lists name %d instances; at most %d at once", shardcast.ErrInvalidConfig, n, minSlots)
 		}
@@ -82,7 +92,10 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	from, err := c.dialAll(ctx, rep.From.Instances)
+	// The old instances are not required to answer: dropping one that
+	// died is a reason to re-layout. Its barrier fails, and the brokers
+	// hand its channels over after BarrierTimeout.
+	from, err := c.connectAll(rep.From.Instances)
 	if err != nil {
 		abortErr := c.Abort(context.WithoutCancel(ctx), t, &rep)
 		return rep, errors.Join(err, abortErr)
@@ -92,13 +105,25 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 		barriers = append(barriers, c.pubs[from[i]])
 	}
 	sendBarriers := func(ctx context.Context) int {
-		n := 0
+		// In parallel, and bounded well under a heartbeat: the drain's
+		// polls wait for these, and the advance script takes a gap of
+		// more than a heartbeat between polls for an outage of the
+		// control instance (it then refills instead of advancing), so a
+		// frozen old instance, whose send waits ReplyTimeout, kept the
+		// drain from ever ending.
+		ctx, cancel := context.WithTimeout(ctx, c.Agreement.Heartbeat/4)
+		defer cancel()
+		var n atomic.Int64
+		var wg sync.WaitGroup
 		for _, p := range barriers {
-			if p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now()) == nil {
-				n++
-			}
+			wg.Go(func() {
+				if p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now()) == nil {
+					n.Add(1)
+				}
+			})
 		}
-		return n
+		wg.Wait()
+		return int(n.Load())
 	}
 	return rep, c.Drive(ctx, t, &rep, sendBarriers)
 }
@@ -179,6 +204,23 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("shardcast: relayout: instance %s unreachable: %w", d.Addr, err)
+		}
+	}
+	return out, nil
+}
+
+// connectAll is dialAll without the check that each instance answers:
+// the publishing connections dial on first use.
+func (c *coordinator) connectAll(addrs []string) ([]string, error) {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		d, err := engine.ParseAddr(a, c.conn)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d.Addr
+		if _, ok := c.pubs[d.Addr]; !ok {
+			c.pubs[d.Addr] = pubconn.New(d, engine.PubTimeouts(c.conn))
 		}
 	}
 	return out, nil

@@ -60,7 +60,13 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 	if b.core.Paths != nil {
 		for _, i := range losing(from, t.ToRecord.Instances) {
 			for j := range b.conns {
-				need = append(need, cur[i]*b.conns+j)
+				// A path whose instance is down now waits for no
+				// barrier (none could come through it, and dropping a
+				// dead instance is a reason to re-layout): its messages
+				// are lost with its connection, which is reported.
+				if p := cur[i]*b.conns + j; b.pathUp(p) {
+					need = append(need, p)
+				}
 			}
 		}
 	}
@@ -266,4 +272,10 @@ func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
 		out[k] = free
 	}
 	return out, nil
+}
+
+// pathUp reports whether subscribe path p has a live connection.
+func (b *Broker) pathUp(p int) bool {
+	sh := b.slots[p/b.conns].Load()
+	return sh != nil && p%b.conns < len(sh.links) && sh.links[p%b.conns].Current() != nil
 }

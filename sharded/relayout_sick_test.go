@@ -1,0 +1,94 @@
+package sharded
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sickRelayout starts a broker on A,B subscribing 50 channels, lets sick
+// make B unwell (at start, or at the switch), re-layouts to A,C, and
+// checks that the re-layout finishes, the broker is on A,C, and every
+// channel delivers there.
+func sickRelayout(t *testing.T, atStart, atSwitch func(b *redistest.Server)) {
+	servers := startServers(t, 3)
+	ab, ac := addrs(servers[0], servers[1]), addrs(servers[0], servers[2])
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: ab, Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
+		Options:   shardcast.Options{Handler: rec.handle},
+		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	channels := channelNames("sick-", 50)
+	require.NoError(t, b.Subscribe(ctx, channels...))
+	if atStart != nil {
+		atStart(servers[1])
+	}
+	cfg := relayoutConfig(servers[0].Addr(), ac)
+	cfg.Conn = faultConn
+	cfg.OnPhase = func(p PhaseReport) {
+		t.Logf("phase %s done in %v", p.Phase, p.Took)
+		if p.Phase == shardcast.PhaseSwitch && atSwitch != nil {
+			atSwitch(servers[1])
+		}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer rcancel()
+	rep, err := Relayout(rctx, cfg)
+	require.NoError(t, err)
+	assert.False(t, rep.Aborted)
+	fp, err := Fingerprint(ac)
+	require.NoError(t, err)
+	assert.Equal(t, fp, b.Fingerprint())
+	publishAll(t, b, channels, func(ch string) []byte { return []byte("after") })
+	waitFor(t, "every channel delivering on A,C", func() bool {
+		for _, ch := range channels {
+			if rec.count(ch) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestRelayoutAwayFromFrozenInstance: the instance a re-layout drops
+// freezes at the switch and stays frozen. The brokers hand its channels
+// over after BarrierTimeout; the coordinator's barrier to it is bounded
+// and sent beside the drain's polls, so the drain ends. (Sent in turn and
+// waiting ReplyTimeout, it once made every poll look like an outage of
+// the control instance, and the re-layout never finished.)
+func TestRelayoutAwayFromFrozenInstance(t *testing.T) {
+	sickRelayout(t, nil, func(s *redistest.Server) {
+		require.NoError(t, s.Pause())
+		t.Cleanup(func() { _ = s.Resume() })
+	})
+}
+
+// TestRelayoutAwayFromDeadInstance: replacing an instance that died is a
+// re-layout away from it; the coordinator does not require the old
+// instances to answer (it once aborted the begun re-layout).
+func TestRelayoutAwayFromDeadInstance(t *testing.T) {
+	sickRelayout(t, func(s *redistest.Server) { require.NoError(t, s.Kill()) }, nil)
+}
+
+// TestRelayoutRefusesOtherEngineRecord: a record the cluster engine wrote
+// is refused before anything changes, with an error that says what the
+// record is.
+func TestRelayoutRefusesOtherEngineRecord(t *testing.T) {
+	servers := startServers(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err := servers[0].Do(ctx, "HSET", defaultAgreement.RecordKey(), "version", "1", "fingerprint", "128-741322ee8310",
+		"engine", "cluster", "partitions", "128", "prefix", "", "description", "cluster: 128 partitions")
+	require.NoError(t, err)
+	rep, err := Relayout(ctx, relayoutConfig(servers[0].Addr(), addrs(servers...)))
+	require.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+	assert.ErrorContains(t, err, `engine "cluster"`)
+	assert.False(t, rep.Aborted, "refused before anything changed")
+	assert.Empty(t, rep.Phases)
+}
