@@ -119,6 +119,11 @@ func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *s
 				abortErr := c.Abort(context.WithoutCancel(ctx), t, rep)
 				return errors.Join(shardcast.ErrRelayoutAborted, err, abortErr)
 			}
+			if s.from == shardcast.PhaseFinish && ctx.Err() != nil {
+				// Past the point of no return: the record may hold the
+				// new layout already; the same Relayout resumes.
+				return fmt.Errorf("%w; the finish is incomplete: run the same re-layout again to resume it", err)
+			}
 			return err
 		}
 		rep.Phases = append(rep.Phases, pr)
@@ -151,6 +156,7 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 	pr := shardcast.RelayoutPhaseReport{Phase: from}
 	tick := time.NewTicker(max(c.Agreement.Heartbeat/2, time.Millisecond))
 	defer tick.Stop()
+	var last agreement.AdvanceResult // what the last poll still waited for
 	for {
 		if each != nil {
 			pr.Barriers += each(ctx)
@@ -164,16 +170,36 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 				pr.Took = time.Since(start)
 				return pr, nil
 			}
+			if err == nil {
+				last = res
+			}
 		}
 		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || errors.Is(err, shardcast.ErrRelayoutVanished) || ctx.Err() != nil) {
-			return pr, err
+			return pr, waitedFor(err, from, last)
 		}
 		select {
 		case <-ctx.Done():
-			return pr, ctx.Err()
+			return pr, waitedFor(ctx.Err(), from, last)
 		case <-tick.C:
 		}
 	}
+}
+
+// waitedFor adds to err, when ctx ended a phase, what the phase was still
+// waiting for by the last poll.
+func waitedFor(err error, phase string, last agreement.AdvanceResult) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	switch {
+	case len(last.Waiting) > 0:
+		return fmt.Errorf("%w (phase %s: waiting for the acknowledgement of brokers %v)", err, phase, last.Waiting)
+	case last.Refilling > 0:
+		return fmt.Errorf("%w (phase %s: the registry was refilling after a gap in the coordinator's calls, %v to go)", err, phase, last.Refilling.Round(time.Millisecond))
+	case last.NoBroker:
+		return fmt.Errorf("%w (phase %s: no broker is live)", err, phase)
+	}
+	return fmt.Errorf("%w (phase %s)", err, phase)
 }
 
 // Abort turns t into an abort and waits until every live broker

@@ -388,3 +388,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestWaitedFor: a re-layout cut short by its ctx says what the phase was
+// still waiting for; other errors pass unchanged.
+func TestWaitedFor(t *testing.T) {
+	err := waitedFor(context.DeadlineExceeded, shardcast.PhaseDrain, agreement.AdvanceResult{Waiting: []string{"b1", "b2"}})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "phase drain: waiting for the acknowledgement of brokers [b1 b2]")
+	err = waitedFor(context.Canceled, shardcast.PhaseSwitch, agreement.AdvanceResult{Refilling: 1500 * time.Millisecond})
+	assert.ErrorContains(t, err, "refilling")
+	assert.ErrorContains(t, err, "1.5s to go")
+	assert.ErrorContains(t, waitedFor(context.Canceled, shardcast.PhasePrepare, agreement.AdvanceResult{NoBroker: true}), "no broker is live")
+	other := errors.New("boom")
+	assert.Same(t, other, waitedFor(other, shardcast.PhaseDrain, agreement.AdvanceResult{Waiting: []string{"b1"}}))
+}
