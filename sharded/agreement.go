@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/shardcast/shardcast"
@@ -77,7 +78,8 @@ func (b *Broker) leaveLayout() {
 // follow returns c with the instance list of record r, which a running
 // fleet uses (shardcast.Agreement.Follow). The record names instances by
 // host:port; one that c.Addrs names keeps c's entry, so that a URL's
-// credentials and TLS still apply, and any other is dialled with c.Conn's.
+// credentials and TLS still apply, and any other gets those of c's URLs
+// where they agree (engine.URLDefaults), or else is dialled with c.Conn's.
 // The control instance stays where c found the record.
 func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	if r.Engine != "sharded" || len(r.Instances) == 0 {
@@ -93,11 +95,24 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	if c.ControlAddr == "" {
 		c.ControlAddr = c.Addrs[0]
 	}
+	// An instance of the record that c does not name gets the
+	// credentials and TLS of c's URLs, where those agree (see
+	// engine.URLDefaults), as a re-layout's new instances do.
+	urls := engine.URLDefaults(c.Addrs, shardcast.ConnOptions{})
 	addrs := make([]string, len(r.Instances))
 	for i, in := range r.Instances {
 		addrs[i] = in
 		if a, ok := mine[in]; ok {
 			addrs[i] = a
+		} else if urls.Password != "" || urls.TLS != nil {
+			u := url.URL{Scheme: "redis", Host: in}
+			if urls.TLS != nil {
+				u.Scheme = "rediss"
+			}
+			if urls.Password != "" {
+				u.User = url.UserPassword(urls.Username, urls.Password)
+			}
+			addrs[i] = u.String()
 		}
 	}
 	c.Addrs = addrs

@@ -107,7 +107,9 @@ func build(cfg Config) (*Broker, error) {
 		}
 		dials[i], addrs[i] = d, d.Addr
 	}
-	b := &Broker{conn: conn, conns: conn.SubscribeConns}
+	// Instances a re-layout adds come as host:port: they are dialled
+	// with the credentials and TLS of Addrs' URLs, where those agree.
+	b := &Broker{conn: engine.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
 	b.slots = make([]atomic.Pointer[slot], max(minSlots, 2*len(addrs)))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,

@@ -159,7 +159,10 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	if cfg.ControlAddr == "" {
 		return nil, fmt.Errorf("%w: RelayoutConfig.ControlAddr is empty", shardcast.ErrInvalidConfig)
 	}
-	conn := cfg.Conn.WithDefaults()
+	// The old list comes from the record, as host:port: it is dialled
+	// with the credentials and TLS of the URLs among ControlAddr and To,
+	// where those agree.
+	conn := engine.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
 	d, err := engine.ParseAddr(cfg.ControlAddr, conn)
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)

@@ -92,3 +92,48 @@ func TestRelayoutRefusesOtherEngineRecord(t *testing.T) {
 	assert.False(t, rep.Aborted, "refused before anything changed")
 	assert.Empty(t, rep.Phases)
 }
+
+// TestRelayoutURLCredentials: a fleet whose instances need a password
+// given in redis:// URLs re-layouts to a new instance (the record names
+// it by host:port only): the brokers and the coordinator dial it with
+// the URLs' credentials. A broker that starts mid-way and follows the
+// record gets them too. (Dialled without, the prepare failed with NOAUTH
+// on every heartbeat, and the re-layout aborted.)
+func TestRelayoutURLCredentials(t *testing.T) {
+	servers := startServers(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for _, s := range servers {
+		_, err := s.Do(ctx, "CONFIG", "SET", "requirepass", "pw")
+		require.NoError(t, err)
+	}
+	url := func(i int) string { return "redis://:pw@" + servers[i].Addr() }
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: []string{url(0), url(1)}, Conn: faultConn,
+		Options: shardcast.Options{Handler: rec.handle}, Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	channels := channelNames("url-", 30)
+	require.NoError(t, b.Subscribe(ctx, channels...))
+	cfg := relayoutConfig(url(0), []string{url(0), url(1), url(2)})
+	cfg.Conn = faultConn
+	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer rcancel()
+	_, err := Relayout(rctx, cfg)
+	require.NoError(t, err)
+	fp, err := Fingerprint([]string{url(0), url(1), url(2)})
+	require.NoError(t, err)
+	assert.Equal(t, fp, b.Fingerprint())
+	publishAll(t, b, channels, func(string) []byte { return []byte("1") })
+	waitFor(t, "every channel delivering on three instances", func() bool {
+		for _, ch := range channels {
+			if rec.count(ch) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	late, err := Config{Addrs: []string{url(0), url(1)}}.follow(shardcast.LayoutRecord{Engine: "sharded",
+		Instances: []string{servers[0].Addr(), servers[1].Addr(), servers[2].Addr()}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{url(0), url(1), url(2)}, late.Addrs, "a follower gets the URLs' credentials for the new instance")
+}

@@ -62,6 +62,39 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 	return d, nil
 }
 
+// URLDefaults returns o with the credentials and TLS of the URL addresses
+// among addrs, when there is one, they all agree, and o sets no
+// credentials itself: the settings for addresses that come as plain
+// host:port from elsewhere (a layout record's instances, which a
+// re-layout adds), which would otherwise be dialled without them.
+func URLDefaults(addrs []string, o shardcast.ConnOptions) shardcast.ConnOptions {
+	var first *subconn.Dialer
+	for _, a := range addrs {
+		if !strings.Contains(a, "://") {
+			continue
+		}
+		d, err := ParseAddr(a, o)
+		if err != nil {
+			return o
+		}
+		if first == nil {
+			first = &d
+			continue
+		}
+		if d.Username != first.Username || d.Password != first.Password || (d.TLS == nil) != (first.TLS == nil) {
+			return o
+		}
+	}
+	if first == nil || o.Username != "" || o.Password != "" {
+		return o
+	}
+	o.Username, o.Password = first.Username, first.Password
+	if o.TLS == nil {
+		o.TLS = first.TLS
+	}
+	return o
+}
+
 // PubTimeouts are the bounds of a publishing connection under o.
 func PubTimeouts(o shardcast.ConnOptions) pubconn.Timeouts {
 	return pubconn.Timeouts{Write: o.WriteTimeout, Reply: o.ReplyTimeout, Redial: o.ReconnectMin}

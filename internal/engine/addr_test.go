@@ -51,3 +51,24 @@ func TestParseAddr(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2", "the password is not echoed")
 }
+
+// TestURLDefaults: plain host:port addresses take the credentials and TLS
+// of the URLs beside them when those agree and the options set none.
+func TestURLDefaults(t *testing.T) {
+	o := shardcast.ConnOptions{DialTimeout: time.Second}
+	got := URLDefaults([]string{"redis://u:pw@a:1", "b:2", "redis://u:pw@c:3"}, o)
+	assert.Equal(t, "u", got.Username)
+	assert.Equal(t, "pw", got.Password)
+	assert.Nil(t, got.TLS)
+	assert.Equal(t, time.Second, got.DialTimeout, "the rest is o's")
+	assert.NotNil(t, URLDefaults([]string{"rediss://:pw@a:1"}, o).TLS, "rediss:// brings TLS")
+	for name, addrs := range map[string][]string{
+		"no URL":        {"a:1", "b:2"},
+		"disagree":      {"redis://:pw@a:1", "redis://:other@b:2"},
+		"TLS disagrees": {"redis://:pw@a:1", "rediss://:pw@b:2"},
+	} {
+		assert.Equal(t, o, URLDefaults(addrs, o), name)
+	}
+	own := shardcast.ConnOptions{Password: "mine"}
+	assert.Equal(t, own, URLDefaults([]string{"redis://:pw@a:1"}, own), "options that set credentials win")
+}
