@@ -55,7 +55,12 @@ func TestKillAndRestartInstance(t *testing.T) {
 	require.Len(t, interrupted, 1, "one connection lost, one event")
 	assert.Equal(t, victim.Addr(), interrupted[0].Shard)
 	assert.Equal(t, victimChans, sorted(interrupted[0].Channels))
-	assert.False(t, interrupted[0].Since.Before(killedAt), "interruption starts after the kill")
+	// The loss dates from the wire's last proof of health: before the
+	// kill, by at most a HealthInterval (what a server queued for the
+	// connection may have been lost from then on).
+	assert.False(t, interrupted[0].Since.After(killedAt), "interruption starts no later than the kill")
+	assert.True(t, interrupted[0].Since.After(killedAt.Add(-shardcast.DefaultHealthInterval-time.Second)),
+		"interruption starts at most a HealthInterval before the kill: %v before", killedAt.Sub(interrupted[0].Since))
 
 	restored := evs.Of(shardcast.EventRestored)
 	require.Len(t, restored, 1)

@@ -215,9 +215,14 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 			l.abandoned(wire)
 			return false
 		case <-wire.Done():
-			since := time.Now()
-			if l.slow.Load() {
-				since = l.LastHealthy()
+			// The loss dates from the wire's last proof of health, not
+			// from now: a server that drops a subscriber (its output
+			// buffer limit) discards what it had queued for it, published
+			// before the broker reads the end of the stream. This may
+			// over-report a clean close by up to a HealthInterval.
+			since := l.LastHealthy()
+			if since.IsZero() {
+				since = time.Now()
 			}
 			endPing()
 			l.lost(wire, since)

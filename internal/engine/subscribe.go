@@ -320,15 +320,22 @@ func (c *Core) waitError(p *Path, err, last error) error {
 	return fmt.Errorf("%s: %w", c.router.Describe(p.ID), err)
 }
 
-// interruptPath marks p as interrupted after a failed command on wire.
+// interruptPath marks p as interrupted after a failed command on wire,
+// from its carrier's last proof of health: a Subscribe waiting on a
+// frozen server learns of the loss only when the link gives the wire up,
+// a HealthTimeout after the freeze, and may report it before the link
+// does (which dates it so too).
 func (c *Core) interruptPath(p *Path, wire *subconn.Conn, cause error) {
-	now := time.Now()
-	if chans, ok := p.interrupt(wire, now); ok {
-		addr := ""
-		if l := c.router.Carrier(p.ID); l != nil {
-			addr = l.Addr
+	since := time.Now()
+	addr := ""
+	if l := c.router.Carrier(p.ID); l != nil {
+		addr = l.Addr
+		if h := l.LastHealthy(); !h.IsZero() && h.Before(since) {
+			since = h
 		}
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, now, cause))
+	}
+	if chans, ok := p.interrupt(wire, since); ok {
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since, cause))
 	}
 }
 
