@@ -30,7 +30,8 @@ func (b *Broker) poll(ctx context.Context) {
 
 // pollSlots asks for CLUSTER SLOTS until a node answers: the masters the
 // broker publishes to, on their publishing connections, then the
-// replicas of the slot map it holds and the seeds, each on a connection
+// replicas of the slot map it holds, the seeds and the replicas it
+// remembers from earlier maps (see shardMemory), each on a connection
 // of its own, closed after the question (when the masters are all gone,
 // or at startup, when none is known yet). See firstSlots for how the
 // nodes share ctx's time.
@@ -44,10 +45,13 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	for _, r := range b.slots.Ranges {
 		others = append(others, r.Replicas...)
 	}
+	// The seeds before the replicas the memory keeps: those may be long
+	// gone (a node replaced on a new address), and each costs the poll a
+	// stagger, so that enough of them would use up its time first.
+	others = append(others, b.cfg.seeds...)
 	for replica := range b.shards {
 		others = append(others, replica) // one the last map left out, too
 	}
-	others = append(others, b.cfg.seeds...)
 	b.mu.Unlock()
 
 	for _, addr := range others {
