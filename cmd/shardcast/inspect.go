@@ -136,6 +136,7 @@ func readCluster(ctx context.Context, t *target, getenv func(string) string, win
 	v := clusterView{Seed: d.Addr, Slots: slots, Masters: map[string]sample{}, ReplicaLinks: map[string]string{}}
 	if text, err := seed.text(ctx, "CLUSTER", "NODES"); err == nil {
 		v.Nodes = parseClusterNodes(text)
+		v.preferSlotMapEndpoints()
 	}
 	seed.close()
 

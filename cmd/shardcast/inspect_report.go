@@ -188,18 +188,60 @@ func buildClusterReport(l *shardcast.Layout, v clusterView) clusterReport {
 	return r
 }
 
+// preferSlotMapEndpoints names the nodes as the slot map does: by their
+// announced hostnames when it uses them (Redis 7's
+// cluster-preferred-endpoint-type hostname), where CLUSTER NODES gives
+// ip:port first. Without it one node would be two: a master with slots
+// and an idle one, a replica named and one "not connected".
+func (v *clusterView) preferSlotMapEndpoints() {
+	named := map[string]bool{}
+	for _, rg := range v.Slots.Ranges {
+		named[rg.Master] = true
+		for _, r := range rg.Replicas {
+			named[r] = true
+		}
+	}
+	byHost := false
+	for _, nd := range v.Nodes {
+		byHost = byHost || (nd.HostAddr != "" && named[nd.HostAddr])
+	}
+	if !byHost {
+		return
+	}
+	for i, nd := range v.Nodes {
+		if nd.HostAddr != "" {
+			v.Nodes[i].Addr = nd.HostAddr
+		}
+	}
+}
+
+// nodeAddr returns how v names the node at addr, an ip:port a server
+// reported (INFO's replica list): its slot-map name.
+func (v clusterView) nodeAddr(addr string) string {
+	for _, nd := range v.Nodes {
+		if nd.IPAddr == addr {
+			return nd.Addr
+		}
+	}
+	return addr
+}
+
 // clusterMasters lists the masters: those the slot map names, ordered by
 // their first slot, then the live slotless masters CLUSTER NODES shows,
 // by address. Only Addr, ID, Slots and SlotRanges are set.
 func clusterMasters(v clusterView) []masterReport {
 	var out []masterReport
 	index := map[string]int{}
+	placed := map[string]bool{} // node IDs
 	for _, rg := range v.Slots.Ranges {
 		i, ok := index[rg.Master]
 		if !ok {
 			i = len(out)
 			index[rg.Master] = i
 			out = append(out, masterReport{Addr: rg.Master, ID: rg.MasterID})
+		}
+		if rg.MasterID != "" {
+			placed[rg.MasterID] = true
 		}
 		out[i].Slots += int(rg.End) - int(rg.Start) + 1
 		if rg.Start == rg.End {
@@ -210,7 +252,7 @@ func clusterMasters(v clusterView) []masterReport {
 	}
 	var empty []masterReport
 	for _, nd := range v.Nodes {
-		if !nd.master() || nd.failing() || nd.Addr == "" {
+		if !nd.master() || nd.failing() || nd.Addr == "" || placed[nd.ID] {
 			continue
 		}
 		if _, ok := index[nd.Addr]; !ok {
@@ -255,7 +297,7 @@ func replicasOf(m masterReport, s sample, v clusterView) []replicaLink {
 		}
 	}
 	for _, seen := range s.After.Replicas {
-		rl := add(seen.Addr)
+		rl := add(v.nodeAddr(seen.Addr))
 		if rl.State == "" {
 			rl.State = seen.State
 		}

@@ -190,3 +190,38 @@ func TestBalanceOf(t *testing.T) {
 		assert.Equal(t, tc.want.Busiest, got.Busiest, tc.loads)
 	}
 }
+
+// TestInspectHostnameEndpoints: a cluster that names its nodes by
+// hostname (cluster-preferred-endpoint-type hostname) in CLUSTER SLOTS,
+// while CLUSTER NODES and INFO give ip:port, is reported with each node
+// once: two masters, none idle, and the replica the master's INFO lists
+// by IP is the one the slot map names.
+func TestInspectHostnameEndpoints(t *testing.T) {
+	layout, err := shardcast.NewLayout(128, "")
+	require.NoError(t, err)
+	v := clusterView{Seed: "redis-a:6379", Masters: map[string]sample{},
+		Slots: shardcast.SlotMap{Ranges: []shardcast.SlotRange{
+			{Start: 0, End: 8191, Master: "redis-a:6379", MasterID: "ida", Replicas: []string{"redis-c:6379"}},
+			{Start: 8192, End: 16383, Master: "redis-b:6379", MasterID: "idb"},
+		}},
+		Nodes: parseClusterNodes("ida 10.0.0.1:6379@16379,redis-a myself,master - 0 0 1 connected 0-8191\n" +
+			"idb 10.0.0.2:6379@16379,redis-b master - 0 0 2 connected 8192-16383\n" +
+			"idc 10.0.0.3:6379@16379,redis-c slave ida 0 0 1 connected\n"),
+		ReplicaLinks: map[string]string{"redis-c:6379": "up"}}
+	v.preferSlotMapEndpoints()
+	var a sample
+	a.After.Replicas = []replicaLink{{Addr: "10.0.0.3:6379", State: "online"}}
+	v.Masters["redis-a:6379"] = a
+	r := buildClusterReport(layout, v)
+	require.Len(t, r.Masters, 2, "each master once")
+	assert.Empty(t, r.Idle)
+	require.Len(t, r.Masters[0].Replicas, 1)
+	assert.Equal(t, "redis-c:6379", r.Masters[0].Replicas[0].Addr)
+	assert.Equal(t, "online", r.Masters[0].Replicas[0].State)
+
+	// A slot map by IP keeps the IPs.
+	ip := clusterView{Slots: shardcast.SlotMap{Ranges: []shardcast.SlotRange{{Start: 0, End: 16383, Master: "10.0.0.1:6379", MasterID: "ida"}}},
+		Nodes: parseClusterNodes("ida 10.0.0.1:6379@16379,redis-a myself,master - 0 0 1 connected 0-16383\n")}
+	ip.preferSlotMapEndpoints()
+	assert.Equal(t, "10.0.0.1:6379", ip.Nodes[0].Addr)
+}

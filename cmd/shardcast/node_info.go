@@ -156,12 +156,17 @@ func parseClientList(text string) outputStats {
 
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
-	ID       string
-	Addr     string // host:port, "" when the node does not know it
-	Flags    []string
-	MasterID string // "" for a master
-	Link     string // the cluster bus link: "connected" or "disconnected"
-	HasSlots bool
+	ID   string
+	Addr string // host:port, "" when the node does not know it
+	// IPAddr is the node's ip:port as CLUSTER NODES gives it, and
+	// HostAddr its announced hostname:port ("" without one); Addr is
+	// IPAddr unless the slot map names nodes by hostname (see
+	// preferSlotMapEndpoints).
+	IPAddr, HostAddr string
+	Flags            []string
+	MasterID         string // "" for a master
+	Link             string // the cluster bus link: "connected" or "disconnected"
+	HasSlots         bool
 }
 
 func (n clusterNode) has(flag string) bool {
@@ -194,10 +199,14 @@ func parseClusterNodes(text string) []clusterNode {
 		if f[3] != "-" {
 			n.MasterID = f[3]
 		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		addr, _, _ = strings.Cut(addr, ",")
+		addr, hostname, _ := strings.Cut(f[1], ",")
+		addr, _, _ = strings.Cut(addr, "@")
 		if host, port, ok := cutLast(addr, ":"); ok && host != "" && port != "0" {
 			n.Addr = joinHostPort(host, port)
+			n.IPAddr = n.Addr
+			if hostname != "" {
+				n.HostAddr = joinHostPort(hostname, port)
+			}
 		}
 		out = append(out, n)
 	}

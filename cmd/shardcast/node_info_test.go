@@ -57,8 +57,8 @@ func TestParseClusterNodes(t *testing.T) {
 		"short line\n"
 	got := parseClusterNodes(text)
 	assert.Len(t, got, 4)
-	assert.Equal(t, clusterNode{ID: "aaa", Addr: "127.0.0.1:17001", Flags: []string{"myself", "master"}, Link: "connected", HasSlots: true}, got[0])
-	assert.Equal(t, clusterNode{ID: "bbb", Addr: "127.0.0.1:17004", Flags: []string{"slave"}, MasterID: "aaa", Link: "connected"}, got[1])
+	assert.Equal(t, clusterNode{ID: "aaa", Addr: "127.0.0.1:17001", IPAddr: "127.0.0.1:17001", Flags: []string{"myself", "master"}, Link: "connected", HasSlots: true}, got[0])
+	assert.Equal(t, clusterNode{ID: "bbb", Addr: "127.0.0.1:17004", IPAddr: "127.0.0.1:17004", HostAddr: "host-b:17004", Flags: []string{"slave"}, MasterID: "aaa", Link: "connected"}, got[1])
 	assert.Empty(t, got[2].Addr)
 	assert.True(t, got[3].master())
 	assert.True(t, got[3].failing())
