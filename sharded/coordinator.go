@@ -190,23 +190,16 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: the new instance list is empty", shardcast.ErrInvalidConfig)
 	}
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		d, err := engine.ParseAddr(a, c.conn)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = d.Addr
-		if _, ok := c.pubs[d.Addr]; ok {
-			continue
-		}
-		p := pubconn.New(d, engine.PubTimeouts(c.conn))
-		c.pubs[d.Addr] = p
+	out, err := c.connectAll(addrs)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range out {
 		pctx, cancel := context.WithTimeout(ctx, c.conn.DialTimeout)
-		err = p.Ping(pctx)
+		err := c.pubs[a].Ping(pctx)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("shardcast: relayout: instance %s unreachable: %w", d.Addr, err)
+			return nil, fmt.Errorf("shardcast: relayout: instance %s unreachable: %w", a, err)
 		}
 	}
 	return out, nil
