@@ -27,7 +27,9 @@ const (
 type ConnOptions struct {
 	// Username, Password and TLS apply to every "host:port" address (and
 	// to every node a cluster broker discovers). An address given as a
-	// redis:// or rediss:// URL carries its own.
+	// redis:// or rediss:// URL carries its own. A connection logs in
+	// (AUTH) when either is set: a Username alone suits an ACL user with
+	// nopass.
 	Username, Password string
 	TLS                *tls.Config
 

@@ -193,12 +193,14 @@ func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 	return td.DialContext(ctx, "tcp", d.Addr)
 }
 
-// Login authenticates nc when d has a password, bounded by ctx and
-// d.Timeout: the dial timeout covers the login too, so that a server that
-// accepts connections but never answers (a frozen Redis) cannot hold a
-// caller whose ctx has no deadline.
+// Login authenticates nc when d has a password or a username (an ACL
+// user without a password, "nopass", takes any: AUTH user ""), bounded by
+// ctx and d.Timeout: the dial timeout covers the login too, so that a
+// server that accepts connections but never answers (a frozen Redis)
+// cannot hold a caller whose ctx has no deadline. A username alone was
+// once ignored, and the connection ran as the default user.
 func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
-	if d.Password == "" {
+	if d.Password == "" && d.Username == "" {
 		return nil
 	}
 	if d.Timeout > 0 {

@@ -257,9 +257,32 @@ func TestPayloadsAroundTheReadBuffer(t *testing.T) {
 // fails Open with Redis's refusal, without echoing the password and
 // without leaving a goroutine behind.
 func TestAuth(t *testing.T) {
-	srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">s3cret", "~*", "&*", "+@all"))
+	srv := redistest.StartStandalone(t, redistest.WithArgs("--user", "app", "on", ">s3cret", "~*", "&*", "+@all",
+		"--user", "open", "on", "nopass", "~*", "&*", "+@all"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+
+	t.Run("user without password", func(t *testing.T) {
+		// An ACL user with nopass takes any password; a username given
+		// alone logs in as that user, not as the default one.
+		conn, err := Open(ctx, Dialer{Addr: srv.Addr(), Username: "open"}, Classic, Hooks{})
+		require.NoError(t, err)
+		defer conn.Close()
+		require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"open"}))
+		clients, err := srv.ClientList(ctx)
+		require.NoError(t, err)
+		var users []string
+		for _, c := range clients {
+			if c["sub"] == "1" {
+				users = append(users, c["user"])
+			}
+		}
+		assert.Equal(t, []string{"open"}, users)
+		_, err = Open(ctx, Dialer{Addr: srv.Addr(), Username: "app"}, Classic, Hooks{})
+		se, ok := resp.IsServerError(err)
+		require.True(t, ok, "a user that has a password is refused without it: %v", err)
+		assert.True(t, strings.HasPrefix(se.Msg, "WRONGPASS"), se.Msg)
+	})
 
 	t.Run("acl user", func(t *testing.T) {
 		rec := newRecorder()
