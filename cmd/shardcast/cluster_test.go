@@ -210,3 +210,21 @@ func TestInspectSkew(t *testing.T) {
 	assert.Contains(t, res.out, "unreadable: "+masters[2].Addr()+": cannot connect")
 	assert.Contains(t, res.out, masters[0].Addr()+"  7461")
 }
+
+// TestInspectUnownedPartitions: a partition whose slot no master serves
+// is reported, and inspect exits with an error saying so (it exited 0).
+func TestInspectUnownedPartitions(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	ctx := testCtx(t, 30*time.Second)
+	l, err := shardcast.NewLayout(128, "")
+	require.NoError(t, err)
+	slot := l.Slot(0)
+	owner, err := c.MasterOfSlot(ctx, slot)
+	require.NoError(t, err)
+	_, err = owner.Do(ctx, "CLUSTER", "DELSLOTS", strconv.Itoa(int(slot)))
+	require.NoError(t, err)
+	r := runCmd(ctx, "", nil, "inspect", "-sample", "10ms", "-cluster", owner.Addr())
+	require.ErrorIs(t, r.runErr, ErrUnownedPartitions)
+	assert.ErrorContains(t, r.runErr, "1 of 128")
+	assert.Contains(t, r.out, "partitions on no master: 0")
+}

@@ -21,6 +21,10 @@ var ErrNotCluster = errors.New("not a Redis Cluster node")
 // read; the report says which and why.
 var ErrUnreadNodes = errors.New("some nodes could not be read")
 
+// ErrUnownedPartitions is returned after the report when some partitions'
+// slots have no master: their channels can neither publish nor deliver.
+var ErrUnownedPartitions = errors.New("some partitions are on no master")
+
 func runInspect(ctx context.Context, args []string, io stdio) error {
 	var (
 		t      target
@@ -68,7 +72,11 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 	if err := printCluster(io.out, r, asJSON); err != nil {
 		return err
 	}
-	return unreadError(len(r.Masters), func(i int) string { return r.Masters[i].Error })
+	err = unreadError(len(r.Masters), func(i int) string { return r.Masters[i].Error })
+	if len(r.Unowned) > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %d of %d", ErrUnownedPartitions, len(r.Unowned), r.Partitions))
+	}
+	return err
 }
 
 func unreadError(n int, errOf func(int) string) error {
