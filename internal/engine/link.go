@@ -58,10 +58,14 @@ type Link struct {
 	done    chan struct{}
 	started atomic.Bool
 
-	// Counters for NodeStats; downNanos is the total length of closed
-	// outages, downAt (Unix ns, 0 while up) starts the open one.
+	// Counters for NodeStats.
 	received, dropped, badFrames, stale, reconnects, resubscribeCommands atomic.Uint64
-	downNanos, downAt                                                    atomic.Int64
+	// downMu guards the outage clock: downNanos is the total length of
+	// closed outages, downAt (Unix ns, 0 while up) starts the open one,
+	// downMax the most Down has returned (it never goes back: a wall
+	// clock stepped back must not make a counter fall).
+	downMu                     sync.Mutex
+	downNanos, downAt, downMax int64
 }
 
 // NewLink returns a link to the node d reaches. Messages read on it go to
@@ -152,9 +156,7 @@ func (l *Link) run() {
 			c.reconnects.Add(1)
 			l.reconnects.Add(1)
 		}
-		if at := l.downAt.Swap(0); at != 0 {
-			l.downNanos.Add(connectedAt.UnixNano() - at)
-		}
+		l.outageEnded(connectedAt)
 		connected = true
 		l.healthyAt.Store(connectedAt.UnixNano())
 		l.mu.Lock()
@@ -263,7 +265,7 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time) {
 	l.mu.Lock()
 	l.wire = nil
 	l.mu.Unlock()
-	l.downAt.CompareAndSwap(0, since.UnixNano())
+	l.outageBegan(since)
 	err := wire.Err()
 	wire.Close()
 	n := l.interruptPaths(wire, since, err)
@@ -323,14 +325,38 @@ func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) in
 	return len(lost)
 }
 
-// Down returns how long the link's connection has been down in total
-// since it first connected, the current outage included.
-func (l *Link) Down() time.Duration {
-	d := time.Duration(l.downNanos.Load())
-	if at := l.downAt.Load(); at != 0 {
-		d += time.Duration(time.Now().UnixNano() - at)
+// outageBegan opens an outage at since, unless one is open.
+func (l *Link) outageBegan(since time.Time) {
+	l.downMu.Lock()
+	defer l.downMu.Unlock()
+	if l.downAt == 0 {
+		l.downAt = since.UnixNano()
 	}
-	return d
+}
+
+// outageEnded closes the open outage, if any, at at.
+func (l *Link) outageEnded(at time.Time) {
+	l.downMu.Lock()
+	defer l.downMu.Unlock()
+	if l.downAt != 0 {
+		// At least what Down reported of it already.
+		l.downNanos = max(l.downNanos+max(0, at.UnixNano()-l.downAt), l.downMax)
+		l.downAt = 0
+	}
+}
+
+// Down returns how long the link's connection has been down in total
+// since it first connected, the current outage included. It never returns
+// less than it did before.
+func (l *Link) Down() time.Duration {
+	l.downMu.Lock()
+	defer l.downMu.Unlock()
+	d := l.downNanos
+	if l.downAt != 0 {
+		d += max(0, time.Now().UnixNano()-l.downAt)
+	}
+	l.downMax = max(l.downMax, d)
+	return time.Duration(l.downMax)
 }
 
 // concat joins lists into one slice, allocated once: the channels of a

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -43,4 +45,45 @@ func TestStoppedLinkReportsItsPaths(t *testing.T) {
 	m.publish(t, "after")
 	assert.Equal(t, "after", m.next(t))
 	assert.Len(t, m.interrupted, 0, "one report")
+}
+
+// TestLinkDownNeverFalls: the outage clock counts open and closed
+// outages, and never returns less than before, even when an outage ends
+// "before" its start (a wall clock stepped back) or a reading races the
+// end of an outage.
+func TestLinkDownNeverFalls(t *testing.T) {
+	var l Link
+	assert.Zero(t, l.Down())
+	now := time.Now()
+	l.outageBegan(now.Add(-2 * time.Second))
+	l.outageBegan(now) // already open: the first start stands
+	open := l.Down()
+	assert.GreaterOrEqual(t, open, 2*time.Second)
+	l.outageEnded(now.Add(-3 * time.Second)) // the clock stepped back
+	assert.GreaterOrEqual(t, l.Down(), open, "never less than before")
+	l.outageBegan(time.Now().Add(-time.Second))
+	l.outageEnded(time.Now())
+	assert.GreaterOrEqual(t, l.Down(), open+time.Second-10*time.Millisecond, "a second outage adds up")
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				l.outageBegan(time.Now())
+				l.outageEnded(time.Now())
+			}
+		}
+	})
+	last := l.Down()
+	for range 10000 {
+		d := l.Down()
+		require.GreaterOrEqual(t, d, last)
+		last = d
+	}
+	close(stop)
+	wg.Wait()
 }
