@@ -114,6 +114,19 @@ type layoutVectors struct {
 		Normalized  []string `json:"normalized"`
 		Fingerprint string   `json:"fingerprint"`
 	} `json:"sharded_fingerprints"`
+	KeyParse []struct {
+		Partitions int    `json:"partitions"`
+		Prefix     string `json:"prefix"`
+		Key        string `json:"key"`
+		OK         bool   `json:"ok"`
+		Partition  int    `json:"partition"`
+		Channel    string `json:"channel"`
+		Why        string `json:"why"`
+	} `json:"key_parse"`
+	KeySlot []struct {
+		Key  string `json:"key"`
+		Slot int    `json:"slot"`
+	} `json:"key_slot"`
 }
 
 func readLayoutVectors(t *testing.T) layoutVectors {
@@ -208,6 +221,27 @@ func TestLayoutVectors(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.Normalized, norm)
 		require.Equal(t, c.Fingerprint, fp)
+	}
+	// Keys read back (§3.3), the ones a layout does not build included.
+	require.NotEmpty(t, v.KeyParse)
+	refused := 0
+	for _, c := range v.KeyParse {
+		l, err := shardcast.NewLayout(c.Partitions, c.Prefix)
+		require.NoError(t, err)
+		p, ch, ok := l.SplitKey(c.Key)
+		require.Equal(t, c.OK, ok, "%q under N=%d prefix %q: %s", c.Key, c.Partitions, c.Prefix, c.Why)
+		if ok {
+			assert.Equal(t, c.Partition, p, c.Key)
+			assert.Equal(t, c.Channel, ch, c.Key)
+		} else {
+			refused++
+		}
+	}
+	assert.Greater(t, refused, len(v.KeyParse)/2, "mostly keys a layout must refuse")
+	// The hashed-part rule (§3.4) on keys with braces anywhere.
+	require.NotEmpty(t, v.KeySlot)
+	for _, c := range v.KeySlot {
+		assert.Equal(t, c.Slot, int(crc16.Slot(c.Key)), "%q", c.Key)
 	}
 }
 

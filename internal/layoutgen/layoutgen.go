@@ -135,6 +135,26 @@ type ShardedFingerprintVector struct {
 	Fingerprint string   `json:"fingerprint"`
 }
 
+// KeyParseVector is a wire key read back under a layout (LAYOUT.md §3.3):
+// OK, and then the Partition its tag names and the Channel, or not this
+// layout's key.
+type KeyParseVector struct {
+	Partitions int    `json:"partitions"`
+	Prefix     string `json:"prefix"`
+	Key        string `json:"key"`
+	OK         bool   `json:"ok"`
+	Partition  int    `json:"partition"`
+	Channel    string `json:"channel"`
+	Why        string `json:"why"`
+}
+
+// KeySlotVector is the Redis Cluster slot of a key (LAYOUT.md §3.4),
+// braces anywhere.
+type KeySlotVector struct {
+	Key  string `json:"key"`
+	Slot int    `json:"slot"`
+}
+
 // Vectors is the content of layout_vectors.json.
 type Vectors struct {
 	Spec                string                     `json:"spec"`
@@ -145,6 +165,8 @@ type Vectors struct {
 	EnvelopeDecode      []DecodeVector             `json:"envelope_decode"`
 	LayoutFingerprints  []LayoutFingerprint        `json:"layout_fingerprints"`
 	ShardedFingerprints []ShardedFingerprintVector `json:"sharded_fingerprints"`
+	KeyParse            []KeyParseVector           `json:"key_parse"`
+	KeySlot             []KeySlotVector            `json:"key_slot"`
 }
 
 // Prefixes are the channel prefixes the layout vectors use.
@@ -208,7 +230,61 @@ func Build() (*Vectors, error) {
 		return nil, err
 	}
 	v.ShardedFingerprints = sf
+	if v.KeyParse, err = keyParseVectors(); err != nil {
+		return nil, err
+	}
+	v.KeySlot = keySlotVectors()
 	return v, nil
+}
+
+// keyParseVectors reads keys back under a few layouts: keys the layout
+// builds, and keys that only look like them (a tag of the next larger
+// table, no ".", another prefix, an empty channel or tag, no opening
+// brace, a string that is no tag).
+func keyParseVectors() ([]KeyParseVector, error) {
+	var out []KeyParseVector
+	for _, n := range []int{16, 128, 4096} {
+		for _, prefix := range []string{"", "app:"} {
+			l, err := shardcast.NewLayout(n, prefix)
+			if err != nil {
+				return nil, err
+			}
+			tag0 := l.Tag(0)
+			cases := []struct{ key, why string }{
+				{l.Key("room:42"), "a key of this layout"},
+				{"{" + tag0 + "}." + prefix + "}{x", "braces in the channel"},
+				{"{" + tag0 + "}" + prefix + "x", "no . after the tag"},
+				{"{" + tag0 + "}.other:x", "another prefix (for a layout with one)"},
+				{"{" + tag0 + "}." + prefix, "an empty channel"},
+				{"{}." + prefix + "x", "an empty tag"},
+				{tag0 + "}." + prefix + "x", "no opening brace"},
+				{"{zzzz}." + prefix + "x", "a string that is no tag"},
+			}
+			if n < 4096 {
+				bigger, err := shardcast.NewLayout(2*n, "")
+				if err != nil {
+					return nil, err
+				}
+				cases = append(cases, struct{ key, why string }{"{" + bigger.Tag(n) + "}." + prefix + "x", "a tag of the 2N table, not of this one"})
+			}
+			for _, c := range cases {
+				p, ch, ok := l.SplitKey(c.key)
+				out = append(out, KeyParseVector{Partitions: n, Prefix: prefix, Key: c.key, OK: ok, Partition: p, Channel: ch, Why: c.why})
+			}
+		}
+	}
+	return out, nil
+}
+
+// keySlotVectors are the hashed-part rule's edge cases.
+func keySlotVectors() []KeySlotVector {
+	keys := []string{"", "a", "{a}", "{a}{b}", "{}{a}", "{}", "}{a}", "{a", "a}", "{{a}}", "a{b}c", "x{}y{z}",
+		"{abc}def", "{7lw}.room:42", "123456789", "{user1000}.following", "foo{}{bar}", "{ü}x"}
+	out := make([]KeySlotVector, len(keys))
+	for i, k := range keys {
+		out[i] = KeySlotVector{k, int(crc16.Slot(k))}
+	}
+	return out
 }
 
 func layoutVector(l *shardcast.Layout, channel string, instances int) (LayoutVector, error) {
@@ -371,6 +447,7 @@ func shardedFingerprints() ([]ShardedFingerprintVector, error) {
 		{"127.0.0.1:6380", "127.0.0.1:6379"},
 		{"redis-0:6379", "redis-1:6379", "redis-2:6379", "redis-3:6379"},
 		{"redis://redis-0", "rediss://user:secret@redis-1:6380/2", "[::1]:7000", "redis://[::1]:7001"},
+		{"valkey://cache-0:7000", "valkeys://:pw@cache-1", "redis://:p%40ss@10.0.0.1:6379/0", "rediss://u:p@[2001:db8::1]:6380"},
 		{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379", "10.0.0.6:6379",
 			"10.0.0.7:6379", "10.0.0.8:6379", "10.0.0.9:6379", "10.0.0.10:6379", "10.0.0.11:6379", "10.0.0.12:6379",
 			"10.0.0.13:6379", "10.0.0.14:6379", "10.0.0.15:6379", "10.0.0.16:6379"},
@@ -434,7 +511,9 @@ func VectorsJSON() ([]byte, error) {
 		list("envelope_encode", len(v.EnvelopeEncode), func(i int) any { return v.EnvelopeEncode[i] }, false),
 		list("envelope_decode", len(v.EnvelopeDecode), func(i int) any { return v.EnvelopeDecode[i] }, false),
 		list("layout_fingerprints", len(v.LayoutFingerprints), func(i int) any { return v.LayoutFingerprints[i] }, false),
-		list("sharded_fingerprints", len(v.ShardedFingerprints), func(i int) any { return v.ShardedFingerprints[i] }, true),
+		list("sharded_fingerprints", len(v.ShardedFingerprints), func(i int) any { return v.ShardedFingerprints[i] }, false),
+		list("key_parse", len(v.KeyParse), func(i int) any { return v.KeyParse[i] }, false),
+		list("key_slot", len(v.KeySlot), func(i int) any { return v.KeySlot[i] }, true),
 	)
 	if err != nil {
 		return nil, err

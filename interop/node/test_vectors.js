@@ -68,6 +68,16 @@ async function main() {
     check(`normalize ${JSON.stringify(c.addrs)}`, c.addrs.map(sl.normalizeAddr), c.normalized);
     check(`sharded fingerprint ${JSON.stringify(c.addrs)}`, sl.shardedFingerprint(c.addrs), c.fingerprint);
   }
+  for (const c of v.key_parse) {
+    const id = `${c.partitions}/${c.prefix}`;
+    if (!layouts.has(id)) layouts.set(id, new sl.Layout(c.partitions, c.prefix));
+    const back = layouts.get(id).channel(Buffer.from(c.key, 'utf8'));
+    check(`key_parse ${JSON.stringify(c.key)} N=${c.partitions} prefix ${JSON.stringify(c.prefix)} (${c.why})`,
+      back && back.toString('hex'), c.ok ? Buffer.from(c.channel, 'utf8').toString('hex') : null);
+  }
+  for (const c of v.key_slot) {
+    check(`key_slot ${JSON.stringify(c.key)}`, sl.keySlot(Buffer.from(c.key, 'utf8')), c.slot);
+  }
 
   console.log(`node: ${passed} passed, ${failed} failed`);
   return failed ? 1 : 0;

@@ -59,6 +59,13 @@ def main():
     for c in v["sharded_fingerprints"]:
         check("normalize %r" % c["addrs"], [sl.normalize_addr(a) for a in c["addrs"]], c["normalized"])
         check("sharded fingerprint %r" % c["addrs"], sl.sharded_fingerprint(c["addrs"]), c["fingerprint"])
+    for c in v["key_parse"]:
+        lay = layouts.get((c["partitions"], c["prefix"])) or layouts.setdefault(
+            (c["partitions"], c["prefix"]), sl.Layout(c["partitions"], c["prefix"]))
+        want = c["channel"].encode("utf-8") if c["ok"] else None
+        check("key_parse %r N=%d prefix %r (%s)" % (c["key"], c["partitions"], c["prefix"], c["why"]), lay.channel(c["key"]), want)
+    for c in v["key_slot"]:
+        check("key_slot %r" % c["key"], sl.key_slot(c["key"]), c["slot"])
 
     print("python: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
