@@ -412,7 +412,7 @@ func ValidateChannel(channel string) error {
 type Stats struct {
 	// Published counts Publish (and PublishAsync) calls Redis accepted.
 	Published uint64
-	// Received counts messages read from Redis.
+	// Received counts messages read from Redis, delivery probes included.
 	Received uint64
 	// Delivered counts messages the Handler returned from. A worker adds
 	// its calls every few of them (at most 8) and at the end of each

@@ -42,9 +42,10 @@ type Emitter struct {
 }
 
 // NewEmitter returns an Emitter that passes events to onEvent. Every event
-// is also logged at debug level on logger (nil means discard), except
-// EventError, which is logged at warn level so that background failures
-// are visible even to applications that set no OnEvent.
+// is also logged on logger (nil means discard): EventInterrupted,
+// EventDropped and EventError at warn level, so that losses and
+// background failures are visible even to applications that set no
+// OnEvent, the other kinds at info level.
 //
 // With a nil onEvent no goroutine is started and Emit only logs.
 func NewEmitter(onEvent func(Event), logger *slog.Logger) *Emitter {

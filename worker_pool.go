@@ -702,6 +702,9 @@ func (w *lossWindow) take(kind EventKind, now time.Time) (Event, bool) {
 	if w.count == 0 {
 		return Event{}, false
 	}
+	// A loss that opened the window after the caller read now (the lock
+	// was taken meanwhile) must not end the window before it began.
+	now = maxTime(now, w.since)
 	ev := Event{
 		Kind:      kind,
 		Channels:  w.channels,
@@ -719,4 +722,12 @@ func (w *lossWindow) take(kind EventKind, now time.Time) (Event, bool) {
 	w.truncated = false
 	w.err = nil
 	return ev, true
+}
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

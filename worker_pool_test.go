@@ -713,3 +713,40 @@ func BenchmarkWorkerPoolDeliver(b *testing.B) {
 	}
 	f.Flush()
 }
+
+// TestDropWindowNeverEndsBeforeItBegins: the reporter's flush, racing
+// drops that open a window, never emits an EventDropped whose Until is
+// before its Since.
+func TestDropWindowNeverEndsBeforeItBegins(t *testing.T) {
+	var mu sync.Mutex
+	var inverted int
+	p := newWorkerPool(1, 1, nil, func(ev Event) {
+		if ev.Until.Before(ev.Since) {
+			mu.Lock()
+			inverted++
+			mu.Unlock()
+		}
+	}, time.Hour, false, false)
+	defer p.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.drops.add("c", nil)
+			}
+		}
+	}()
+	for range 300000 {
+		p.flush()
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Zero(t, inverted)
+}

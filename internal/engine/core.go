@@ -213,15 +213,21 @@ func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payl
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
+	// A delivery probe is the engine's own traffic: not the application's
+	// (HotChannels), and a stale copy of one is neither counted nor
+	// reported (Stats.Stale counts what EventDropped reports).
+	probe := path.probe != nil && channel == path.probe.channel
 	// l's sampler belongs to its reader; a held message is handed over
 	// from another goroutine (f is nil then) and draws from the tracker.
-	if (f != nil && l.hot.Sampled()) || (f == nil && c.hot.Sampled()) {
+	if !probe && ((f != nil && l.hot.Sampled()) || (f == nil && c.hot.Sampled())) {
 		c.hot.Record(shardcast.HotIn, l.Addr, channel)
 	}
 	if path.owner.Load() != l {
-		c.dropStale(l, path)
-		at, _, _ := c.Inbox.Decode(payload)
-		c.reportStale(l, p, channel, at)
+		if !probe {
+			c.dropStale(l, path)
+			at, _, _ := c.Inbox.Decode(payload)
+			c.reportStale(l, p, channel, at)
+		}
 		return
 	}
 	at, body, ok := c.Inbox.Decode(payload)
@@ -231,13 +237,15 @@ func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payl
 	}
 	if !at.IsZero() {
 		if !path.admit(at.UnixNano()) {
-			c.dropStale(l, path)
-			c.reportStale(l, p, channel, at)
+			if !probe {
+				c.dropStale(l, path)
+				c.reportStale(l, p, channel, at)
+			}
 			return
 		}
 		path.taken(l, at.UnixNano())
 	}
-	if path.probe != nil && channel == path.probe.channel {
+	if probe {
 		c.probeArrived(l, path, body)
 		return
 	}

@@ -56,10 +56,11 @@ type Path struct {
 	order     orderFence
 	orderSpan time.Duration
 
-	// Counters of the path's messages, and the total length (ns) of its
-	// closed interruptions; downSince dates the open one.
+	// Counters of the path's messages; under mu, the total length (ns)
+	// of its closed interruptions (downSince dates the open one) and the
+	// most interruptedFor has returned (it never goes back).
 	received, dropped, badFrames, stale atomic.Uint64
-	interrupted                         atomic.Int64
+	interrupted, interruptedMax         int64
 
 	// probe is the path's delivery probe (nil when probes are off). A
 	// silent spell begins when a probe does not come back and ends when
@@ -255,7 +256,8 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 	since = p.downSince
 	p.downSince = time.Time{}
 	if !since.IsZero() {
-		p.interrupted.Add(int64(time.Since(since)))
+		// At least what interruptedFor reported of it already.
+		p.interrupted = max(p.interrupted+max(0, int64(time.Since(since))), p.interruptedMax)
 	}
 	if p.silentSpell {
 		since = time.Time{} // restored when a probe comes back
@@ -329,15 +331,19 @@ func (p *Path) remove(channels []string, token uint64) []string {
 }
 
 // interruptedFor returns the path's total interrupted time, the open
-// interruption included.
+// interruption included. It never returns less than before: the total
+// and the open interruption are read together, and a wall clock stepped
+// back (an interruption dated from a link's last proof of health) can
+// make it pause, not fall.
 func (p *Path) interruptedFor() time.Duration {
-	d := time.Duration(p.interrupted.Load())
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.interrupted
 	if !p.downSince.IsZero() {
-		d += time.Since(p.downSince)
+		d += max(0, int64(time.Since(p.downSince)))
 	}
-	p.mu.Unlock()
-	return d
+	p.interruptedMax = max(p.interruptedMax, d)
+	return time.Duration(p.interruptedMax)
 }
 
 // subscribed returns the channels to subscribe on the path's wire: the
