@@ -21,8 +21,12 @@ import (
 var ErrNotSupported = fmt.Errorf("centrifugebroker: not supported: %w", centrifuge.ErrorNotAvailable)
 
 // ErrReservedChannel is returned by calls on the control channel
-// (Config.ControlChannel) made through the centrifuge.Broker methods.
-var ErrReservedChannel = errors.New("centrifugebroker: channel reserved for control messages")
+// (Config.ControlChannel) made through the centrifuge.Broker methods. It
+// wraps centrifuge.ErrorPermissionDenied, so that Centrifuge refuses a
+// client's subscription to that name with it; any other error would make
+// Centrifuge disconnect the client, which would reconnect and ask again
+// for ever, its other subscriptions dropped each time.
+var ErrReservedChannel = fmt.Errorf("centrifugebroker: channel reserved for control messages: %w", centrifuge.ErrorPermissionDenied)
 
 // Broker is a centrifuge.Broker, centrifuge.Controller and
 // centrifuge.Closer that carries a Centrifuge node's Pub/Sub through a

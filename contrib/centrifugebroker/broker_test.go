@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/shardcast/shardcast"
@@ -27,6 +28,24 @@ func TestControlChannelReserved(t *testing.T) {
 	} {
 		assert.True(t, errors.Is(err, ErrReservedChannel), "got %v", err)
 	}
+}
+
+// TestReservedChannelRefusedToClient: a client asking for the control
+// channel is refused (permission denied) and stays connected, its other
+// subscriptions untouched. (The refusal was a plain error, on which
+// Centrifuge disconnects the client: it reconnected and asked again every
+// second, dropping its other subscriptions each time.)
+func TestReservedChannelRefusedToClient(t *testing.T) {
+	assert.ErrorIs(t, ErrReservedChannel, centrifuge.ErrorPermissionDenied)
+	s := redistest.StartStandalone(t)
+	nd := startNode(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}})
+	c := connect(t, nd, "u")
+	others := c.subscribe(t, "room")
+	c.startSubscribe(t, DefaultControlChannel)
+	time.Sleep(2500 * time.Millisecond) // a client reconnects within about a second
+	assert.NotContains(t, c.reconnectCodes(), uint32(centrifuge.DisconnectServerError.Code), "the connection was dropped")
+	_, _, _, subscribed := others[0].events()
+	assert.Equal(t, 1, subscribed, "the other subscription stayed")
 }
 
 // TestBadFramesDropped: messages that are not this adapter's frames, from
