@@ -1,8 +1,13 @@
 package pubconn
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,4 +195,83 @@ func TestScriptRunID(t *testing.T) {
 	got, err = denied.Script(ctx, false, false, true, "EVAL", last, nil, []string{"a"})
 	require.NoError(t, err)
 	assert.Equal(t, []any{"", int64(2)}, got, "INFO denied: an empty run_id")
+}
+
+// TestScriptRunIDRetriedAfterLoading: a run_id the server could not give
+// for now (LOADING) fails that call and is asked again by the next; only
+// a lasting refusal (NOPERM, INFO renamed away) leaves it unknown for the
+// wire's life.
+func TestScriptRunIDRetriedAfterLoading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var infos atomic.Int32
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		r := bufio.NewReader(nc)
+		for {
+			args, err := readCommand(r)
+			if err != nil {
+				return
+			}
+			var reply string
+			switch strings.ToUpper(args[0]) {
+			case "INFO":
+				if infos.Add(1) == 1 {
+					reply = "-LOADING Redis is loading the dataset in memory\r\n"
+				} else {
+					body := "# Server\r\nrun_id:0123456789abcdef0123456789abcdef01234567\r\n"
+					reply = "$" + strconv.Itoa(len(body)) + "\r\n" + body + "\r\n"
+				}
+			default: // the script: its last argument back
+				last := args[len(args)-1]
+				reply = "$" + strconv.Itoa(len(last)) + "\r\n" + last + "\r\n"
+			}
+			if _, err := nc.Write([]byte(reply)); err != nil {
+				return
+			}
+		}
+	}()
+	p := newPub(t, subconn.Dialer{Addr: ln.Addr().String()}, 5*time.Second)
+	ctx := testCtx(t)
+	_, err = p.Script(ctx, false, false, true, "EVAL", "return ARGV[#ARGV]", nil, nil)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "LOADING")
+	assert.ErrorIs(t, err, ErrNotSent, "the script was not sent")
+	got, err := p.Script(ctx, false, false, true, "EVAL", "return ARGV[#ARGV]", nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", got)
+	assert.Equal(t, int32(2), infos.Load(), "asked again after LOADING")
+}
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return nil, err
+	}
+	args := make([]string, n)
+	for i := range args {
+		if line, err = r.ReadString('\n'); err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
 }

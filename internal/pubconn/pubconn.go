@@ -308,8 +308,15 @@ func (p *Pub) learnRunID(ctx context.Context, w *wire) error {
 	c.err, c.value = nil, nil
 	calls.Put(c)
 	id := ""
-	if _, refused := resp.IsServerError(err); err != nil && !refused {
-		return err // the wire failed
+	if err != nil {
+		// Only a lasting refusal makes the run_id unknown for the wire's
+		// life: a user without the permission, a server with INFO
+		// renamed away. Anything else (LOADING, a failed wire) is the
+		// call's error, and the next call asks again.
+		se, refused := resp.IsServerError(err)
+		if !refused || !(strings.HasPrefix(se.Msg, "NOPERM") || strings.HasPrefix(se.Msg, "ERR unknown command")) {
+			return err
+		}
 	}
 	if text, ok := value.(string); ok {
 		id = runIDOf(text)
