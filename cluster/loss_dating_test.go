@@ -2,12 +2,10 @@ package cluster
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,54 +117,6 @@ func slicesContains(s []uint64, v uint64) bool {
 	return false
 }
 
-// stallProxy forwards TCP to target; while paused it reads nothing of what
-// the server sends, as a subscriber that fell behind.
-type stallProxy struct {
-	ln     net.Listener
-	paused atomic.Bool
-}
-
-func startStallProxy(t *testing.T, target string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &stallProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			_ = s.(*net.TCPConn).SetReadBuffer(8192)
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					for p.paused.Load() {
-						time.Sleep(time.Millisecond)
-					}
-					n, err := s.Read(buf)
-					if n > 0 {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return p
-}
-
 // TestOutputBufferDropDatesLoss: Redis drops a subscriber whose output
 // buffer passed its limit, discarding what it had queued for it. The
 // loss is dated from the wire's last proof of health, so the discarded
@@ -179,8 +129,8 @@ func TestOutputBufferDropDatesLoss(t *testing.T) {
 	require.NoError(t, err)
 	victim, other := masters[0], masters[1]
 	// The broker reaches the victim through a proxy it can stall.
-	px := startStallProxy(t, victim.Addr())
-	port := px.ln.Addr().(*net.TCPAddr).Port
+	px := redistest.StartProxy(t, victim.Addr())
+	port := px.Port()
 	_, err = victim.Do(ctx, "CONFIG", "SET", "cluster-announce-port", strconv.Itoa(port))
 	require.NoError(t, err)
 	proxyAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -218,13 +168,13 @@ func TestOutputBufferDropDatesLoss(t *testing.T) {
 	require.NoError(t, err)
 	time.Sleep(1100 * time.Millisecond) // a ping answered since
 
-	px.paused.Store(true)
+	px.Stall(true)
 	sent := map[int]time.Time{}
 	for n := 2; n < 200; n++ {
 		sent[n] = send(n)
 	}
 	time.Sleep(200 * time.Millisecond)
-	px.paused.Store(false)
+	px.Stall(false)
 	require.True(t, waitFor(20*time.Second, func() bool { return len(events.Of(shardcast.EventRestored)) > 0 }), "restored")
 
 	firstLost := 0

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections to a Redis server and can swallow the
@@ -22,6 +23,7 @@ type Proxy struct {
 	target  string
 	drop    atomic.Pointer[func(kind, channel string) bool]
 	dropped atomic.Int64
+	stalled atomic.Bool
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex
@@ -61,6 +63,16 @@ func (p *Proxy) DropPushes(drop func(kind, channel string) bool) {
 	p.drop.Store(&drop)
 }
 
+// Stall makes the proxy stop reading what the servers send (on) or read
+// again (off), as a client that fell behind: the server's output buffer
+// for the connection fills, and past its limit the server drops the
+// client. The proxy's socket to the server has a small receive buffer
+// (proxyReadBuffer), so that the stall reaches the server soon.
+func (p *Proxy) Stall(on bool) { p.stalled.Store(on) }
+
+// proxyReadBuffer is the receive buffer of the proxy's sockets to servers.
+const proxyReadBuffer = 64 << 10
+
 // Dropped returns how many pushes the proxy has swallowed.
 func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
 
@@ -74,6 +86,9 @@ func (p *Proxy) accept() {
 		if err != nil {
 			_ = client.Close()
 			continue
+		}
+		if tc, ok := server.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(proxyReadBuffer)
 		}
 		p.mu.Lock()
 		if p.closed {
@@ -95,6 +110,9 @@ func (p *Proxy) replies(client, server net.Conn) {
 	r := bufio.NewReader(server)
 	var buf []byte
 	for {
+		for p.stalled.Load() && !p.isClosed() {
+			time.Sleep(time.Millisecond)
+		}
 		var err error
 		buf, err = appendValue(r, buf[:0])
 		if err != nil {
@@ -168,6 +186,12 @@ func appendValue(r *bufio.Reader, buf []byte) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // close stops accepting, closes every forwarded connection and waits for
