@@ -12,19 +12,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestActivateRefusesVoidedConfirmations: a path is not activated on a
-// wire that died, nor after a server-pushed unsubscribe arrived since the
-// resubscribe began; either would hide a loss.
-func TestActivateRefusesVoidedConfirmations(t *testing.T) {
-	srv := redistest.StartStandalone(t)
+// pathWithWire returns path id wanting channel "a", not active yet, and
+// a live wire (closed when the test ends) to a real Redis, srv.
+func pathWithWire(t *testing.T, id int) (p *Path, wire *subconn.Conn, srv *redistest.Server) {
+	t.Helper()
+	srv = redistest.StartStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	wire, err := subconn.Open(ctx, subconn.Dialer{Addr: srv.Addr()}, subconn.Classic, subconn.Hooks{})
 	require.NoError(t, err)
-	defer wire.Close()
-
-	p := newPath(7)
+	t.Cleanup(wire.Close)
+	p = newPath(id)
 	p.add([]string{"a"}, 1)
+	return p, wire, srv
+}
+
+// TestActivateRefusesVoidedConfirmations: a path is not activated on a
+// wire that died, nor after a server-pushed unsubscribe arrived since the
+// resubscribe began; either would hide a loss.
+func TestActivateRefusesVoidedConfirmations(t *testing.T) {
+	p, wire, srv := pathWithWire(t, 7)
 
 	seq := p.lostSeq()
 	_, _ = p.noteLost(nil, time.Now()) // a push raced the resubscribe
@@ -42,7 +49,7 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 	require.NoError(t, srv.Kill())
 	select {
 	case <-wire.Done():
-	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
 		t.Fatal("wire did not die with its server")
 	}
 	_, ok = p.activateIf(wire, p.lostSeq())
@@ -55,14 +62,7 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 // whole: an hour here, as a loss dated from a link's last proof of
 // health can be).
 func TestInterruptedForNeverGoesBack(t *testing.T) {
-	srv := redistest.StartStandalone(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	wire, err := subconn.Open(ctx, subconn.Dialer{Addr: srv.Addr()}, subconn.Classic, subconn.Hooks{})
-	require.NoError(t, err)
-	defer wire.Close()
-	p := newPath(1)
-	p.add([]string{"a"}, 1)
+	p, wire, _ := pathWithWire(t, 1)
 	p.activate(wire)
 
 	var stop atomic.Bool

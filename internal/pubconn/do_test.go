@@ -2,7 +2,6 @@ package pubconn
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -214,7 +213,7 @@ func TestScriptRunIDRetriedAfterLoading(t *testing.T) {
 		defer nc.Close()
 		r := bufio.NewReader(nc)
 		for {
-			args, err := readCommand(r)
+			args, err := redistest.ReadCommand(r)
 			if err != nil {
 				return
 			}
@@ -246,32 +245,4 @@ func TestScriptRunIDRetriedAfterLoading(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", got)
 	assert.Equal(t, int32(2), infos.Load(), "asked again after LOADING")
-}
-
-// readCommand reads one RESP array of bulk strings.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-	if err != nil {
-		return nil, err
-	}
-	args := make([]string, n)
-	for i := range args {
-		if line, err = r.ReadString('\n'); err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]byte, size+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		args[i] = string(buf[:size])
-	}
-	return args, nil
 }

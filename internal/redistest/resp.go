@@ -138,3 +138,22 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// ReadCommand reads one command as clients send it, an array of bulk
+// strings, from r: what a fake server in a test reads.
+func ReadCommand(r *bufio.Reader) ([]string, error) {
+	rd := resp.NewReader(r)
+	n, err := rd.ArrayHeader()
+	if err != nil {
+		return nil, err
+	}
+	cmd := make([]string, 0, max(n, 0))
+	for range n {
+		b, _, err := rd.Bulk()
+		if err != nil {
+			return nil, err
+		}
+		cmd = append(cmd, string(b))
+	}
+	return cmd, nil
+}

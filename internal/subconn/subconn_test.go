@@ -253,6 +253,21 @@ func TestPayloadsAroundTheReadBuffer(t *testing.T) {
 	require.NoError(t, conn.Ping(ctx))
 }
 
+// subscriberUsers returns the ACL users of srv's clients that hold a
+// subscription.
+func subscriberUsers(t *testing.T, ctx context.Context, srv *redistest.Server) []string {
+	t.Helper()
+	clients, err := srv.ClientList(ctx)
+	require.NoError(t, err)
+	var users []string
+	for _, c := range clients {
+		if c["sub"] == "1" {
+			users = append(users, c["user"])
+		}
+	}
+	return users
+}
+
 // TestAuth: an ACL user and its password reach Redis; a wrong password
 // fails Open with Redis's refusal, without echoing the password and
 // without leaving a goroutine behind.
@@ -269,14 +284,7 @@ func TestAuth(t *testing.T) {
 		require.NoError(t, err)
 		defer conn.Close()
 		require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"open"}))
-		clients, err := srv.ClientList(ctx)
-		require.NoError(t, err)
-		var users []string
-		for _, c := range clients {
-			if c["sub"] == "1" {
-				users = append(users, c["user"])
-			}
-		}
+		users := subscriberUsers(t, ctx, srv)
 		assert.Equal(t, []string{"open"}, users)
 		_, err = Open(ctx, Dialer{Addr: srv.Addr(), Username: "app"}, Classic, Hooks{})
 		se, ok := resp.IsServerError(err)
@@ -290,14 +298,7 @@ func TestAuth(t *testing.T) {
 		require.NoError(t, err)
 		defer conn.Close()
 		require.Equal(t, []error{nil}, conn.Subscribe(ctx, []string{"auth"}))
-		clients, err := srv.ClientList(ctx)
-		require.NoError(t, err)
-		var users []string
-		for _, c := range clients {
-			if c["sub"] == "1" {
-				users = append(users, c["user"])
-			}
-		}
+		users := subscriberUsers(t, ctx, srv)
 		assert.Equal(t, []string{"app"}, users, "the subscriber is logged in as app")
 		_, err = srv.Do(ctx, "PUBLISH", "auth", "ok")
 		require.NoError(t, err)
@@ -533,28 +534,10 @@ func (f *fakeRedis) next(t *testing.T) *fakePeer {
 	}
 }
 
-// readCommand reads one RESP array of bulk strings, as clients send.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	rd := resp.NewReader(r)
-	n, err := rd.ArrayHeader()
-	if err != nil {
-		return nil, err
-	}
-	cmd := make([]string, 0, max(n, 0))
-	for range n {
-		b, _, err := rd.Bulk()
-		if err != nil {
-			return nil, err
-		}
-		cmd = append(cmd, string(b))
-	}
-	return cmd, nil
-}
-
 // expect reads the next command and checks it is args.
 func (p *fakePeer) expect(args ...string) {
 	p.t.Helper()
-	cmd, err := readCommand(p.r)
+	cmd, err := redistest.ReadCommand(p.r)
 	require.NoError(p.t, err)
 	require.Equal(p.t, args, cmd)
 }
@@ -572,7 +555,7 @@ func (p *fakePeer) serve(reply func(cmd []string) string) {
 	go func() {
 		defer close(done)
 		for {
-			cmd, err := readCommand(p.r)
+			cmd, err := redistest.ReadCommand(p.r)
 			if err != nil {
 				return
 			}
