@@ -276,7 +276,7 @@ func TestQueuedFailuresAreSent(t *testing.T) {
 		thaw := freeze(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := publishAsync(ctx, p, "c", []byte("x"))
-		waitFor(t, "call queued", func() bool { return queued(p) == 1 })
+		waitFor(t, "call written", func() bool { return written(p) == 1 })
 		cancel()
 		err := requireReturns(t, done, "abandoned call")
 		assert.ErrorIs(t, err, context.Canceled)
