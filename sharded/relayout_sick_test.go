@@ -76,6 +76,51 @@ func TestRelayoutAwayFromDeadInstance(t *testing.T) {
 	sickRelayout(t, func(s *redistest.Server) { require.NoError(t, s.Kill()) }, nil)
 }
 
+// TestRelayoutWhileSubscribeWaitsOnDeadInstance: a Subscribe with no
+// deadline, waiting for channels of an instance that died, does not hold
+// the re-layout that replaces the instance back: the re-layout finishes,
+// and the Subscribe, started again under the new layout, returns with
+// its channels delivering there. (It once held the gate every re-layout
+// step takes for as long as the instance stayed down.)
+func TestRelayoutWhileSubscribeWaitsOnDeadInstance(t *testing.T) {
+	servers := startServers(t, 3)
+	ab, ac := addrs(servers[0], servers[1]), addrs(servers[0], servers[2])
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: ab, Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
+		Options:   shardcast.Options{Handler: rec.handle},
+		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, servers[1].Kill())
+	late := onShard(b, channelNames("late-", 60), 1)
+	require.NotEmpty(t, late)
+	done := make(chan error, 1)
+	go func() { done <- b.Subscribe(context.Background(), late...) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a Subscribe to a dead instance's channels returned %v; it should wait", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	cfg := relayoutConfig(servers[0].Addr(), ac)
+	cfg.Conn = faultConn
+	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer rcancel()
+	_, err := Relayout(rctx, cfg)
+	require.NoError(t, err, "the waiting Subscribe held the re-layout back")
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the Subscribe started again under the new layout")
+	case <-ctx.Done():
+		t.Fatal("the Subscribe still waits after the re-layout dropped the dead instance")
+	}
+	fp, err := Fingerprint(ac)
+	require.NoError(t, err)
+	assert.Equal(t, fp, b.Fingerprint())
+	publishAll(t, b, late, func(string) []byte { return []byte("after") })
+	waitFor(t, "every late channel delivering on A,C", func() bool { return len(rec.missing(late, 1)) == 0 })
+}
+
 // TestRelayoutRefusesOtherEngineRecord: a record the cluster engine wrote
 // is refused before anything changes, with an error that says what the
 // record is.

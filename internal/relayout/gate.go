@@ -2,7 +2,9 @@ package relayout
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
@@ -13,12 +15,34 @@ import (
 // is wanted on (Lock): a call must not group its channels by one routing
 // and add them after the re-layout listed the channels under the next.
 // Every wait honours its ctx and ends when the broker closes.
+//
+// A call that is still in when a re-layout step wants the Gate gets
+// PreemptAfter to finish; then its ctx is cut short, what it added is
+// undone, and it starts again, grouped by the new routing, once the step
+// is over. Without that, a Subscribe with no deadline waiting for an
+// instance that died held the Gate for as long as the instance stayed
+// down, and a re-layout away from that instance (the way to replace it)
+// could never take a step.
 type Gate struct {
 	mu      sync.Mutex
-	readers int
+	readers map[*reader]struct{}
 	writer  bool
 	changed chan struct{}
 }
+
+// reader is a call inside the Gate.
+type reader struct {
+	cancel context.CancelCauseFunc
+}
+
+// PreemptAfter is how long a re-layout step waits for the calls in the
+// Gate before it cuts them short. A call to a live Redis finishes well
+// within it; one that waits longer waits for a connection or a failover.
+const PreemptAfter = 100 * time.Millisecond
+
+// errPreempted is the cause given to the ctx of a call a re-layout step
+// cut short; the call starts again after the step.
+var errPreempted = errors.New("shardcast: cut short by a re-layout step; starting again")
 
 func (g *Gate) wait(ctx context.Context, closing <-chan struct{}, ch <-chan struct{}) error {
 	select {
@@ -48,32 +72,41 @@ func (g *Gate) waitChan() <-chan struct{} {
 	return g.changed
 }
 
-// Enter admits a call unless a re-layout step holds the Gate.
-func (g *Gate) Enter(ctx context.Context, closing <-chan struct{}) error {
+// enter admits a call unless a re-layout step holds the Gate. It returns
+// the ctx the call runs with (a step may cut it short, see Gate) and the
+// reader to pass to exit.
+func (g *Gate) enter(ctx context.Context, closing <-chan struct{}) (context.Context, *reader, error) {
 	for {
 		g.mu.Lock()
 		if !g.writer {
-			g.readers++
+			inner, cancel := context.WithCancelCause(ctx)
+			r := &reader{cancel: cancel}
+			if g.readers == nil {
+				g.readers = make(map[*reader]struct{})
+			}
+			g.readers[r] = struct{}{}
 			g.mu.Unlock()
-			return nil
+			return inner, r, nil
 		}
 		ch := g.waitChan()
 		g.mu.Unlock()
 		if err := g.wait(ctx, closing, ch); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 }
 
-// Exit ends a call Enter admitted.
-func (g *Gate) Exit() {
+// exit ends a call enter admitted.
+func (g *Gate) exit(r *reader) {
+	r.cancel(nil)
 	g.mu.Lock()
-	g.readers--
+	delete(g.readers, r)
 	g.signal()
 	g.mu.Unlock()
 }
 
-// Lock waits until no call is in and keeps new ones out until Unlock.
+// Lock waits until no call is in and keeps new ones out until Unlock. The
+// calls still in after PreemptAfter are cut short (see Gate).
 func (g *Gate) Lock(ctx context.Context, closing <-chan struct{}) error {
 	for {
 		g.mu.Lock()
@@ -88,17 +121,30 @@ func (g *Gate) Lock(ctx context.Context, closing <-chan struct{}) error {
 			return err
 		}
 	}
+	preempt := time.NewTimer(PreemptAfter)
+	defer preempt.Stop()
 	for {
 		g.mu.Lock()
-		if g.readers == 0 {
+		if len(g.readers) == 0 {
 			g.mu.Unlock()
 			return nil
 		}
 		ch := g.waitChan()
 		g.mu.Unlock()
-		if err := g.wait(ctx, closing, ch); err != nil {
+		select {
+		case <-preempt.C:
+			g.mu.Lock()
+			for r := range g.readers {
+				r.cancel(errPreempted)
+			}
+			g.mu.Unlock()
+		case <-ch:
+		case <-ctx.Done():
 			g.Unlock()
-			return err
+			return ctx.Err()
+		case <-closing:
+			g.Unlock()
+			return shardcast.ErrClosed
 		}
 	}
 }
@@ -111,6 +157,23 @@ func (g *Gate) Unlock() {
 	g.mu.Unlock()
 }
 
+// run runs op inside the Gate, and again, grouped afresh, each time a
+// re-layout step cuts it short.
+func (g *Gate) run(ctx context.Context, closing <-chan struct{}, op func(ctx context.Context) error) error {
+	for {
+		inner, r, err := g.enter(ctx, closing)
+		if err != nil {
+			return err
+		}
+		err = op(inner)
+		preempted := errors.Is(context.Cause(inner), errPreempted)
+		g.exit(r)
+		if err == nil || !preempted || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
 // Subscribe is a broker's Subscribe under the gate: channels are checked,
 // then subscribed on the paths groups puts them on (read inside the gate,
 // so that a re-layout step cannot change the routing in between).
@@ -121,11 +184,9 @@ func (g *Gate) Subscribe(ctx context.Context, core *engine.Core, channels []stri
 	if core.Pool == nil {
 		return shardcast.ErrNoHandler
 	}
-	if err := g.Enter(ctx, core.Closing()); err != nil {
-		return err
-	}
-	defer g.Exit()
-	return core.SubscribeGroups(ctx, groups(channels))
+	return g.run(ctx, core.Closing(), func(ctx context.Context) error {
+		return core.SubscribeGroups(ctx, groups(channels))
+	})
 }
 
 // Unsubscribe is a broker's Unsubscribe under the gate, as Subscribe; a
@@ -137,9 +198,7 @@ func (g *Gate) Unsubscribe(ctx context.Context, core *engine.Core, channels []st
 	if core.Pool == nil {
 		return nil
 	}
-	if err := g.Enter(ctx, core.Closing()); err != nil {
-		return err
-	}
-	defer g.Exit()
-	return core.UnsubscribeGroups(ctx, groups(channels))
+	return g.run(ctx, core.Closing(), func(ctx context.Context) error {
+		return core.UnsubscribeGroups(ctx, groups(channels))
+	})
 }
