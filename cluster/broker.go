@@ -51,6 +51,9 @@ type Broker struct {
 	// failoverMoves counts partition moves judged failovers (fenced, see
 	// shardMemory.classifier).
 	failoverMoves atomic.Uint64
+	// migrationMoves counts the other partition moves (slot migrations,
+	// not fenced).
+	migrationMoves atomic.Uint64
 
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds

@@ -383,6 +383,7 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 		moves = append(moves, m)
 	}
 	b.failoverMoves.Add(uint64(failovers))
+	b.migrationMoves.Add(uint64(len(diff.Moved) - failovers))
 	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved), "failover_partitions", failovers,
 		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
 	b.core.Emitter.Emit(ev)
