@@ -64,6 +64,7 @@ func TestSixMasters(t *testing.T) {
 	t.Run("InspectTable", func(t *testing.T) { testInspectTable(t, seed) })
 	t.Run("InspectLoad", func(t *testing.T) { testInspectLoad(t, c, seed) })
 	t.Run("KeyOwner", func(t *testing.T) { testKeyOwner(t, c, seed) })
+	t.Run("InspectRecordedLayout", func(t *testing.T) { testInspectRecordedLayout(t, seed) })
 	t.Run("SubPub", func(t *testing.T) { roundTrip(t, "-cluster", seed) })
 	t.Run("ClusterNodeGivenToShards", func(t *testing.T) {
 		r := runCmd(testCtx(t, 20*time.Second), "", nil, "inspect", "-sample", "10ms", "-shards", seed)

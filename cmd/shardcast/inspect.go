@@ -29,12 +29,14 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 	var (
 		t      target
 		lf     layoutFlags
+		rf     recordFlags
 		sample time.Duration
 		asJSON bool
 	)
 	fs := newFlagSet("inspect", "(-cluster host:port | -shards a,b,c) [flags]", io.err)
 	t.register(fs)
 	lf.register(fs)
+	rf.register(fs)
 	fs.DurationVar(&sample, "sample", time.Second, "how long to sample the command counters and CPU")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
@@ -49,8 +51,11 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 	if sample <= 0 {
 		return fmt.Errorf("-sample %v: want > 0", sample)
 	}
+	if rf.control != "" && t.shards == "" {
+		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	}
 	if t.shards != "" {
-		v, err := readShards(ctx, &t, io.getenv, sample)
+		v, err := readShards(ctx, &t, rf, io.getenv, sample)
 		if err != nil {
 			return err
 		}
@@ -60,15 +65,19 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 		}
 		return unreadError(len(r.Instances), func(i int) string { return r.Instances[i].Error })
 	}
-	layout, err := lf.layout()
+	if _, err := lf.layout(); err != nil {
+		return err
+	}
+	v, err := readCluster(ctx, &t, rf.app, io.getenv, sample)
 	if err != nil {
 		return err
 	}
-	v, err := readCluster(ctx, &t, io.getenv, sample)
+	layout, note, err := clusterLayout(fs, lf, v.Record)
 	if err != nil {
 		return err
 	}
 	r := buildClusterReport(layout, v)
+	r.LayoutNote = note
 	if err := printCluster(io.out, r, asJSON); err != nil {
 		return err
 	}
@@ -136,12 +145,13 @@ func connectSeed(ctx context.Context, t *target, getenv func(string) string) (*n
 // readCluster reads the slot map and node list from a seed, then samples
 // every master's counters over the sample window and asks every replica
 // for its link state.
-func readCluster(ctx context.Context, t *target, getenv func(string) string, window time.Duration) (clusterView, error) {
+func readCluster(ctx context.Context, t *target, app string, getenv func(string) string, window time.Duration) (clusterView, error) {
 	seed, slots, d, err := connectSeed(ctx, t, getenv)
 	if err != nil {
 		return clusterView{}, err
 	}
 	v := clusterView{Seed: d.Addr, Slots: slots, Masters: map[string]sample{}, ReplicaLinks: map[string]string{}}
+	v.Record = readClusterRecord(ctx, d, slots, app)
 	if text, err := seed.text(ctx, "CLUSTER", "NODES"); err == nil {
 		v.Nodes = parseClusterNodes(text)
 		v.preferSlotMapEndpoints()
@@ -165,6 +175,17 @@ func readCluster(ctx context.Context, t *target, getenv func(string) string, win
 		v.ReplicaLinks[a] = replicaLinkState(ctx, d, a)
 	}
 	return v, nil
+}
+
+// readClusterRecord reads app's layout record from the master of its slot,
+// dialled like the seed d.
+func readClusterRecord(ctx context.Context, d subconn.Dialer, slots shardcast.SlotMap, app string) recordInfo {
+	addr, ok := recordNode(slots, app)
+	if !ok {
+		return recordInfo{App: app, Error: "no master serves the record's slot"}
+	}
+	d.Addr = addr
+	return readRecord(ctx, d, app)
 }
 
 // replicaAddrs lists every replica the node list or the slot map names.
@@ -259,7 +280,7 @@ func sampleNodes(ctx context.Context, dialers []subconn.Dialer, window time.Dura
 }
 
 // readShards samples every instance of the sharded engine.
-func readShards(ctx context.Context, t *target, getenv func(string) string, window time.Duration) (shardsView, error) {
+func readShards(ctx context.Context, t *target, rf recordFlags, getenv func(string) string, window time.Duration) (shardsView, error) {
 	conn, err := t.conn(getenv)
 	if err != nil {
 		return shardsView{}, err
@@ -279,6 +300,11 @@ func readShards(ctx context.Context, t *target, getenv func(string) string, wind
 	if fp, err := sharded.Fingerprint(t.instances()); err == nil {
 		v.Fingerprint = fp
 	}
+	control, err := rf.controlDialer(t, getenv)
+	if err != nil {
+		return shardsView{}, err
+	}
+	v.Record = readRecord(ctx, control, rf.app)
 	v.Samples = sampleNodes(ctx, dialers, window)
 	if ctx.Err() != nil {
 		return shardsView{}, ctx.Err()

@@ -27,6 +27,7 @@ func printCluster(w io.Writer, r clusterReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "cluster %s: %d masters, %d replicas; layout %d partitions, prefix %q, fingerprint %s; sample %.2fs\n\n",
 		r.Seed, len(r.Masters), replicas, r.Partitions, r.Prefix, r.Fingerprint, r.SampleSeconds)
+	fmt.Fprintf(w, "%s\n\n", r.LayoutNote)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MASTER\tSLOTS\tPARTITIONS\tNAIVE\tSHARD CHANNELS\tSPUBLISH/s\tSSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OMEM\tREPLICAS")
@@ -81,7 +82,8 @@ func printShards(w io.Writer, r shardsReport, asJSON bool) error {
 	if fp == "" {
 		fp = "unknown (an instance did not answer)"
 	}
-	fmt.Fprintf(w, "sharded: %d instances; fingerprint %s; sample %.2fs\n\n", len(r.Instances), fp, r.SampleSeconds)
+	fmt.Fprintf(w, "sharded: %d instances; fingerprint %s; sample %.2fs\n", len(r.Instances), fp, r.SampleSeconds)
+	fmt.Fprintf(w, "%s\n\n", r.LayoutNote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tINSTANCE\tCHANNELS\tPUBLISH/s\tSUBSCRIBE/s\tCLIENTS\tCPU%\tOMEM\tMAX OMEM")
 	var errs []string

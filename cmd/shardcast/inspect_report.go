@@ -98,14 +98,21 @@ type clusterView struct {
 	// ReplicaLinks holds each replica's own master_link_status, or why it
 	// could not be asked.
 	ReplicaLinks map[string]string
+	// Record is the application's layout record, read from the master of
+	// its slot.
+	Record recordInfo
 }
 
 // clusterReport is inspect's answer for a cluster.
 type clusterReport struct {
-	Seed          string         `json:"seed"`
-	Partitions    int            `json:"partitions"`
-	Prefix        string         `json:"prefix"`
-	Fingerprint   string         `json:"fingerprint"`
+	Seed        string `json:"seed"`
+	Partitions  int    `json:"partitions"`
+	Prefix      string `json:"prefix"`
+	Fingerprint string `json:"fingerprint"`
+	// Record is the application's layout record; LayoutNote says whether
+	// the report's layout is the recorded one (see clusterLayout).
+	Record        recordInfo     `json:"layout_record"`
+	LayoutNote    string         `json:"layout_note"`
 	SampleSeconds float64        `json:"sample_seconds"`
 	Masters       []masterReport `json:"masters"`
 	// Balance compares the partitions per master that own slots under the
@@ -154,7 +161,7 @@ func buildClusterReport(l *shardcast.Layout, v clusterView) clusterReport {
 	n := l.Partitions()
 	assign := shardcast.Assign(l.Slot, n, v.Slots)
 	naive := shardcast.Assign(naiveSlot, n, v.Slots)
-	r := clusterReport{Seed: v.Seed, Partitions: n, Prefix: l.Prefix(), Fingerprint: l.Fingerprint(), Unowned: assign.PartitionsOf("")}
+	r := clusterReport{Seed: v.Seed, Partitions: n, Prefix: l.Prefix(), Fingerprint: l.Fingerprint(), Record: v.Record, Unowned: assign.PartitionsOf("")}
 
 	masters := clusterMasters(v)
 	var parts, naiveParts, spub []float64
@@ -322,11 +329,18 @@ type shardsView struct {
 	Addrs       []string
 	Fingerprint string
 	Samples     []sample
+	// Record is the application's layout record, read from the control
+	// instance.
+	Record recordInfo
 }
 
 // shardsReport is inspect's answer for the sharded engine.
 type shardsReport struct {
-	Fingerprint   string           `json:"fingerprint"`
+	Fingerprint string `json:"fingerprint"`
+	// Record is the application's layout record; LayoutNote compares its
+	// instance list with -shards.
+	Record        recordInfo       `json:"layout_record"`
+	LayoutNote    string           `json:"layout_note"`
 	SampleSeconds float64          `json:"sample_seconds"`
 	Instances     []instanceReport `json:"instances"`
 	// ChannelBalance compares the channels subscribed per instance;
@@ -350,7 +364,7 @@ type instanceReport struct {
 }
 
 func buildShardsReport(v shardsView) shardsReport {
-	r := shardsReport{Fingerprint: v.Fingerprint}
+	r := shardsReport{Fingerprint: v.Fingerprint, Record: v.Record, LayoutNote: shardsNote(v.Addrs, v.Record)}
 	var chans, pubs []float64
 	for i, addr := range v.Addrs {
 		in := instanceReport{Index: i, Addr: addr}

@@ -15,11 +15,13 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 	var (
 		t      target
 		lf     layoutFlags
+		rf     recordFlags
 		asJSON bool
 	)
-	fs := newFlagSet("key", "[-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] CHANNEL...", io.err)
+	fs := newFlagSet("key", "[-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] [-app name] CHANNEL...", io.err)
 	t.register(fs)
 	lf.register(fs)
+	rf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -36,6 +38,9 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 			return err
 		}
 	}
+	if rf.control != "" && t.shards == "" {
+		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	}
 	if t.shards != "" {
 		conn, err := t.conn(io.getenv)
 		if err != nil {
@@ -49,6 +54,13 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 			}
 			addrs = append(addrs, d.Addr)
 		}
+		control, err := rf.controlDialer(&t, io.getenv)
+		if err != nil {
+			return err
+		}
+		// The instances as given decide; the record, when it differs,
+		// is worth a warning (on stderr: stdout stays the table or JSON).
+		fmt.Fprintln(io.err, shardsNote(addrs, readRecord(ctx, control, rf.app)))
 		rows := shardKeys(channels, addrs)
 		if asJSON {
 			return printJSON(io.out, rows)
@@ -67,12 +79,18 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 	}
 	var slots *shardcast.SlotMap
 	if t.cluster != "" {
-		c, m, _, err := connectSeed(ctx, &t, io.getenv)
+		c, m, d, err := connectSeed(ctx, &t, io.getenv)
 		if err != nil {
 			return err
 		}
 		c.close()
 		slots = &m
+		var note string
+		layout, note, err = clusterLayout(fs, lf, readClusterRecord(ctx, d, m, rf.app))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(io.err, note)
 	}
 	rows := clusterKeys(layout, channels, slots)
 	if asJSON {

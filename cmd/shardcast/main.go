@@ -4,14 +4,20 @@
 // and publishes or subscribes through either engine as a smoke test after
 // a deploy.
 //
-//	shardcast inspect -cluster host:port [-partitions 128] [-prefix p] [-sample 1s] [-json]
-//	shardcast inspect -shards a:6379,b:6379,c:6379 [-sample 1s] [-json]
-//	shardcast key [-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] CHANNEL...
+//	shardcast inspect -cluster host:port [-app name] [-partitions N] [-prefix p] [-sample 1s] [-json]
+//	shardcast inspect -shards a:6379,b:6379,c:6379 [-app name] [-control host:port] [-sample 1s] [-json]
+//	shardcast key [-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] [-app name] CHANNEL...
 //	shardcast sub (-cluster host:port | -shards a,b,c) [-app name] [-follow] [-n N] CHANNEL...
 //	shardcast pub (-cluster host:port | -shards a,b,c) [-app name] [-follow] CHANNEL [MESSAGE...]   (stdin lines without MESSAGE)
 //	shardcast tags [-partitions N] [-json]
 //	shardcast relayout -shards a,b,c -control host:port [-app name] [-abort]
 //	shardcast relayout -cluster host:port [-partitions N] [-prefix p] [-app name] [-abort]
+//
+// inspect and key read the application's layout record (-app names it;
+// with -shards it is on -control, by default the first instance). On a
+// cluster they use the recorded partitions and prefix unless -partitions
+// or -prefix is given; flags or a -shards list that differ from the
+// record are reported as a warning (key writes its notes to stderr).
 //
 // pub and sub run a broker, which meets the application's layout record
 // (-app names it): with -follow it adopts the layout the running brokers

@@ -33,6 +33,7 @@ func TestStandalone(t *testing.T) {
 	shards := a.Addr() + "," + b.Addr()
 	t.Run("InspectShards", func(t *testing.T) { testInspectShards(t, a, b) })
 	t.Run("KeyShards", func(t *testing.T) { testKeyShards(t, a, b) })
+	t.Run("InspectRecordedInstances", func(t *testing.T) { testInspectRecordedInstances(t, a, b) })
 	t.Run("SubPub", func(t *testing.T) { roundTrip(t, "-shards", shards) })
 	t.Run("SubPubURL", func(t *testing.T) { roundTrip(t, "-shards", "redis://"+a.Addr()+",redis://"+b.Addr()) })
 	t.Run("SubEndsOnCancel", func(t *testing.T) { testSubEndsOnCancel(t, shards) })

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// This file reads the layout record of the application's running brokers
+// (shardcast.Agreement) for inspect and key, so that they show the layout
+// the fleet routes by rather than the flags' defaults.
+
+// recordFlags says where the layout record is.
+type recordFlags struct {
+	app     string
+	control string
+}
+
+func (r *recordFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.app, "app", "", "Agreement.App of the application whose layout record to read")
+	fs.StringVar(&r.control, "control", "", "sharded: the instance that holds the layout record (default: the first of -shards, as sharded.Config.ControlAddr)")
+}
+
+// controlDialer returns the dialer of the instance that holds a sharded
+// application's record: -control, or the first of -shards.
+func (r recordFlags) controlDialer(t *target, getenv func(string) string) (subconn.Dialer, error) {
+	control := r.control
+	if control == "" {
+		list := t.instances()
+		if len(list) == 0 {
+			return subconn.Dialer{}, errors.New("-shards lists no instance")
+		}
+		control = list[0]
+	}
+	return t.dialer(control, getenv)
+}
+
+// recordInfo is what was found of the layout record.
+type recordInfo struct {
+	App string `json:"app"`
+	// Where is the node that holds the record.
+	Where string `json:"where"`
+	// Found is false when the application has no record there (its
+	// brokers run with Agreement.Off, under another App, or none ran).
+	Found       bool     `json:"found"`
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Engine      string   `json:"engine,omitempty"`
+	Partitions  int      `json:"partitions,omitempty"`
+	Prefix      string   `json:"prefix,omitempty"`
+	Instances   []string `json:"instances,omitempty"`
+	// LiveBrokers counts the brokers registered under the record.
+	LiveBrokers int `json:"live_brokers"`
+	// Relayout describes a re-layout under way ("" when none).
+	Relayout string `json:"relayout,omitempty"`
+	// Error says why the record could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// readRecord reads app's layout record through d (the node that holds
+// it). A failure is reported in the result, not returned: the record only
+// adds to what inspect and key show.
+func readRecord(ctx context.Context, d subconn.Dialer, app string) recordInfo {
+	info := recordInfo{App: app, Where: d.Addr}
+	c, err := dialNode(ctx, d)
+	if err != nil {
+		info.Error = err.Error()
+		return info
+	}
+	defer c.close()
+	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+		cmd := append([]string{"EVAL", s.Source(), strconv.Itoa(len(keys))}, keys...)
+		return c.do(ctx, append(cmd, args...)...)
+	}
+	a := shardcast.Agreement{App: app}
+	st, err := agreement.ReadTransition(ctx, run, a)
+	if err != nil {
+		info.Error = err.Error()
+		return info
+	}
+	rec, err := agreement.Read(ctx, run, a)
+	if err != nil {
+		info.Error = err.Error()
+		return info
+	}
+	info.LiveBrokers = len(st.Live)
+	if t := st.T; t != nil {
+		info.Relayout = fmt.Sprintf("%s in phase %s, to %s", t.ID, t.Phase, t.ToRecord.Description)
+	}
+	if r := rec.Record; r != nil {
+		info.Found = true
+		info.Fingerprint, info.Description, info.Engine = r.Fingerprint, r.Description, r.Engine
+		info.Partitions, info.Prefix, info.Instances = r.Partitions, r.Prefix, r.Instances
+	}
+	return info
+}
+
+// recordNode returns the master that holds app's record in a cluster.
+func recordNode(slots shardcast.SlotMap, app string) (string, bool) {
+	return slots.MasterOf(crc16.Slot(shardcast.Agreement{App: app}.RecordKey()))
+}
+
+// clusterLayout returns the layout inspect and key use on a cluster: the
+// record's when the record is the cluster engine's and neither -partitions
+// nor -prefix was given, else the flags'. The note says which, and warns
+// when the flags' layout is not the one the running brokers recorded.
+func clusterLayout(fs *flag.FlagSet, lf layoutFlags, rec recordInfo) (*shardcast.Layout, string, error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "partitions" || f.Name == "prefix" })
+	switch {
+	case rec.Error != "":
+		l, err := lf.layout()
+		return l, fmt.Sprintf("warning: layout record of %s unreadable (%s); layout from the flags", appLabel(rec.App), rec.Error), err
+	case !rec.Found:
+		l, err := lf.layout()
+		return l, fmt.Sprintf("no layout record for %s on %s; layout from the flags", appLabel(rec.App), rec.Where), err
+	case rec.Engine != "cluster":
+		l, err := lf.layout()
+		return l, fmt.Sprintf("warning: the layout record of %s is the %s engine's (%s); layout from the flags", appLabel(rec.App), rec.Engine, rec.Description), err
+	case !set:
+		l, err := shardcast.NewLayout(rec.Partitions, rec.Prefix)
+		if err != nil {
+			return nil, "", fmt.Errorf("the layout record of %s on %s: %w", appLabel(rec.App), rec.Where, err)
+		}
+		return l, fmt.Sprintf("layout from the record of %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
+	}
+	l, err := lf.layout()
+	if err != nil {
+		return nil, "", err
+	}
+	if l.Fingerprint() != rec.Fingerprint {
+		return l, fmt.Sprintf("warning: layout from the flags, but the running brokers of %s recorded another: %s (fingerprint %s)%s",
+			appLabel(rec.App), rec.Description, rec.Fingerprint, relayoutNote(rec)), nil
+	}
+	return l, fmt.Sprintf("layout from the flags, the one recorded for %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
+}
+
+// shardsNote compares the -shards list with the record's instance list.
+func shardsNote(addrs []string, rec recordInfo) string {
+	switch {
+	case rec.Error != "":
+		return fmt.Sprintf("warning: layout record of %s unreadable (%s)", appLabel(rec.App), rec.Error)
+	case !rec.Found:
+		return fmt.Sprintf("no layout record for %s on %s", appLabel(rec.App), rec.Where)
+	case rec.Engine != "sharded":
+		return fmt.Sprintf("warning: the layout record of %s is the %s engine's (%s)", appLabel(rec.App), rec.Engine, rec.Description)
+	case !slices.Equal(addrs, rec.Instances):
+		return fmt.Sprintf("warning: the running brokers of %s recorded another instance list, in routing order: %s%s",
+			appLabel(rec.App), strings.Join(rec.Instances, ","), relayoutNote(rec))
+	}
+	return fmt.Sprintf("instance list as recorded for %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec))
+}
+
+func relayoutNote(rec recordInfo) string {
+	if rec.Relayout == "" {
+		return ""
+	}
+	return "; re-layout under way: " + rec.Relayout
+}
+
+// appLabel names an application in notes.
+func appLabel(app string) string {
+	if app == "" {
+		return "the default app (no -app)"
+	}
+	return fmt.Sprintf("app %q", app)
+}
