@@ -131,7 +131,7 @@ func clusterLayout(fs *flag.FlagSet, lf layoutFlags, rec recordInfo) (*shardcast
 		if err != nil {
 			return nil, "", fmt.Errorf("the layout record of %s on %s: %w", appLabel(rec.App), rec.Where, err)
 		}
-		return l, fmt.Sprintf("layout from the record of %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
+		return l, fmt.Sprintf("layout from the record of %s; %d live broker(s)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
 	}
 	l, err := lf.layout()
 	if err != nil {
@@ -141,7 +141,7 @@ func clusterLayout(fs *flag.FlagSet, lf layoutFlags, rec recordInfo) (*shardcast
 		return l, fmt.Sprintf("warning: layout from the flags, but the running brokers of %s recorded another: %s (fingerprint %s)%s",
 			appLabel(rec.App), rec.Description, rec.Fingerprint, relayoutNote(rec)), nil
 	}
-	return l, fmt.Sprintf("layout from the flags, the one recorded for %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
+	return l, fmt.Sprintf("layout from the flags, the one recorded for %s; %d live broker(s)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec)), nil
 }
 
 // shardsNote compares the -shards list with the record's instance list.
@@ -157,7 +157,7 @@ func shardsNote(addrs []string, rec recordInfo) string {
 		return fmt.Sprintf("warning: the running brokers of %s recorded another instance list, in routing order: %s%s",
 			appLabel(rec.App), strings.Join(rec.Instances, ","), relayoutNote(rec))
 	}
-	return fmt.Sprintf("instance list as recorded for %s (%d live brokers)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec))
+	return fmt.Sprintf("instance list as recorded for %s; %d live broker(s)%s", appLabel(rec.App), rec.LiveBrokers, relayoutNote(rec))
 }
 
 func relayoutNote(rec recordInfo) string {

@@ -32,7 +32,7 @@ func testInspectRecordedLayout(t *testing.T, seed string) {
 	assert.True(t, r.Record.Found)
 	assert.Equal(t, "cluster", r.Record.Engine)
 	assert.Equal(t, 1, r.Record.LiveBrokers)
-	assert.Contains(t, r.LayoutNote, `layout from the record of app "clirecord:" (1 live brokers)`)
+	assert.Contains(t, r.LayoutNote, `layout from the record of app "clirecord:"; 1 live broker(s)`)
 
 	r = inspectJSON(t, ctx, "-cluster", seed, "-app", app, "-partitions", "128")
 	assert.Equal(t, 128, r.Partitions, "flags given win")
@@ -83,7 +83,7 @@ func testInspectRecordedInstances(t *testing.T, a, b *redistest.Server) {
 	assert.True(t, r.Record.Found)
 	assert.Equal(t, []string{a.Addr(), b.Addr()}, r.Record.Instances)
 	assert.Equal(t, fleet.Fingerprint(), r.Record.Fingerprint)
-	assert.Contains(t, r.LayoutNote, `instance list as recorded for app "clirecord:" (1 live brokers)`)
+	assert.Contains(t, r.LayoutNote, `instance list as recorded for app "clirecord:"; 1 live broker(s)`)
 
 	r = inspect("-shards", b.Addr()+","+a.Addr(), "-control", a.Addr())
 	assert.Contains(t, r.LayoutNote, "warning: the running brokers of app \"clirecord:\" recorded another instance list, in routing order: "+a.Addr()+","+b.Addr())
