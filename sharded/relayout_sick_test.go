@@ -11,17 +11,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sickSetup starts instances A, B and C and a broker on A,B that records
+// what it receives.
+func sickSetup(t *testing.T) ([]*redistest.Server, *Broker, *recorder) {
+	servers := startServers(t, 3)
+	rec := newRecorder()
+	b := newBroker(t, Config{Addrs: addrs(servers[0], servers[1]), Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
+		Options:   shardcast.Options{Handler: rec.handle},
+		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	return servers, b, rec
+}
+
 // sickRelayout starts a broker on A,B subscribing 50 channels, lets sick
 // make B unwell (at start, or at the switch), re-layouts to A,C, and
 // checks that the re-layout finishes, the broker is on A,C, and every
 // channel delivers there.
 func sickRelayout(t *testing.T, atStart, atSwitch func(b *redistest.Server)) {
-	servers := startServers(t, 3)
-	ab, ac := addrs(servers[0], servers[1]), addrs(servers[0], servers[2])
-	rec := newRecorder()
-	b := newBroker(t, Config{Addrs: ab, Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
-		Options:   shardcast.Options{Handler: rec.handle},
-		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	servers, b, rec := sickSetup(t)
+	ac := addrs(servers[0], servers[2])
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	channels := channelNames("sick-", 50)
@@ -83,12 +90,8 @@ func TestRelayoutAwayFromDeadInstance(t *testing.T) {
 // its channels delivering there. (It once held the gate every re-layout
 // step takes for as long as the instance stayed down.)
 func TestRelayoutWhileSubscribeWaitsOnDeadInstance(t *testing.T) {
-	servers := startServers(t, 3)
-	ab, ac := addrs(servers[0], servers[1]), addrs(servers[0], servers[2])
-	rec := newRecorder()
-	b := newBroker(t, Config{Addrs: ab, Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
-		Options:   shardcast.Options{Handler: rec.handle},
-		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
+	servers, b, rec := sickSetup(t)
+	ac := addrs(servers[0], servers[2])
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	require.NoError(t, servers[1].Kill())
