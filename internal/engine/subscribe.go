@@ -148,7 +148,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 				// The path's first channel: its probe rides along.
 				send = append(fresh[:len(fresh):len(fresh)], p.probe.channel)
 			}
-			err = FirstError(wire.Subscribe(ctx, c.commands(p.ID, send)...))
+			err = FirstError(wire.Subscribe(commandContext(ctx), c.commands(p.ID, send)...))
 		}
 		if len(fresh) == 0 || err == nil {
 			// This call is now the last to have asked for every one of
@@ -175,7 +175,7 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			}
 			continue
 		}
-		if WireFailed(ctx, wire, err, c.closing) || IsMoved(err) {
+		if WireFailed(commandContext(ctx), wire, err, c.closing) || IsMoved(err) {
 			// The wire died or the slot moved: nothing from this attempt
 			// survives on the right node. Wait for it to settle.
 			if IsMoved(err) {
@@ -218,7 +218,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 	seq := p.lostSeq()
 	p.setOwner(l)
 	if wanted := p.subscribed(); len(wanted) > 0 {
-		if err := FirstError(wire.Subscribe(ctx, c.commands(p.ID, wanted)...)); err != nil {
+		if err := FirstError(wire.Subscribe(commandContext(ctx), c.commands(p.ID, wanted)...)); err != nil {
 			if IsMoved(err) {
 				c.RequestRefresh()
 			}

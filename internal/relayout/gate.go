@@ -3,6 +3,7 @@ package relayout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 // Every wait honours its ctx and ends when the broker closes.
 //
 // A call that is still in when a re-layout step wants the Gate gets
-// PreemptAfter to finish; then its ctx is cut short, what it added is
-// undone, and it starts again, grouped by the new routing, once the step
-// is over. Without that, a Subscribe with no deadline waiting for an
+// PreemptAfter to finish; then its waits (for a path's turn, for a
+// connection) are cut short, what it added is undone, and it starts
+// again, grouped by the new routing, once the step is over. Commands it
+// already sends run to their end: cut mid-write, they would close a
+// connection other paths share. Without that, a Subscribe with no deadline waiting for an
 // instance that died held the Gate for as long as the instance stayed
 // down, and a re-layout away from that instance (the way to replace it)
 // could never take a step.
@@ -36,8 +39,9 @@ type reader struct {
 }
 
 // PreemptAfter is how long a re-layout step waits for the calls in the
-// Gate before it cuts them short. A call to a live Redis finishes well
-// within it; one that waits longer waits for a connection or a failover.
+// Gate before it cuts their waits short. A call to a live Redis usually
+// finishes within it; one that waits longer waits for a connection or a
+// failover, or sends a large batch (which the step then waits for).
 const PreemptAfter = 100 * time.Millisecond
 
 // errPreempted is the cause given to the ctx of a call a re-layout step
@@ -86,7 +90,9 @@ func (g *Gate) enter(ctx context.Context, closing <-chan struct{}) (context.Cont
 			}
 			g.readers[r] = struct{}{}
 			g.mu.Unlock()
-			return inner, r, nil
+			// Only the call's waits are cut short: the commands it sent
+			// run to their end (or ctx's), see engine.WithCommandContext.
+			return engine.WithCommandContext(inner, ctx), r, nil
 		}
 		ch := g.waitChan()
 		g.mu.Unlock()
@@ -168,8 +174,17 @@ func (g *Gate) run(ctx context.Context, closing <-chan struct{}, op func(ctx con
 		err = op(inner)
 		preempted := errors.Is(context.Cause(inner), errPreempted)
 		g.exit(r)
-		if err == nil || !preempted || ctx.Err() != nil {
+		if err == nil || !preempted {
 			return err
+		}
+		if ctx.Err() != nil {
+			// The caller's ctx ended while the call, cut short, undid
+			// what it added: report the caller's error (a deadline),
+			// not the cancellation of the step.
+			if errors.Is(err, shardcast.ErrClosed) {
+				return err
+			}
+			return fmt.Errorf("%w (a re-layout step had cut the call short: %v)", ctx.Err(), err)
 		}
 	}
 }

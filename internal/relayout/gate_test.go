@@ -2,6 +2,7 @@ package relayout
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,4 +113,30 @@ func TestGateLockHonoursCtxAndClose(t *testing.T) {
 	require.NoError(t, err)
 	defer g.exit(r)
 	assert.Error(t, g.Lock(context.Background(), closing), "a closing broker's step does not wait for calls")
+}
+
+// TestGatePreemptedCallKeepsCallersDeadline: a call cut short by a step
+// whose undo outlasts the caller's deadline (the engine's undo is bounded
+// by CommandTimeout, not by ctx) must report the caller's
+// DeadlineExceeded, not a context.Canceled the caller never caused.
+func TestGatePreemptedCallKeepsCallersDeadline(t *testing.T) {
+	var g Gate
+	closing := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	entered := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- g.run(ctx, closing, func(inner context.Context) error {
+			close(entered)
+			<-inner.Done() // waits on a dead instance until cut short
+			<-ctx.Done()   // the undo outlasts the caller's deadline
+			return fmt.Errorf("shardcast: subscribe: shard x: %w", inner.Err())
+		})
+	}()
+	<-entered
+	require.NoError(t, g.Lock(context.Background(), closing))
+	err := <-done
+	g.Unlock()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "got %v", err)
 }
