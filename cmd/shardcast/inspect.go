@@ -51,8 +51,8 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 	if sample <= 0 {
 		return fmt.Errorf("-sample %v: want > 0", sample)
 	}
-	if rf.control != "" && t.shards == "" {
-		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	if err := rf.check(&t); err != nil {
+		return err
 	}
 	if t.shards != "" {
 		v, err := readShards(ctx, &t, rf, io.getenv, sample)

@@ -38,8 +38,8 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 			return err
 		}
 	}
-	if rf.control != "" && t.shards == "" {
-		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	if err := rf.check(&t); err != nil {
+		return err
 	}
 	if t.shards != "" {
 		conn, err := t.conn(io.getenv)

@@ -30,6 +30,18 @@ func (r *recordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.control, "control", "", "sharded: the instance that holds the layout record (default: the first of -shards, as sharded.Config.ControlAddr)")
 }
 
+// check refuses an -app the brokers could not have used, and -control
+// without -shards.
+func (r recordFlags) check(t *target) error {
+	if err := (shardcast.Agreement{App: r.app}).Validate(); err != nil {
+		return fmt.Errorf("-app: %w", err)
+	}
+	if r.control != "" && t.shards == "" {
+		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	}
+	return nil
+}
+
 // controlDialer returns the dialer of the instance that holds a sharded
 // application's record: -control, or the first of -shards.
 func (r recordFlags) controlDialer(t *target, getenv func(string) string) (subconn.Dialer, error) {

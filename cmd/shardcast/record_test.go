@@ -61,6 +61,7 @@ func testInspectRecordedLayout(t *testing.T, seed string) {
 	assert.Contains(t, res.err, "layout from the record")
 
 	assert.ErrorContains(t, runCmd(ctx, "", nil, "inspect", "-cluster", seed, "-control", seed).runErr, "-control is for -shards")
+	assert.ErrorIs(t, runCmd(ctx, "", nil, "key", "-cluster", seed, "-app", "{x}", "c").runErr, shardcast.ErrInvalidConfig)
 }
 
 // testInspectRecordedInstances: inspect and key -shards compare the list
