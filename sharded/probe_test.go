@@ -85,3 +85,30 @@ func TestProbesCatchASilentPath(t *testing.T) {
 // publisher's instance through a proxy: the layout record compares
 // addresses as configured, and would take the proxy's for another layout.
 var sameServerOtherName = shardcast.Agreement{Off: true}
+
+// TestRolledBackFirstChannelTakesItsProbe: a Subscribe of a path's first
+// channel whose ctx ends while Redis has not answered is undone, and the
+// probe channel that rode along with it is unsubscribed too: nothing stays
+// subscribed in Redis for a path that wants nothing.
+func TestRolledBackFirstChannelTakesItsProbe(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	b := newBroker(t, Config{Addrs: addrs(srv), Options: shardcast.Options{Handler: newRecorder().handle},
+		Conn: shardcast.ConnOptions{ProbeInterval: time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, b.Subscribe(ctx, "warm")) // the subscribe connection is up
+	require.NoError(t, b.Unsubscribe(ctx, "warm"))
+	waitFor(t, "nothing subscribed", func() bool { return pubsubChannels(t, srv) == 0 })
+
+	require.NoError(t, srv.Pause())
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := b.Subscribe(short, "cut")
+	stop()
+	require.NoError(t, srv.Resume())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	waitFor(t, "the undo to reach Redis", func() bool { return pubsubChannels(t, srv) == 0 })
+	// The undo is one UNSUBSCRIBE, answered by now; look again a moment
+	// later, in case a late push was still under way.
+	time.Sleep(100 * time.Millisecond)
+	assert.Zero(t, pubsubChannels(t, srv), "a channel stayed subscribed after the rollback")
+}

@@ -142,8 +142,8 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 		}
 		fresh := p.missing(channels)
 		seq := p.lostSeq()
+		send := fresh
 		if len(fresh) > 0 {
-			send := fresh
 			if p.probe != nil && p.WantedCount() == 0 {
 				// The path's first channel: its probe rides along.
 				send = append(fresh[:len(fresh):len(fresh)], p.probe.channel)
@@ -189,9 +189,10 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			continue
 		}
 		// Redis refused, or ctx ended with commands possibly in flight:
-		// undo what may have gone through. The undo keeps the path's turn
+		// undo what may have gone through (the probe too, if it rode
+		// along: the path stays empty). The undo keeps the path's turn
 		// but not the caller, who gets its answer within ctx.
-		c.finish(ctx, p, func(ctx context.Context) { c.rollback(ctx, wire, p.ID, fresh) })
+		c.finish(ctx, p, func(ctx context.Context) { c.rollback(ctx, wire, p.ID, send) })
 		return nil, fmt.Errorf("%s: %w", c.router.Describe(p.ID), err)
 	}
 }
