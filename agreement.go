@@ -28,19 +28,24 @@ import (
 //     ErrLayoutMismatch) naming both layouts and the live brokers, or,
 //     with Follow set, adopts the recorded layout.
 //
-// To change the layout, stop every broker of the old one first; a broker
+// To change the layout, move the running fleet with an online re-layout
+// (sharded.Relayout, cluster.Relayout, `shardcast relayout`;
+// docs/RELAYOUT.md), or stop every broker of the old one first; a broker
 // that stops without Close (a crash) holds the record until its heartbeat
 // expires, 3 heartbeat intervals after its last. A rolling restart into a
-// new layout therefore stalls with that error instead of losing messages.
+// new layout therefore stalls with that error instead of losing messages
+// (unless Follow is set, when the new nodes join the recorded layout).
 //
 // It is on by default because the failure it prevents is silent and the
 // node that would need to opt in is precisely the misconfigured one. The
 // cost is two small keys in the application's Redis (see RecordKey and
-// RegistryKey; docs/LAYOUT.md §9 gives their format), one script call per
-// Heartbeat per broker, and the permission to run scripts on those keys.
-// Each broker runs them over one connection of its own (to the sharded
-// engine's control instance, or to the cluster master of the record's
-// slot), so they never queue behind publishes nor count in NodeStats.
+// RegistryKey; docs/LAYOUT.md §9 gives their format), two small script
+// calls per Heartbeat per broker (the registration's renewal and the
+// re-layout poll), and the permission to run scripts on those keys. The
+// sharded engine runs them over a connection of its own to the control
+// instance; the cluster engine runs them on its publishing connection to
+// the master of the record's slot, redirected like Eval. Either way they
+// do not count in NodeStats.
 // Set Off where that is not wanted, for instance under an ACL that allows
 // only Pub/Sub commands.
 type Agreement struct {

@@ -17,7 +17,8 @@
 // branch on with errors.Is: [ErrClosed], [ErrInvalidChannel],
 // [ErrPayloadTooLarge], [ErrNoHandler], [ErrInvalidConfig], [ErrNotSent],
 // [ErrLayoutMismatch], and the event causes [ErrSlotMoved],
-// [ErrPartitionMoved] and [ErrHandlerPanic]. [Layout] tells which
+// [ErrPartitionMoved], [ErrHandlerPanic], [ErrSilentPath] and
+// [ErrRelayoutOrder]. [Layout] tells which
 // partition and wire key a channel gets; nodes that share channels must
 // agree on [Layout.Fingerprint], and check that they do as they start:
 // each broker compares its layout with a record the running brokers keep

@@ -51,7 +51,9 @@ type Config struct {
 	// Conn.RecoveryInterval after the last.
 	TopologyInterval time.Duration
 	// SlotsTimeout bounds how long one node may take to answer CLUSTER
-	// SLOTS before the next known node is asked (default 1s).
+	// SLOTS (default 1s). A node that has not answered within 200 ms (or
+	// SlotsTimeout, if shorter) is left to answer while the next known
+	// node is asked too; the first answer wins.
 	SlotsTimeout time.Duration
 
 	// Agreement configures the layout record that keeps brokers with
