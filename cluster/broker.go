@@ -38,6 +38,11 @@ type Broker struct {
 	// route maps each partition to the publishing connection of its
 	// master, rebuilt whenever the assignment changes.
 	route atomic.Pointer[[]*pubconn.Pub]
+	// partBase holds, for each bank, its paths' counters when a re-layout
+	// last took it for a new layout (nil before): PartitionStats counts
+	// from them, so that a partition's counters do not jump back to what
+	// the bank counted under an earlier layout.
+	partBase [2]atomic.Pointer[[]shardcast.PartitionStats]
 
 	mu       sync.Mutex
 	slots    shardcast.SlotMap
@@ -528,18 +533,47 @@ func (b *Broker) NodeStats() []shardcast.NodeStats {
 }
 
 // PartitionStats returns the counters of every partition of the layout
-// in force, by number; it is empty on a publish-only broker.
+// in force, by number; it is empty on a publish-only broker. A re-layout
+// to a new prefix moves the partitions to paths of their own, whose
+// counters start from zero then.
 func (b *Broker) PartitionStats() []shardcast.PartitionStats {
 	if b.core.Paths == nil {
 		return []shardcast.PartitionStats{}
 	}
 	v := b.view.Load()
+	var base []shardcast.PartitionStats
+	if bp := b.partBase[v.curBank].Load(); bp != nil {
+		base = *bp
+	}
 	out := make([]shardcast.PartitionStats, v.cur.Partitions())
 	for p := range out {
 		out[p] = b.core.PathStats(v.curBank*bankSize + p)
 		out[p].Partition = p
+		if p < len(base) {
+			subStats(&out[p], base[p])
+		}
 	}
 	return out
+}
+
+// takeBank records the counters of bank's paths as its base, before a
+// re-layout subscribes a new layout's partitions there.
+func (b *Broker) takeBank(bank int) {
+	base := make([]shardcast.PartitionStats, bankSize)
+	for p := range base {
+		base[p] = b.core.PathStats(bank*bankSize + p)
+	}
+	b.partBase[bank].Store(&base)
+}
+
+// subStats subtracts base's counters from s's, none below zero.
+func subStats(s *shardcast.PartitionStats, base shardcast.PartitionStats) {
+	sub := func(x *uint64, y uint64) { *x -= min(*x, y) }
+	sub(&s.Received, base.Received)
+	sub(&s.Dropped, base.Dropped)
+	sub(&s.BadFrames, base.BadFrames)
+	sub(&s.Stale, base.Stale)
+	s.Interrupted = max(0, s.Interrupted-base.Interrupted)
 }
 
 // Masters returns the masters the broker currently holds a subscribe

@@ -56,6 +56,9 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 			v = newView(from, v.curBank, v.prefix)
 		}
 		v = v.withNext(next, t.ID, t.Barrier)
+		if v.nextBank != v.curBank && b.core.Paths != nil {
+			b.takeBank(v.nextBank)
+		}
 		b.hand.Reset(b.barrierPaths(v))
 		b.view.Store(v)
 	}
