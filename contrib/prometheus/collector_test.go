@@ -196,8 +196,8 @@ func TestEvents(t *testing.T) {
 	if got := value(t, mfs, "shardcast_events_total", "kind", "EventKind(42)"); got != 1 {
 		t.Errorf("unknown kind = %v, want 1", got)
 	}
-	if n := len(mfs["shardcast_events_total"].GetMetric()); n != 6 {
-		t.Errorf("%d kinds, want 6", n)
+	if n := len(mfs["shardcast_events_total"].GetMetric()); n != 8 {
+		t.Errorf("%d kinds, want 8", n)
 	}
 }
 

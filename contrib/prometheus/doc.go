@@ -39,9 +39,9 @@
 //     partition_stale_total, partition_interrupted_seconds_total, and
 //     partition_info{partition,master} (always 1);
 //   - from Options.Events: events_total{kind}, kind being
-//     shardcast.EventKind's String (every kind, once seen; "interrupted",
-//     "restored", "dropped", "topology_changed" and "error" are exported
-//     at 0 before their first event).
+//     shardcast.EventKind's String ("interrupted", "restored", "dropped",
+//     "topology_changed", "error", "hot_channel", "relayout"), each
+//     exported at 0 before its first event.
 //
 // The package is named shardcastprom rather than prometheus so that it
 // sits beside client_golang's prometheus package in one file without an

@@ -52,6 +52,8 @@ var knownKinds = []shardcast.EventKind{
 	shardcast.EventDropped,
 	shardcast.EventTopologyChanged,
 	shardcast.EventError,
+	shardcast.EventHotChannel,
+	shardcast.EventRelayout,
 }
 
 func (e *Events) collect(ch chan<- prometheus.Metric, desc *prometheus.Desc) {

@@ -241,8 +241,8 @@ func TestShardedBroker(t *testing.T) {
 		t.Errorf("sharded broker exported %d partition series", n)
 	}
 	// Every kind is exported from the start; no event was raised.
-	if n := testutil.CollectAndCount(c, "shardcast_events_total"); n != 5 {
-		t.Errorf("shardcast_events_total has %d series, want 5", n)
+	if n := testutil.CollectAndCount(c, "shardcast_events_total"); n != 7 {
+		t.Errorf("shardcast_events_total has %d series, want 7", n)
 	}
 	if got := value(t, mfs, "shardcast_events_total", "kind", "interrupted"); got != 0 {
 		t.Errorf("interrupted events = %v, want 0", got)
