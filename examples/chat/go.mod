@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
 	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 )
 
 require (
