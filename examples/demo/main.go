@@ -49,7 +49,7 @@ func main() {
 	err := run(ctx, *engine, split(*clusterSeeds), split(*shardAddrs), *channels, *rounds)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "\ndemo: interrupted; local servers stopped")
+		fmt.Fprintln(os.Stderr, "\ndemo: interrupted (the local servers it started, if any, are stopped)")
 		os.Exit(130)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "demo:", err)
