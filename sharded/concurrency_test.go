@@ -158,3 +158,38 @@ func TestFailedSubscribeKeepsChannelsALaterCallAskedFor(t *testing.T) {
 	waitFor(t, "delivery on the channel B asked for", func() bool { return rec.count(shared) == 1 })
 	assert.Equal(t, 1, sub.Stats().Channels, "only B's channel is held; A's other one was undone")
 }
+
+// TestOverlappingFailedSubscribesLeaveNothing: two Subscribe calls that
+// share a channel both fail (each also waits on a dead instance until its
+// ctx ends); the shared channel, which the first call subscribed, is not
+// left wanted or subscribed in Redis. (It was: the second call took over
+// the channel, so the first call's undo left it, and the second's undo
+// skipped it because it had not added it.)
+func TestOverlappingFailedSubscribesLeaveNothing(t *testing.T) {
+	servers := startServers(t, 2)
+	b := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: newRecorder().handle}})
+	names := channelNames("ovl-", 40)
+	onA, onB := onShard(b, names, 0), onShard(b, names, 1)
+	require.GreaterOrEqual(t, len(onB), 2)
+	shared := onA[0]
+	require.NoError(t, servers[1].Kill())
+
+	ctx := context.Background()
+	first, cancelFirst := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- b.Subscribe(first, shared, onB[0]) }()
+	waitFor(t, "the first call to subscribe the shared channel", func() bool {
+		return slices.Contains(b.core.Paths[router{b}.PathOf(shared)].Wanted(), shared)
+	})
+	second, cancelSecond := context.WithCancel(ctx)
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- b.Subscribe(second, shared, onB[1]) }()
+	time.Sleep(200 * time.Millisecond) // the second call has found the shared channel wanted and waits on B
+
+	cancelFirst()
+	require.ErrorIs(t, <-firstDone, context.Canceled)
+	cancelSecond()
+	require.ErrorIs(t, <-secondDone, context.Canceled)
+	assert.NotContains(t, b.core.Paths[router{b}.PathOf(shared)].Wanted(), shared, "both calls failed: the shared channel is not wanted")
+	waitFor(t, "the shared channel unsubscribed in Redis", func() bool { return numsub(t, servers[0], shared) == 0 })
+}

@@ -37,11 +37,26 @@ func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 func (c *Core) SubscribeGroups(ctx context.Context, groups []shardcast.Group) error {
 	token := c.calls.Add(1)
 	added := make([][]string, len(groups))
+	// A call on one path has succeeded once that path has; a call on
+	// several claims the channels it found already wanted only once every
+	// path has (see claim).
+	whole := len(groups) == 1
 	errs := c.fanOut(groups, func(i int, g shardcast.Group) (err error) {
-		added[i], err = c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token)
+		added[i], err = c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token, whole)
 		return err
 	})
 	err := errors.Join(errs...)
+	if err == nil && !whole {
+		errs = c.fanOut(groups, func(i int, g shardcast.Group) error {
+			if len(added[i]) == len(g.Channels) {
+				return nil // every channel was this call's own
+			}
+			more, err := c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token, true)
+			added[i] = append(added[i], more...)
+			return err
+		})
+		err = errors.Join(errs...)
+	}
 	if err == nil {
 		return nil
 	}
@@ -117,7 +132,17 @@ func (c *Core) fanOut(groups []shardcast.Group, f func(i int, g shardcast.Group)
 // subscribePath makes channels of path p subscribed and confirmed. If the
 // path is interrupted it first re-activates it on its link; while the
 // link is down it waits for a change, bounded by ctx.
-func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, token uint64) (added []string, err error) {
+//
+// The channels it adds carry token, the call's, so that the call's undo
+// removes them unless a later call has claimed them since. With claim set
+// it also claims the channels that were already wanted: the call is then
+// the last to have asked for all of them, and the undo of an earlier call
+// that added one leaves it. A call on several paths claims only once every
+// path succeeded (SubscribeGroups runs it again with claim set, which also
+// subscribes anew what an earlier call's undo removed meanwhile): claimed
+// sooner, a channel whose adder and claimer both failed stayed wanted,
+// each undo leaving it to the other.
+func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, token uint64, claim bool) (added []string, err error) {
 	var lastErr error
 	voided := 0
 	for {
@@ -151,12 +176,16 @@ func (c *Core) subscribePath(ctx context.Context, p *Path, channels []string, to
 			err = FirstError(wire.Subscribe(commandContext(ctx), c.commands(p.ID, send)...))
 		}
 		if len(fresh) == 0 || err == nil {
-			// This call is now the last to have asked for every one of
-			// its channels here, so an older call's undo leaves them.
-			// Unless the path lost its wire or a slot move overtook the
-			// confirmation meanwhile: an interruption that began before
-			// the channels were wanted would not name them.
-			if p.addIfActive(wire, seq, channels, token) {
+			// The channels are wanted now, those this call added (and,
+			// with claim, all of them) on its behalf. Unless the path
+			// lost its wire or a slot move overtook the confirmation
+			// meanwhile: an interruption that began before the channels
+			// were wanted would not name them.
+			tokened := fresh
+			if claim {
+				tokened = channels
+			}
+			if p.addIfActive(wire, seq, tokened, token) {
 				p.unlock()
 				return fresh, nil
 			}
