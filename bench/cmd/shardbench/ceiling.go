@@ -14,8 +14,9 @@ import (
 	"github.com/shardcast/shardcast/bench/internal/measure"
 )
 
-// ceilingClients caps redis-benchmark's connections (-c): the ceiling is
-// one fixed configuration, run beside every publisher count for drift.
+// ceilingClients caps redis-benchmark's connections (-c): the ceiling of
+// a publisher count runs as many connections as there are publishers, at
+// most this many, beside every run of that count for drift.
 const ceilingClients = 16
 
 // ceilingRun measures what Redis itself moves on this machine: the C

@@ -15,23 +15,43 @@ import (
 type publishers struct {
 	stop   atomic.Bool
 	wg     sync.WaitGroup
-	counts []struct {
-		n atomic.Uint64
-		_ [56]byte // one cache line per goroutine
-	}
+	win    *window // nil: inWindow counts nothing
+	counts []pubCount
+
 	// firstErr holds the first publish error's text.
 	firstErr atomic.Value
 }
 
+// pubCount is one goroutine's successful publishes: all of them, and
+// those whose stamp lies inside win (the set the receive side counts).
+type pubCount struct {
+	n, inWin atomic.Uint64
+	_        [48]byte // one cache line per goroutine
+}
+
+// count records one successful publish stamped at ns.
+func (s *publishers) count(g int, ns int64) {
+	s.counts[g].n.Add(1)
+	if s.win != nil && s.win.contains(ns) {
+		s.counts[g].inWin.Add(1)
+	}
+}
+
+// inWindow returns how many successful publishes were stamped inside win,
+// whenever they completed: the same messages a receiver counts by stamp.
+func (s *publishers) inWindow() uint64 {
+	var total uint64
+	for i := range s.counts {
+		total += s.counts[i].inWin.Load()
+	}
+	return total
+}
+
 // startPublishers starts n publishers of payload-byte messages (at least
 // the 8-byte stamp). After a failed publish a goroutine waits pause.
-func startPublishers(ctx context.Context, n, payload int, channels []string, pause time.Duration,
+func startPublishers(ctx context.Context, win *window, n, payload int, channels []string, pause time.Duration,
 	publish func(g int, channel string, buf []byte) error) *publishers {
-	s := &publishers{}
-	s.counts = make([]struct {
-		n atomic.Uint64
-		_ [56]byte
-	}, n)
+	s := &publishers{win: win, counts: make([]pubCount, n)}
 	for g := range n {
 		s.wg.Go(func() {
 			buf := make([]byte, max(payload, 8))
@@ -39,14 +59,15 @@ func startPublishers(ctx context.Context, n, payload int, channels []string, pau
 				buf[8+i] = 'a' + byte(i%26)
 			}
 			for idx := g; !s.stop.Load() && ctx.Err() == nil; idx += n {
-				engines.Stamp(buf, time.Now())
+				now := time.Now()
+				engines.Stamp(buf, now)
 				if err := publish(g, channels[idx%len(channels)], buf); err != nil {
 					s.firstErr.CompareAndSwap(nil, err.Error())
 					if pause > 0 {
 						time.Sleep(pause)
 					}
 				} else {
-					s.counts[g].n.Add(1)
+					s.count(g, now.UnixNano())
 				}
 			}
 		})

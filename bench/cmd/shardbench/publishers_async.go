@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast/bench/internal/engines"
@@ -16,12 +15,8 @@ const asyncWindow = 16
 // goroutine g publishes to channels g, g+n, … keeping up to asyncWindow
 // calls in flight, and counts a message when its done hears nil. halt
 // waits for the outcomes of the calls in flight.
-func startAsyncPublishers(ctx context.Context, n, payload int, channels []string, eng engines.AsyncEngine) *publishers {
-	s := &publishers{}
-	s.counts = make([]struct {
-		n atomic.Uint64
-		_ [56]byte
-	}, n)
+func startAsyncPublishers(ctx context.Context, win *window, n, payload int, channels []string, eng engines.AsyncEngine) *publishers {
+	s := &publishers{win: win, counts: make([]pubCount, n)}
 	for g := range n {
 		s.wg.Go(func() {
 			buf := make([]byte, max(payload, 8))
@@ -29,19 +24,32 @@ func startAsyncPublishers(ctx context.Context, n, payload int, channels []string
 				buf[8+i] = 'a' + byte(i%26)
 			}
 			window := make(chan struct{}, asyncWindow)
-			done := func(err error) { // on the connection's reader: no blocking
-				if err != nil {
-					s.firstErr.CompareAndSwap(nil, err.Error())
-				} else {
-					s.counts[g].n.Add(1)
+			// Two prebuilt callbacks, so that an outcome is counted by
+			// where its stamp lies without a closure per call.
+			outcome := func(inWin bool) func(error) {
+				return func(err error) { // on the connection's reader: no blocking
+					if err != nil {
+						s.firstErr.CompareAndSwap(nil, err.Error())
+					} else {
+						s.counts[g].n.Add(1)
+						if inWin {
+							s.counts[g].inWin.Add(1)
+						}
+					}
+					<-window
 				}
-				<-window
 			}
+			doneIn, doneOut := outcome(true), outcome(false)
 			for idx := g; !s.stop.Load() && ctx.Err() == nil; idx += n {
 				window <- struct{}{}
 				// The payload is encoded before PublishAsync returns: buf
 				// may be stamped again for the next call.
-				engines.Stamp(buf, time.Now())
+				now := time.Now()
+				engines.Stamp(buf, now)
+				done := doneOut
+				if win != nil && win.contains(now.UnixNano()) {
+					done = doneIn
+				}
 				if err := eng.PublishAsync(ctx, channels[idx%len(channels)], buf, done); err != nil {
 					<-window
 					s.firstErr.CompareAndSwap(nil, err.Error())

@@ -112,10 +112,10 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		"then the subscriber drains. *delivered/s* counts messages published inside the measured window and delivered (publish→handler latency from "+
 		"shardcast's `Message.PublishedAt`, or a publish timestamp in the first 8 payload bytes for peers). *client CPU/msg* is getrusage of the "+
 		"process (publisher + subscriber) over window+drain divided by delivered messages; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user "+
-		"of every server; *conns* is the rise of connected_clients. %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n",
+		"of every server; *conns* is the rise of connected_clients, read after Subscribe and again at the end of the window (the larger; publish pools that dial on demand are full by then). %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n",
 		cfg.channels, cfg.payload, cfg.warmup, cfg.duration, cfg.rounds)
-	fmt.Fprintf(&body, "The *%s* row is Redis itself: `redis-benchmark -P 16 -c %d -r <channels> PUBLISH bench:__rand_int__ <payload>` "+
-		"(the same fixed configuration beside every publisher count) into one subscriber of all channels that only counts bytes: a raw Go socket "+
+	fmt.Fprintf(&body, "The *%s* row is Redis itself: `redis-benchmark -P 16 -c <min(publishers, %d)> -r <channels> PUBLISH bench:__rand_int__ <payload>` "+
+		"(as many connections as the row's publishers, at most %[2]d) into one subscriber of all channels that only counts bytes: a raw Go socket "+
 		"reader, since every message push has the same size. A `redis-cli SUBSCRIBE` subscriber was tried first and cannot keep up on this "+
 		"machine: Redis disconnects it at the pubsub output buffer limit within seconds. Its client CPU is redis-benchmark's (from /proc) plus this "+
 		"process's.\n\n", ceiling, ceilingClients)
@@ -358,10 +358,13 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	var win window
 	var hist measure.Histogram
 	var total atomic.Uint64
-	recv := func(_ string, _ []byte, sentAt time.Time) {
+	// Every engine is timed from the stamp the publisher wrote into the
+	// payload, the same instant its publish is counted by (shardcast's
+	// PublishedAt is read later, inside Publish, and cut to microseconds).
+	recv := func(_ string, payload []byte, _ time.Time) {
 		total.Add(1)
-		ns := sentAt.UnixNano()
-		if win.contains(ns) {
+		sentAt := engines.Stamped(payload)
+		if win.contains(sentAt.UnixNano()) {
 			hist.Record(time.Since(sentAt))
 		}
 	}
@@ -384,9 +387,9 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 
 	var pubs *publishers
 	if ae, ok := eng.(engines.AsyncEngine); ok {
-		pubs = startAsyncPublishers(ctx, p, cfg.payload, names, ae)
+		pubs = startAsyncPublishers(ctx, &win, p, cfg.payload, names, ae)
 	} else {
-		pubs = startPublishers(ctx, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
+		pubs = startPublishers(ctx, &win, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
 			return eng.Publish(ctx, ch, buf)
 		})
 	}
@@ -396,15 +399,17 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
 	t0 := time.Now()
 	win.start.Store(t0.UnixNano())
-	pub0 := pubs.sent()
 	sleepCtx(ctx, cfg.duration)
 	t1 := time.Now()
 	win.end.Store(t1.UnixNano())
-	pub1 := pubs.sent()
 	wcpu, wrcpu := measure.ProcessCPU(), measure.RedisCPU(servers)
 	res.ClientBusy = (wcpu - cpu0).Seconds() / t1.Sub(t0).Seconds()
 	res.RedisBusy = (wrcpu - rcpu0).Seconds() / t1.Sub(t0).Seconds()
 	res.RedisOutBuf = measure.IntField(servers[0], "clients", "client_recent_max_output_buffer")
+	// Count again while the publishers still run: pools that dial on
+	// demand (go-redis: up to 10 × GOMAXPROCS) hold no connection yet
+	// right after Subscribe.
+	res.Connections = max(res.Connections, measure.Clients(servers)-base)
 	pubs.halt()
 	drain(&total, pubs.sent(), 5*time.Second)
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
@@ -415,7 +420,11 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	runtime.ReadMemStats(&ms1)
 
 	res.Seconds = t1.Sub(t0).Seconds()
-	res.Published = pub1 - pub0
+	// Published and Delivered are the same set, messages stamped inside
+	// [t0, t1]: publishes that completed in the window (what was counted
+	// here before) include those stamped before t0 and miss those in
+	// flight at t1, which do not cancel when the number in flight changes.
+	res.Published = pubs.inWindow()
 	res.Delivered = hist.Count()
 	res.Rate = float64(res.Delivered) / res.Seconds
 	res.P50us = float64(hist.Quantile(0.5)) / 1e3

@@ -3,6 +3,7 @@
 package measure
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,10 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	if total == 0 {
 		return 0
 	}
-	rank := uint64(q*float64(total) + 0.5)
+	// Nearest rank: the smallest rank r with r/total >= q, i.e.
+	// ceil(q·total); the 1e-9 absorbs float error in q·total (0.999·2000
+	// must be 1998, not 1999).
+	rank := uint64(math.Ceil(q*float64(total) - 1e-9))
 	if rank < 1 {
 		rank = 1
 	}
