@@ -109,8 +109,8 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 	var body strings.Builder
 	fmt.Fprintf(&body, "%d channels, %d-byte payloads, closed-loop publisher goroutines calling Publish as fast as it returns, "+
 		"round-robin over the channels; the same engine instance (one process) publishes and subscribes. Each run: %s warm-up, %s measured, "+
-		"then the subscriber drains. *delivered/s* counts messages published inside the measured window and delivered (publish→handler latency from "+
-		"shardcast's `Message.PublishedAt`, or a publish timestamp in the first 8 payload bytes for peers). *client CPU/msg* is getrusage of the "+
+		"then the subscriber drains. *delivered/s* counts messages stamped inside the measured window and delivered (publish→handler latency from "+
+		"the publish timestamp the publisher writes into the first 8 payload bytes just before the call, for every engine); *loss* compares them with the successful publishes stamped in the same window. *client CPU/msg* is getrusage of the "+
 		"process (publisher + subscriber) over window+drain divided by delivered messages; *Redis CPU/msg* sums INFO used_cpu_sys+used_cpu_user "+
 		"of every server; *conns* is the rise of connected_clients, read after Subscribe and again at the end of the window (the larger; publish pools that dial on demand are full by then). %d interleaved rounds; each column is the median over the rounds, *loss* is over all rounds.\n\n",
 		cfg.channels, cfg.payload, cfg.warmup, cfg.duration, cfg.rounds)
