@@ -22,11 +22,20 @@ function connect(addr) {
   return new Redis({ host, port: Number(addr.slice(i + 1)), maxRetriesPerRequest: 1 });
 }
 
-async function masterOf(seed, seedAddr, slot) {
+// host:port of the master serving slot, from CLUSTER SLOTS, with the
+// endpoint rules Go follows (topology.go): "?" means the node's "ip"
+// metadata, an empty or null endpoint the host that was queried.
+async function masterOf(seed, slot) {
   for (const [start, end, master] of await seed.call('CLUSTER', 'SLOTS')) {
     if (start <= slot && slot <= end) {
-      const host = String(master[0]) || seedAddr.slice(0, seedAddr.lastIndexOf(':'));
-      return `${host}:${master[1]}`;
+      let host = master[0] == null || master[0] === '' ? seed.options.host : String(master[0]);
+      if (host === '?') {
+        const meta = master[3] || [];
+        const i = meta.findIndex((v, k) => k % 2 === 0 && String(v) === 'ip');
+        if (i < 0 || !meta[i + 1]) throw new Error(`master of slot ${slot}: endpoint "?" and no ip`);
+        host = String(meta[i + 1]);
+      }
+      return host.includes(':') ? `[${host}]:${master[1]}` : `${host}:${master[1]}`;
     }
   }
   throw new Error(`no master serves slot ${slot}`);
@@ -53,7 +62,7 @@ async function main() {
       let receivers;
       if (cluster) {
         target = layout.key(m.channel);
-        addr = await masterOf(conn(spec.addrs[0]), spec.addrs[0], sl.keySlot(target));
+        addr = await masterOf(conn(spec.addrs[0]), sl.keySlot(target));
         receivers = await conn(addr).call('SPUBLISH', target, data);
       } else {
         addr = spec.addrs[sl.instance(m.channel, spec.addrs.length)];

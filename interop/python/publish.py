@@ -25,13 +25,25 @@ def connect(addr):
     return redis.Redis(host=host.strip("[]"), port=int(port))
 
 
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def master_of(seed, slot):
-    """host:port of the master serving slot, from CLUSTER SLOTS."""
+    """host:port of the master serving slot, from CLUSTER SLOTS, with the
+    endpoint rules Go follows (topology.go): "?" means the node's "ip"
+    metadata, an empty or null endpoint the host that was queried."""
     for entry in seed.execute_command("CLUSTER", "SLOTS"):
         start, end, master = entry[0], entry[1], entry[2]
         if start <= slot <= end:
-            host = master[0].decode() if isinstance(master[0], bytes) else master[0]
-            return "%s:%d" % (host or seed.connection_pool.connection_kwargs["host"], master[1])
+            host = _text(master[0]) or seed.connection_pool.connection_kwargs["host"]
+            if host == "?":
+                meta = [_text(x) for x in (master[3] if len(master) > 3 else [])]
+                meta = dict(zip(meta[::2], meta[1::2]))
+                if not meta.get("ip"):
+                    raise SystemExit('master of slot %d: endpoint "?" and no ip' % slot)
+                host = meta["ip"]
+            return ("[%s]:%d" if ":" in host else "%s:%d") % (host, master[1])
     raise SystemExit("no master serves slot %d" % slot)
 
 
