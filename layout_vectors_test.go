@@ -114,6 +114,11 @@ type layoutVectors struct {
 		Normalized  []string `json:"normalized"`
 		Fingerprint string   `json:"fingerprint"`
 	} `json:"sharded_fingerprints"`
+	AddrNormalize []struct {
+		Addr       string `json:"addr"`
+		OK         bool   `json:"ok"`
+		Normalized string `json:"normalized"`
+	} `json:"addr_normalize"`
 	KeyParse []struct {
 		Partitions int    `json:"partitions"`
 		Prefix     string `json:"prefix"`
@@ -221,6 +226,19 @@ func TestLayoutVectors(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.Normalized, norm)
 		require.Equal(t, c.Fingerprint, fp)
+	}
+	// Addresses normalised (§6.2), the ones the engine refuses included.
+	require.NotEmpty(t, v.AddrNormalize)
+	for _, c := range v.AddrNormalize {
+		fp, norm, err := layoutgen.ShardedFingerprint([]string{c.Addr})
+		if !c.OK {
+			assert.Error(t, err, "%q is refused", c.Addr)
+			continue
+		}
+		if assert.NoError(t, err, c.Addr) {
+			assert.Equal(t, []string{c.Normalized}, norm, c.Addr)
+			assert.NotEmpty(t, fp)
+		}
 	}
 	// Keys read back (§3.3), the ones a layout does not build included.
 	require.NotEmpty(t, v.KeyParse)

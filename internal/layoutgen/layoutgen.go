@@ -135,6 +135,14 @@ type ShardedFingerprintVector struct {
 	Fingerprint string   `json:"fingerprint"`
 }
 
+// AddrVector is one configured address normalised as the sharded engine
+// hashes it (LAYOUT.md §6.2): OK with Normalized, or refused.
+type AddrVector struct {
+	Addr       string `json:"addr"`
+	OK         bool   `json:"ok"`
+	Normalized string `json:"normalized,omitempty"`
+}
+
 // KeyParseVector is a wire key read back under a layout (LAYOUT.md §3.3):
 // OK, and then the Partition its tag names and the Channel, or not this
 // layout's key.
@@ -165,6 +173,7 @@ type Vectors struct {
 	EnvelopeDecode      []DecodeVector             `json:"envelope_decode"`
 	LayoutFingerprints  []LayoutFingerprint        `json:"layout_fingerprints"`
 	ShardedFingerprints []ShardedFingerprintVector `json:"sharded_fingerprints"`
+	AddrNormalize       []AddrVector               `json:"addr_normalize"`
 	KeyParse            []KeyParseVector           `json:"key_parse"`
 	KeySlot             []KeySlotVector            `json:"key_slot"`
 }
@@ -230,6 +239,7 @@ func Build() (*Vectors, error) {
 		return nil, err
 	}
 	v.ShardedFingerprints = sf
+	v.AddrNormalize = addrVectors()
 	if v.KeyParse, err = keyParseVectors(); err != nil {
 		return nil, err
 	}
@@ -440,6 +450,31 @@ func ShardedFingerprint(addrs []string) (string, []string, error) {
 	return fp, norm, err
 }
 
+// addrVectors normalises addresses an implementation gets wrong first:
+// percent-escapes in the host (an IPv6 zone, non-ASCII names), a host with
+// colons, and the forms Go refuses (other schemes, no host, a bad port,
+// a query, a bare host or IPv6 address without a port).
+func addrVectors() []AddrVector {
+	addrs := []string{
+		"127.0.0.1:6379", "[::1]:6379", "redis-0:6379", "Redis-0.Example:7000",
+		"redis://h", "redis://h:1", "REDIS://H:1", "rediss://u:p@h:2/3", "valkey://h", "valkeys://:pw@h:6380",
+		"redis://[::1]", "redis://[2001:db8::1]:7001", "redis://[fe80::1%25eth0]:6379",
+		"redis://caf%C3%A9:6379", "redis://a:b:6379", "redis://:p%40ss@10.0.0.1:6379/0", "redis://h:",
+		"unix:///tmp/redis.sock", "redis://", "redis://:6379", "redis://u:p/ss@h:1", "redis://h:abc",
+		"redis://[::1]x:1", "http://h:1", "redis+sentinel://h:1", "redis://h:1?db=2", "redis://h:1#x",
+		"redis://h\x01:1", "localhost", "::1", "[::1]", "a:b:c", ":6379", "h:",
+	}
+	out := make([]AddrVector, len(addrs))
+	for i, a := range addrs {
+		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
+		out[i] = AddrVector{Addr: a, OK: err == nil}
+		if err == nil {
+			out[i].Normalized = d.Addr
+		}
+	}
+	return out
+}
+
 func shardedFingerprints() ([]ShardedFingerprintVector, error) {
 	lists := [][]string{
 		{"127.0.0.1:6379"},
@@ -512,6 +547,7 @@ func VectorsJSON() ([]byte, error) {
 		list("envelope_decode", len(v.EnvelopeDecode), func(i int) any { return v.EnvelopeDecode[i] }, false),
 		list("layout_fingerprints", len(v.LayoutFingerprints), func(i int) any { return v.LayoutFingerprints[i] }, false),
 		list("sharded_fingerprints", len(v.ShardedFingerprints), func(i int) any { return v.ShardedFingerprints[i] }, false),
+		list("addr_normalize", len(v.AddrNormalize), func(i int) any { return v.AddrNormalize[i] }, false),
 		list("key_parse", len(v.KeyParse), func(i int) any { return v.KeyParse[i] }, false),
 		list("key_slot", len(v.KeySlot), func(i int) any { return v.KeySlot[i] }, true),
 	)

@@ -14,6 +14,7 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 const loadXXHash = require('xxhash-wasm');
 
@@ -25,7 +26,14 @@ const MASK64 = (1n << 64n) - 1n;
 let hasher = null;
 const ready = loadXXHash().then((h) => { hasher = h; });
 
-const bytes = (s) => (typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.from(s));
+// A lone surrogate has no UTF-8: Buffer.from would write U+FFFD for it, so
+// that "\ud800", "\udc00" and "\ufffd" would all be one channel.
+const LONE_SURROGATE = /\p{Cs}/u;
+const bytes = (s) => {
+  if (typeof s !== 'string') return Buffer.from(s);
+  if (LONE_SURROGATE.test(s)) throw new TypeError('string has a lone surrogate: it has no UTF-8 encoding');
+  return Buffer.from(s, 'utf8');
+};
 
 /** XXH64 of data with seed 0, as a BigInt. */
 function xxh64(data) {
@@ -129,26 +137,91 @@ class Layout {
   }
 }
 
-/** The host:port the sharded engine hashes for a configured address. */
-function normalizeAddr(addr) {
-  if (!addr.includes('://')) return addr;
-  if (addr.includes('?') || addr.includes('#')) {
-    throw new Error(`address ${addr}: a query or fragment is not supported`);
-  }
-  let netloc = addr.split('://', 2)[1].split('/')[0];
-  netloc = netloc.slice(netloc.lastIndexOf('@') + 1);
-  let host;
-  let port = '';
-  if (netloc.startsWith('[')) {
-    const close = netloc.indexOf(']');
-    host = netloc.slice(1, close);
-    if (netloc[close + 1] === ':') port = netloc.slice(close + 2);
+const URL_SCHEMES = ['redis', 'rediss', 'valkey', 'valkeys'];
+// What Go's net/url lets through unescaped in a host (encodeHost), less the
+// brackets, which only delimit an IPv6 literal here.
+const HOST_RE = /^[A-Za-z0-9\-._~!$&'()*+,;=:<>"]$/;
+const USERINFO_RE = /^[A-Za-z0-9\-._~!$&'()*+,;=:%@]*$/;
+const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/;
+
+// Go's net.SplitHostPort checks; throws where it fails.
+function checkHostPort(addr) {
+  let ok;
+  if (addr.startsWith('[')) {
+    const end = addr.indexOf(']');
+    ok = end > 0 && addr[end + 1] === ':' && !addr.slice(end + 2).includes(':')
+      && !addr.slice(1).includes('[') && !addr.slice(end + 1).includes(']');
   } else {
-    const colon = netloc.indexOf(':');
-    host = colon < 0 ? netloc : netloc.slice(0, colon);
-    if (colon >= 0) port = netloc.slice(colon + 1);
+    const i = addr.lastIndexOf(':');
+    ok = i >= 0 && !addr.slice(0, i).includes(':') && !addr.includes('[') && !addr.includes(']');
   }
-  port = port || '6379';
+  if (!ok) throw new Error(`address ${JSON.stringify(addr)} is not host:port or a redis:// URL`);
+}
+
+// Go's url unescape in host mode: %XX only for non-ASCII bytes (and %25),
+// other bytes as written; the result must be UTF-8.
+function unescapeHost(s, zone = false) {
+  if (BAD_PERCENT.test(s)) throw new Error('bad %-escape in host');
+  const out = [];
+  for (let i = 0; i < s.length;) {
+    if (s[i] === '%') {
+      const v = parseInt(s.slice(i + 1, i + 3), 16);
+      const allowed = s.slice(i, i + 3) === '%25' || v >= 0x80 || (zone && HOST_RE.test(String.fromCharCode(v)));
+      if (!allowed) throw new Error(`host may not %-escape ${JSON.stringify(String.fromCharCode(v))}`);
+      out.push(Buffer.from([v]));
+      i += 3;
+      continue;
+    }
+    const c = String.fromCodePoint(s.codePointAt(i));
+    if (c.charCodeAt(0) < 0x80 && !HOST_RE.test(c)) throw new Error(`invalid character ${JSON.stringify(c)} in host`);
+    out.push(bytes(c));
+    i += c.length;
+  }
+  return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(out));
+}
+
+/**
+ * The host:port the sharded engine hashes for a configured address, as Go's
+ * engine.ParseAddr computes it; throws where Go refuses one.
+ */
+function normalizeAddr(addr) {
+  if (!addr.includes('://')) {
+    checkHostPort(addr);
+    return addr;
+  }
+  const fail = (why) => { throw new Error(`address ${JSON.stringify(addr)}: ${why}`); };
+  const sep = addr.indexOf('://');
+  const scheme = addr.slice(0, sep);
+  const rest = addr.slice(sep + 3);
+  if (!URL_SCHEMES.includes(scheme.toLowerCase())) fail(`scheme ${JSON.stringify(scheme)}, want redis:// or rediss://`);
+  if (addr.includes('?') || addr.includes('#')) fail('a query or fragment is not supported');
+  if (/[\x00-\x1f\x7f]/.test(addr)) fail('control character');
+  const slash = rest.indexOf('/');
+  const netloc = slash < 0 ? rest : rest.slice(0, slash);
+  if (slash >= 0 && BAD_PERCENT.test(rest.slice(slash))) fail('bad %-escape in the path');
+  const at = netloc.lastIndexOf('@');
+  const userinfo = at < 0 ? '' : netloc.slice(0, at);
+  const hostport = netloc.slice(at + 1);
+  if (!USERINFO_RE.test(userinfo) || BAD_PERCENT.test(userinfo)) fail('invalid user information');
+  let host;
+  let colonPort;
+  if (hostport.startsWith('[')) {
+    const end = hostport.lastIndexOf(']');
+    if (end < 0 || hostport.slice(1).includes('[')) fail('bad IPv6 literal');
+    const literal = hostport.slice(1, end);
+    colonPort = hostport.slice(end + 1);
+    const z = literal.indexOf('%25');
+    host = z < 0 ? unescapeHost(literal) : `${unescapeHost(literal.slice(0, z))}%${unescapeHost(literal.slice(z + 3), true)}`;
+    const pct = host.indexOf('%');
+    if (!net.isIPv6(pct < 0 ? host : host.slice(0, pct)) || pct === host.length - 1) fail(`${JSON.stringify(host)} is not an IPv6 address`);
+  } else {
+    const i = hostport.lastIndexOf(':');
+    colonPort = i < 0 ? '' : hostport.slice(i);
+    host = unescapeHost(i < 0 ? hostport : hostport.slice(0, i));
+  }
+  if (!/^(:[0-9]*)?$/.test(colonPort)) fail(`invalid port ${JSON.stringify(colonPort)}`);
+  if (!host) fail('no host');
+  const port = colonPort.slice(1) || '6379';
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 

@@ -68,6 +68,11 @@ async function main() {
     check(`normalize ${JSON.stringify(c.addrs)}`, c.addrs.map(sl.normalizeAddr), c.normalized);
     check(`sharded fingerprint ${JSON.stringify(c.addrs)}`, sl.shardedFingerprint(c.addrs), c.fingerprint);
   }
+  for (const c of v.addr_normalize) {
+    let got = null;
+    try { got = sl.normalizeAddr(c.addr); } catch (e) { got = null; }
+    check(`normalize ${JSON.stringify(c.addr)}`, got, c.ok ? c.normalized : null);
+  }
   for (const c of v.key_parse) {
     const id = `${c.partitions}/${c.prefix}`;
     if (!layouts.has(id)) layouts.set(id, new sl.Layout(c.partitions, c.prefix));
@@ -79,6 +84,15 @@ async function main() {
     check(`key_slot ${JSON.stringify(c.key)}`, sl.keySlot(Buffer.from(c.key, 'utf8')), c.slot);
   }
 
+  // Input no vector can hold: a lone surrogate has no UTF-8; Buffer.from
+  // would turn it into U+FFFD and give the key of another channel.
+  for (const ch of ['\ud800', '\udc00', 'a\ud83d']) {
+    let got = 'returned';
+    try { new sl.Layout(16).key(ch); } catch (e) { got = 'threw'; }
+    check(`key(${JSON.stringify(ch)})`, got, 'threw');
+  }
+  check('key of a surrogate pair', new sl.Layout(16).key('\ud83d\ude00').toString('hex'),
+    Buffer.concat([Buffer.from(`{${new sl.Layout(16).tag(new sl.Layout(16).partition('\ud83d\ude00'))}}.`), Buffer.from([0xf0, 0x9f, 0x98, 0x80])]).toString('hex'));
   console.log(`node: ${passed} passed, ${failed} failed`);
   return failed ? 1 : 0;
 }

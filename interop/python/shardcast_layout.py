@@ -11,7 +11,10 @@ returned as bytes. The only dependency is the xxhash package.
 """
 
 import hashlib
+import ipaddress
+import operator
 import os
+import re
 import struct
 import time
 
@@ -32,7 +35,12 @@ _MASK64 = (1 << 64) - 1
 
 
 def _bytes(s):
-    return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+    if isinstance(s, str):
+        return s.encode("utf-8")  # raises on lone surrogates: they have no UTF-8
+    if isinstance(s, (bytes, bytearray, memoryview)):
+        return bytes(s)
+    # bytes(5) would be five NUL bytes: a wrong channel, not an error.
+    raise TypeError("want str or bytes, got %s" % type(s).__name__)
 
 
 def xxh64(data):
@@ -108,6 +116,9 @@ class Layout:
     """The cluster engine's mapping of channels to partitions and keys."""
 
     def __init__(self, partitions, prefix="", tags_dir=None):
+        # An int, not 16.0: the fingerprint hashes decimal(N), and str(16.0)
+        # is "16.0".
+        partitions = operator.index(partitions)
         self.partitions = partitions
         self.prefix = _bytes(prefix)
         self.tags = load_tags(partitions, tags_dir)
@@ -116,8 +127,13 @@ class Layout:
     def partition(self, channel):
         return jump(xxh64(channel), self.partitions)
 
+    def _check(self, partition):
+        if not 0 <= partition < self.partitions:  # tags[-1] is the last tag
+            raise IndexError("partition %d not in [0, %d)" % (partition, self.partitions))
+        return partition
+
     def tag(self, partition):
-        return self.tags[partition]
+        return self.tags[self._check(partition)]
 
     def key(self, channel):
         """Wire key: b"{" + tag + b"}." + prefix + channel."""
@@ -125,7 +141,7 @@ class Layout:
         return b"{" + tag + b"}." + self.prefix + _bytes(channel)
 
     def slot(self, partition):
-        return key_slot(self.tags[partition])
+        return key_slot(self.tags[self._check(partition)])
 
     def channel(self, key):
         """Channel of a wire key of this layout, or None."""
@@ -147,20 +163,92 @@ class Layout:
         return "%d-%012x" % (self.partitions, xxh64(data) >> 16)
 
 
+_URL_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
+# What Go's net/url lets through unescaped in a host (encodeHost), less the
+# brackets, which only delimit an IPv6 literal here.
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789-._~!$&'()*+,;=:<>\"")
+_USERINFO_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "0123456789-._~!$&'()*+,;=:%@")
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _split_host_port(addr):
+    """Go's net.SplitHostPort checks; raises ValueError where it fails."""
+    if addr.startswith("["):
+        end = addr.find("]")
+        ok = end > 0 and addr[end + 1:end + 2] == ":" and ":" not in addr[end + 2:]
+        ok = ok and "[" not in addr[1:] and "]" not in addr[end + 1:]
+    else:
+        i = addr.rfind(":")
+        ok = i >= 0 and ":" not in addr[:i] and "[" not in addr and "]" not in addr
+    if not ok:
+        raise ValueError("address %r is not host:port or a redis:// URL" % addr)
+
+
+def _unescape_host(s, zone=False):
+    """Go's url unescape in host mode: %XX only for non-ASCII bytes (and %25),
+    other bytes as written; the result must be UTF-8."""
+    if _BAD_PERCENT.search(s):
+        raise ValueError("bad %-escape in host")
+    out, i = bytearray(), 0
+    while i < len(s):
+        c = s[i]
+        if c == "%":
+            v = int(s[i + 1:i + 3], 16)
+            if s[i:i + 3] != "%25" and (chr(v) not in _HOST_CHARS if zone else v < 0x80) and not (zone and v >= 0x80):
+                raise ValueError("host may not %%-escape %r" % chr(v))
+            out.append(v)
+            i += 3
+            continue
+        if ord(c) < 0x80 and c not in _HOST_CHARS:
+            raise ValueError("invalid character %r in host" % c)
+        out += c.encode("utf-8")
+        i += 1
+    return out.decode("utf-8")  # UnicodeDecodeError is a ValueError
+
+
 def normalize_addr(addr):
-    """The host:port the sharded engine hashes for a configured address."""
+    """The host:port the sharded engine hashes for a configured address, as
+    Go's engine.ParseAddr computes it; ValueError where Go refuses one."""
     if "://" not in addr:
+        _split_host_port(addr)
         return addr
+    scheme, _, rest = addr.partition("://")
+    if scheme.lower() not in _URL_SCHEMES:
+        raise ValueError("address %r: scheme %r, want redis:// or rediss://" % (addr, scheme))
     if "?" in addr or "#" in addr:
         raise ValueError("address %r: a query or fragment is not supported" % addr)
-    netloc = addr.split("://", 1)[1].split("/", 1)[0]
-    netloc = netloc.rsplit("@", 1)[-1]
-    if netloc.startswith("["):
-        host, _, rest = netloc[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
+    if any(c < " " or c == "\x7f" for c in addr):
+        raise ValueError("address %r: control character" % addr)
+    netloc, _, path = rest.partition("/")
+    if _BAD_PERCENT.search(path):
+        raise ValueError("address %r: bad %%-escape in the path" % addr)
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and (not _USERINFO_CHARS.issuperset(userinfo) or _BAD_PERCENT.search(userinfo)):
+        raise ValueError("address %r: invalid user information" % addr)
+    if hostport.startswith("["):
+        end = hostport.rfind("]")
+        if end < 0 or "[" in hostport[1:]:
+            raise ValueError("address %r: bad IPv6 literal" % addr)
+        literal, colon_port = hostport[1:end], hostport[end + 1:]
+        z = literal.find("%25")
+        host = _unescape_host(literal) if z < 0 else \
+            _unescape_host(literal[:z]) + "%" + _unescape_host(literal[z + 3:], zone=True)
+        try:
+            if ipaddress.ip_address(host).version != 6:
+                raise ValueError
+        except ValueError:
+            raise ValueError("address %r: %r is not an IPv6 address" % (addr, host)) from None
     else:
-        host, _, port = netloc.partition(":")
-    port = port or "6379"
+        i = hostport.rfind(":")
+        host, colon_port = (hostport[:i], hostport[i:]) if i >= 0 else (hostport, "")
+        host = _unescape_host(host)
+    if not re.fullmatch(r"(:[0-9]*)?", colon_port):
+        raise ValueError("address %r: invalid port %r" % (addr, colon_port))
+    if not host:
+        raise ValueError("address %r has no host" % addr)
+    port = colon_port[1:] or "6379"
     return ("[%s]:%s" if ":" in host else "%s:%s") % (host, port)
 
 

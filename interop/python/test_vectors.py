@@ -59,6 +59,12 @@ def main():
     for c in v["sharded_fingerprints"]:
         check("normalize %r" % c["addrs"], [sl.normalize_addr(a) for a in c["addrs"]], c["normalized"])
         check("sharded fingerprint %r" % c["addrs"], sl.sharded_fingerprint(c["addrs"]), c["fingerprint"])
+    for c in v["addr_normalize"]:
+        try:
+            got = sl.normalize_addr(c["addr"])
+        except ValueError:
+            got = None
+        check("normalize %r" % c["addr"], got, c["normalized"] if c["ok"] else None)
     for c in v["key_parse"]:
         lay = layouts.get((c["partitions"], c["prefix"])) or layouts.setdefault(
             (c["partitions"], c["prefix"]), sl.Layout(c["partitions"], c["prefix"]))
@@ -66,6 +72,25 @@ def main():
         check("key_parse %r N=%d prefix %r (%s)" % (c["key"], c["partitions"], c["prefix"], c["why"]), lay.channel(c["key"]), want)
     for c in v["key_slot"]:
         check("key_slot %r" % c["key"], sl.key_slot(c["key"]), c["slot"])
+
+    # Input no vector can hold: each must raise, never give a key or a
+    # fingerprint Go would not (JSON's 16.0 for 16 hashed as "16.0"; an
+    # int taken for that many NUL bytes; partition -1 read as the last;
+    # a lone surrogate, which has no UTF-8).
+    def raises(name, fn, exc):
+        try:
+            fn()
+        except exc:
+            check(name, "raised", "raised")
+        else:
+            check(name, "returned", "raised %s" % exc.__name__)
+
+    raises("Layout(16.0)", lambda: sl.Layout(16.0), TypeError)
+    raises("key(5)", lambda: sl.Layout(128).key(5), TypeError)
+    raises("tag(-1)", lambda: sl.Layout(16).tag(-1), IndexError)
+    raises("slot(-1)", lambda: sl.Layout(16).slot(-1), IndexError)
+    raises("tag(16) of 16", lambda: sl.Layout(16).tag(16), IndexError)
+    raises("key(lone surrogate)", lambda: sl.Layout(16).key("\ud800"), UnicodeEncodeError)
 
     print("python: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
