@@ -56,9 +56,14 @@ type Broker struct {
 	// failoverMoves counts partition moves judged failovers (fenced, see
 	// shardMemory.classifier).
 	failoverMoves atomic.Uint64
-	// migrationMoves counts the other partition moves (slot migrations,
-	// not fenced).
+	// migrationMoves counts the moves from one master to another judged
+	// slot migrations (not fenced). A move from no master (slots that were
+	// unowned a moment, as a failover can show) is neither: nothing
+	// delivered the partition before it.
 	migrationMoves atomic.Uint64
+	// ownerlessMoves counts the moves from or to no master not judged
+	// failovers.
+	ownerlessMoves atomic.Uint64
 
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds

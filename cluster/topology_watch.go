@@ -364,7 +364,7 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 		ev.Partitions = append(ev.Partitions, mv.Partition)
 	}
 	moves := make([]engine.Move, 0, len(diff.Moved))
-	failovers := 0
+	failovers, migrations, ownerless := 0, 0, 0
 	for _, mv := range diff.Moved {
 		since := now
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
@@ -374,6 +374,10 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 			Failover: failover(mv)}
 		if m.Failover {
 			failovers++
+		} else if mv.From != "" && mv.To != "" {
+			migrations++
+		} else {
+			ownerless++ // from or to no master
 		}
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
@@ -383,7 +387,8 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 		moves = append(moves, m)
 	}
 	b.failoverMoves.Add(uint64(failovers))
-	b.migrationMoves.Add(uint64(len(diff.Moved) - failovers))
+	b.migrationMoves.Add(uint64(migrations))
+	b.ownerlessMoves.Add(uint64(ownerless))
 	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved), "failover_partitions", failovers,
 		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
 	b.core.Emitter.Emit(ev)
