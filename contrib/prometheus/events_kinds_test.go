@@ -3,33 +3,23 @@ package shardcastprom_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
 	shardcastprom "github.com/shardcast/shardcast/contrib/prometheus"
-	"github.com/shardcast/shardcast/internal/redistest"
 )
 
 // TestEventKindsExportedFromStart: every kind a broker raises is exported
 // at 0 before its first event, so that increase() sees that first event;
 // a re-layout raises EventRelayout.
 func TestEventKindsExportedFromStart(t *testing.T) {
-	cl := redistest.StartCluster(t, 1, 0)
-	agr := shardcast.Agreement{App: "promevents:", Heartbeat: 50 * time.Millisecond}
 	var events shardcastprom.Events
-	b, err := cluster.New(cluster.Config{Addrs: cl.Seeds(), Partitions: 16, Agreement: agr,
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.OnEvent}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	seeds, agr, b := relayoutBroker(t, "promevents:", events.OnEvent)
 	c := shardcastprom.NewCollector(b, shardcastprom.Options{Events: &events})
 	before := gather(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if _, err := cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: cl.Seeds(), Agreement: agr, Partitions: 32}); err != nil {
+	if _, err := cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: seeds, Agreement: agr, Partitions: 32}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {

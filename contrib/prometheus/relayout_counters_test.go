@@ -17,14 +17,7 @@ import (
 // increase() computes between two scrapes (a decrease read as a reset)
 // can be no more than the messages the broker read in between.
 func TestPartitionCountersAcrossPrefixRelayout(t *testing.T) {
-	cl := redistest.StartCluster(t, 1, 0)
-	agr := shardcast.Agreement{App: "promrelayout:", Heartbeat: 50 * time.Millisecond}
-	b, err := cluster.New(cluster.Config{Addrs: cl.Seeds(), Partitions: 16, Agreement: agr,
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	seeds, agr, b := relayoutBroker(t, "promrelayout:", nil)
 	c := shardcastprom.NewCollector(b, shardcastprom.Options{Partitions: true})
 	chans := channelNames("relayout", 30)
 	pubSub(t, b, chans, 10) // 300 messages under prefix ""
@@ -42,7 +35,7 @@ func TestPartitionCountersAcrossPrefixRelayout(t *testing.T) {
 	relayout := func(prefix string) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		if _, err := cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: cl.Seeds(), Agreement: agr, Prefix: &prefix}); err != nil {
+		if _, err := cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: seeds, Agreement: agr, Prefix: &prefix}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,4 +68,20 @@ func sumOf(m map[string]float64) (s float64) {
 		s += v
 	}
 	return s
+}
+
+// relayoutBroker starts a 1-master cluster and a subscribing broker of
+// app on it with 16 partitions and a 50 ms heartbeat, for re-layout tests;
+// onEvent may be nil.
+func relayoutBroker(t *testing.T, app string, onEvent func(shardcast.Event)) ([]string, shardcast.Agreement, *cluster.Broker) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 1, 0)
+	agr := shardcast.Agreement{App: app, Heartbeat: 50 * time.Millisecond}
+	b, err := cluster.New(cluster.Config{Addrs: cl.Seeds(), Partitions: 16, Agreement: agr,
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: onEvent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return cl.Seeds(), agr, b
 }
