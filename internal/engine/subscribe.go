@@ -39,7 +39,7 @@ func (c *Core) SubscribeGroups(ctx context.Context, groups []shardcast.Group) er
 	added := make([][]string, len(groups))
 	// A call on one path has succeeded once that path has; a call on
 	// several claims the channels it found already wanted only once every
-	// path has (see claim).
+	// path has (see subscribePath).
 	whole := len(groups) == 1
 	errs := c.fanOut(groups, func(i int, g shardcast.Group) (err error) {
 		added[i], err = c.subscribePath(ctx, c.Paths[g.Key], g.Channels, token, whole)
