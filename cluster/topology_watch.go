@@ -191,6 +191,15 @@ func (b *Broker) slotsFrom(ctx context.Context, pub *pubconn.Pub) (shardcast.Slo
 // broker's publishing connection to it (opened now if need be: it is
 // about to carry the moved partitions' publishes); one that cannot be
 // asked is trusted.
+//
+// A map that names no master for the slot of a partition that has one is
+// not followed either: failovers and migrations hand a slot from master to
+// master, so a gap is a node's partial view (a node that lost its slot
+// table, one caught mid-way through a config update; CI once saw a
+// failover's map with one) or an operator's DELSLOTS. Following it
+// interrupted the partition and resubscribed it a moment later. If the
+// master really lost the slot, it pushes the unsubscribes itself, which
+// interrupt the partition then.
 func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) shardcast.Assignment {
 	b.mu.Lock()
 	old := b.assign
@@ -201,7 +210,11 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 	views := make(map[string]*shardcast.SlotMap)
 	for p := range next {
 		dest := next[p]
-		if dest == "" || dest == old[p] {
+		if dest == "" {
+			next[p] = old[p]
+			continue
+		}
+		if dest == old[p] {
 			continue
 		}
 		view, asked := views[dest]
