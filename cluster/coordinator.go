@@ -156,14 +156,9 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 // parts, all at once, and returns how many Redis accepted. A barrier goes
 // under the partition's own tag, so it travels to the partition's master
 // and, on every subscriber, down the connection that carries the
-// partition's messages, after every one published before it. The sends
-// are bounded well under a heartbeat: the drain's polls wait for them,
-// and the advance script takes a gap of more than a heartbeat between
-// polls for an outage of the control record (it then refills rather than
-// advances), so a frozen master would keep the drain from ending.
+// partition's messages, after every one published before it. ctx bounds
+// the sends (relayout.Coordinator gives them a quarter heartbeat).
 func (c *coordinator) sendBarriers(ctx context.Context, parts []int, from *shardcast.Layout, t *agreement.Transition) int {
-	ctx, cancel := context.WithTimeout(ctx, c.Agreement.Heartbeat/4)
-	defer cancel()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	for _, p := range parts {

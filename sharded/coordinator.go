@@ -105,14 +105,9 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 		barriers = append(barriers, c.pubs[from[i]])
 	}
 	sendBarriers := func(ctx context.Context) int {
-		// In parallel, and bounded well under a heartbeat: the drain's
-		// polls wait for these, and the advance script takes a gap of
-		// more than a heartbeat between polls for an outage of the
-		// control instance (it then refills instead of advancing), so a
-		// frozen old instance, whose send waits ReplyTimeout, kept the
-		// drain from ever ending.
-		ctx, cancel := context.WithTimeout(ctx, c.Agreement.Heartbeat/4)
-		defer cancel()
+		// In parallel, within the quarter heartbeat the coordinator
+		// gives them (see relayout.Coordinator): sent in turn, one to a
+		// frozen old instance used it all up before the next was sent.
 		var n atomic.Int64
 		var wg sync.WaitGroup
 		for _, p := range barriers {

@@ -150,7 +150,11 @@ func (c *Coordinator) AbortCurrent(ctx context.Context) error {
 
 // await polls, every half heartbeat, until every live broker acknowledged
 // phase from, then moves the transition to phase to. each, if set, runs
-// before every poll (the drain's barriers).
+// before every poll (the drain's barriers), bounded by a quarter
+// heartbeat: the poll waits for it, and the advance script takes a gap of
+// more than a heartbeat between polls for an outage of the control record
+// (it then refills rather than advances), so barriers sent to a frozen
+// node, each waiting ReplyTimeout, would keep the drain from ever ending.
 func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, to string, each func(context.Context) int) (shardcast.RelayoutPhaseReport, error) {
 	start := time.Now()
 	pr := shardcast.RelayoutPhaseReport{Phase: from}
@@ -159,7 +163,9 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 	var last agreement.AdvanceResult // what the last poll still waited for
 	for {
 		if each != nil {
-			pr.Barriers += each(ctx)
+			bctx, cancel := context.WithTimeout(ctx, c.Agreement.Heartbeat/4)
+			pr.Barriers += each(bctx)
+			cancel()
 		}
 		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)
 		if err == nil {
