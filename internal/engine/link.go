@@ -60,12 +60,11 @@ type Link struct {
 
 	// Counters for NodeStats.
 	received, dropped, badFrames, stale, reconnects, resubscribeCommands atomic.Uint64
-	// downMu guards the outage clock: downNanos is the total length of
-	// closed outages, downAt (Unix ns, 0 while up) starts the open one,
-	// downMax the most Down has returned (it never goes back: a wall
-	// clock stepped back must not make a counter fall).
-	downMu                     sync.Mutex
-	downNanos, downAt, downMax int64
+	// downMu guards the outage clock: down totals the outages, downAt
+	// (Unix ns, 0 while up) starts the open one.
+	downMu sync.Mutex
+	down   spanTotal
+	downAt int64
 }
 
 // NewLink returns a link to the node d reaches. Messages read on it go to
@@ -339,8 +338,7 @@ func (l *Link) outageEnded(at time.Time) {
 	l.downMu.Lock()
 	defer l.downMu.Unlock()
 	if l.downAt != 0 {
-		// At least what Down reported of it already.
-		l.downNanos = max(l.downNanos+max(0, at.UnixNano()-l.downAt), l.downMax)
+		l.down.end(time.Duration(at.UnixNano() - l.downAt))
 		l.downAt = 0
 	}
 }
@@ -351,12 +349,11 @@ func (l *Link) outageEnded(at time.Time) {
 func (l *Link) Down() time.Duration {
 	l.downMu.Lock()
 	defer l.downMu.Unlock()
-	d := l.downNanos
+	var open time.Duration
 	if l.downAt != 0 {
-		d += max(0, time.Now().UnixNano()-l.downAt)
+		open = time.Duration(time.Now().UnixNano() - l.downAt)
 	}
-	l.downMax = max(l.downMax, d)
-	return time.Duration(l.downMax)
+	return l.down.read(open)
 }
 
 // concat joins lists into one slice, allocated once: the channels of a

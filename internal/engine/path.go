@@ -56,11 +56,10 @@ type Path struct {
 	order     orderFence
 	orderSpan time.Duration
 
-	// Counters of the path's messages; under mu, the total length (ns)
-	// of its closed interruptions (downSince dates the open one) and the
-	// most interruptedFor has returned (it never goes back).
+	// Counters of the path's messages; under mu, the total of its
+	// interruptions (downSince dates the open one).
 	received, dropped, badFrames, stale atomic.Uint64
-	interrupted, interruptedMax         int64
+	interrupted                         spanTotal
 
 	// probe is the path's delivery probe (nil when probes are off). A
 	// silent spell begins when a probe does not come back and ends when
@@ -256,8 +255,7 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 	since = p.downSince
 	p.downSince = time.Time{}
 	if !since.IsZero() {
-		// At least what interruptedFor reported of it already.
-		p.interrupted = max(p.interrupted+max(0, int64(time.Since(since))), p.interruptedMax)
+		p.interrupted.end(time.Since(since))
 	}
 	if p.silentSpell {
 		since = time.Time{} // restored when a probe comes back
@@ -338,12 +336,11 @@ func (p *Path) remove(channels []string, token uint64) []string {
 func (p *Path) interruptedFor() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	d := p.interrupted
+	var open time.Duration
 	if !p.downSince.IsZero() {
-		d += max(0, int64(time.Since(p.downSince)))
+		open = time.Since(p.downSince)
 	}
-	p.interruptedMax = max(p.interruptedMax, d)
-	return time.Duration(p.interruptedMax)
+	return p.interrupted.read(open)
 }
 
 // subscribed returns the channels to subscribe on the path's wire: the
