@@ -23,9 +23,9 @@ import "github.com/shardcast/shardcast"
 // Durations are milliseconds (PEXPIRE), "0" for none.
 
 // epochLua is the meta check both scripts run: with stream, meta, strict,
-// run and new_epoch set, it leaves epoch (and m, the meta's fields e, s, r) as the
-// history's, starting a new one when the meta is missing or another
-// server wrote it.
+// run and new_epoch set, it leaves epoch (and m, the meta's fields e, s
+// and r) as the history's, starting a new one when the meta is missing or
+// another server wrote it.
 const epochLua = `
 local m = redis.call('hmget', meta, 'e', 's', 'r')
 local epoch = m[1]

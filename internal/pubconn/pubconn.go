@@ -277,14 +277,14 @@ func (p *Pub) DoUncounted(ctx context.Context, asking bool, args ...string) (any
 // nothing of its own. asking sends ASKING just before it (see DoAsking);
 // uncounted keeps it out of Published (see DoUncounted); runID adds one
 // more argument, last: the run_id of the server the wire reaches (see
-// RunID), learned with INFO server before the wire's first such call.
+// learnRunID), learned with INFO server before the wire's first such call.
 func (p *Pub) Script(ctx context.Context, asking, uncounted, runID bool, verb, script string, keys, args []string) (any, error) {
 	return p.do(ctx, command{verb: verb, script: script, keys: keys, args: args, asking: asking, uncounted: uncounted, runID: runID})
 }
 
-// RunID is how a wire knows its server, for the scripts that ask for it
-// (see Script): the run_id INFO server reports, which a server draws
-// anew each time it starts. A wire reaches one server process for its
+// learnRunID teaches w its server, for the scripts that ask for it (see
+// Script): the run_id INFO server reports, which a server draws anew each
+// time it starts. A wire reaches one server process for its
 // whole life (a restarted server is a new wire), so a run_id learned
 // once per wire is right for every call on it. A server that does not
 // answer INFO (a user without its permission) gives "".
