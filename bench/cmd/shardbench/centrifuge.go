@@ -694,11 +694,12 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	if mode == "client" {
 		side = "clients"
 	}
+	t0, t1 := win.plan(cfg.warmup, cfg.duration)
 	var pubs *publishers
 	underSide(ctx, side, func() {
 		pubs = startPublishers(ctx, &win, cfg.centPublishers, cfg.payload, channels, time.Millisecond, publish)
 	})
-	sleepCtx(ctx, cfg.warmup)
+	sleepCtx(ctx, time.Until(t0))
 	var split *measure.CPUSplit
 	if cfg.cpuprofile == "" {
 		if split, err = measure.StartCPUSplit(centSide); err != nil {
@@ -706,12 +707,8 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 		}
 	}
 	cpu0, rcpu0, rt0 := measure.ProcessCPU(), measure.RedisCPU(servers), measure.ReadRuntime()
-	t0 := time.Now()
-	win.start.Store(t0.UnixNano())
 	pub0 := pubs.sent()
-	sleepCtx(ctx, cfg.duration)
-	t1 := time.Now()
-	win.end.Store(t1.UnixNano())
+	sleepCtx(ctx, time.Until(t1))
 	pub1 := pubs.sent()
 	var owners map[string]time.Duration
 	if split != nil {
