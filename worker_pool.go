@@ -2,6 +2,7 @@ package shardcast
 
 import (
 	"fmt"
+	"github.com/shardcast/shardcast/internal/observe"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -521,7 +522,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 	// and at most stale calls before it otherwise. done counts the
 	// calls that returned since delivered was last published.
 	var now time.Duration
-	if observeDeliveries {
+	if observe.Deliveries {
 		now = r.clock.read()
 	}
 	fresh, stale, exact, done := true, 0, false, uint64(0)
@@ -529,7 +530,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 	for i := range n {
 		m := b.msgs[i]
 		b.msgs[i] = Message{}
-		if observeDeliveries && !m.PublishedAt.IsZero() {
+		if observe.Deliveries && !m.PublishedAt.IsZero() {
 			r.lags.record(&w.lag, r.clock.lag(now, m.PublishedAt))
 		}
 		returned := p.handle(w, m)
@@ -542,7 +543,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 		}
 		if fresh {
 			var end time.Duration
-			if observeDeliveries {
+			if observe.Deliveries {
 				end = r.clock.since()
 				if returned {
 					d := end - now
@@ -553,7 +554,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 			// A panicking call went untimed: time the next one.
 			now, fresh, stale = end, exact || !returned, 0
 		} else if stale++; stale == lagEvery-1 {
-			if observeDeliveries {
+			if observe.Deliveries {
 				now = r.clock.since()
 			}
 			fresh, stale = true, 0

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardcast/shardcast/internal/events"
+	"github.com/shardcast/shardcast/internal/hot"
+
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -40,7 +43,7 @@ type Core struct {
 	Options shardcast.Options
 	Conn    shardcast.ConnOptions
 	Log     *slog.Logger
-	Emitter *shardcast.Emitter
+	Emitter *events.Emitter
 	// Pool, Inbox and Paths are nil on a publish-only broker (no Handler).
 	Pool  *shardcast.WorkerPool
 	Inbox *Inbox
@@ -59,7 +62,7 @@ type Core struct {
 
 	// hot samples published and received messages for HotChannels; nil
 	// when detection is off.
-	hot *shardcast.HotTracker
+	hot *hot.Tracker
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever state changes
@@ -112,9 +115,9 @@ func NewCore(cfg CoreConfig) *Core {
 		closing:    make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.Emitter = shardcast.NewEmitter(cfg.Options.OnEvent, c.Log)
+	c.Emitter = events.NewEmitter(cfg.Options.OnEvent, c.Log)
 	c.late.emit = c.Emitter.Emit
-	c.hot = shardcast.NewHotTracker(cfg.Options, c.Emitter.Emit)
+	c.hot = hot.NewTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
 		c.Pool = shardcast.NewWorkerPoolFor(cfg.Options, c.Emitter.Emit)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
@@ -184,7 +187,7 @@ func (c *Core) recordPublish(channel string) {
 
 // HotChannels returns the busiest channels the broker published and
 // received over the last complete hot-channel window (see
-// shardcast.HotTracker); nil when detection is off.
+// hot.Tracker); nil when detection is off.
 func (c *Core) HotChannels() []shardcast.HotChannel { return c.hot.HotChannels() }
 
 // DeliverFrom hands a message that arrived on link l for path p to the

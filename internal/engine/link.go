@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/hot"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -30,7 +31,7 @@ type Link struct {
 	feeder *shardcast.Feeder
 	// hot picks the messages read on this link that hot-channel detection
 	// samples; only the wire's reader uses it, like feeder.
-	hot shardcast.HotSampler
+	hot hot.Sampler
 
 	mu   sync.Mutex
 	wire *subconn.Conn // nil while down

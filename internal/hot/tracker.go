@@ -1,84 +1,38 @@
-package shardcast
+package hot
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardcast/shardcast"
+
+	"github.com/shardcast/shardcast/internal/observe"
 )
 
-// HotDirection tells whether a HotChannel's messages were published or
-// received by the broker.
-type HotDirection uint8
-
-const (
-	// HotIn counts messages the broker received from the node.
-	HotIn HotDirection = iota + 1
-	// HotOut counts messages the broker published to the node.
-	HotOut
-)
-
-// String returns "in" or "out".
-func (d HotDirection) String() string {
-	switch d {
-	case HotIn:
-		return "in"
-	case HotOut:
-		return "out"
-	}
-	return fmt.Sprintf("HotDirection(%d)", uint8(d))
-}
-
-// HotChannel is one of the busiest channels of the last complete
-// hot-channel window, as estimated from the sampled messages (see
-// Options.HotSampleRate). Estimates carry sampling noise: at the default
-// 1%, a channel with 100 sampled messages in a window (10,000 messages)
-// is counted within about ±20% with 95% confidence.
-type HotChannel struct {
-	// Channel is the application channel.
-	Channel string
-	// Direction tells whether the broker published or received it.
-	Direction HotDirection
-	// Node is the Redis instance or master (host:port) the messages came
-	// from or were published to. It is "" for publishes of a broker built
-	// without a Handler, whose engine knows no subscribe path to name it.
-	Node string
-	// Count is the estimated number of the channel's messages in the
-	// window; it may exceed the truth by up to MaxError (counting error,
-	// beside the sampling noise), never fall short of it but for noise.
-	Count, MaxError uint64
-	// Rate is Count per second of the window.
-	Rate float64
-	// Share is the channel's part of the messages the broker exchanged
-	// with Node in Direction during the window, from 0 to 1.
-	Share float64
-	// Since and Until are the window's bounds.
-	Since, Until time.Time
-}
-
-// HotTracker samples messages into per-node top-K sketches, one window
+// Tracker samples messages into per-node top-K sketches, one window
 // at a time, and reports the busiest channels and the ones that carry
 // more than Options.HotShare of a node's traffic. It is the building
 // block both engines share: Sampled decides per message, lock-free, and
 // only sampled messages go through Record and its lock; a read loop
-// decides with a HotSampler instead, cheaper per message. A nil
-// *HotTracker (detection off) samples nothing.
+// decides with a Sampler instead, cheaper per message. A nil
+// *Tracker (detection off) samples nothing.
 //
 // A window ends at the first sampled message or HotChannels call after
 // it is due; with no traffic at all, no window ends and no event is
 // raised.
-type HotTracker struct {
+type Tracker struct {
 	threshold uint64 // sample when a random uint32 is below it
 	rate      float64
-	logq      float64 // log(1 - rate), for HotSampler's skips
+	logq      float64 // log(1 - rate), for Sampler's skips
 	window    time.Duration
 	k         int
 	share     float64
-	emit      func(Event)
+	emit      func(shardcast.Event)
 	// now and random are time.Now and math/rand/v2's Uint32 unless a
 	// test injects its own.
 	now    func() time.Time
@@ -87,24 +41,24 @@ type HotTracker struct {
 	mu    sync.Mutex
 	start time.Time // of the current window; zero before the first sample
 	nodes map[hotNode]*spaceSaving
-	last  []HotChannel // of the last complete window
+	last  []shardcast.HotChannel // of the last complete window
 }
 
 type hotNode struct {
-	dir  HotDirection
+	dir  shardcast.HotDirection
 	addr string
 }
 
-// NewHotTracker returns a tracker configured by o's Hot* fields (zero
+// NewTracker returns a tracker configured by o's Hot* fields (zero
 // ones take their defaults) that passes EventHotChannel to emit, or nil
 // if o.HotSampleRate is negative.
-func NewHotTracker(o Options, emit func(Event)) *HotTracker {
+func NewTracker(o shardcast.Options, emit func(shardcast.Event)) *Tracker {
 	o = o.WithDefaults()
-	if o.HotSampleRate < 0 || !observeDeliveries {
+	if o.HotSampleRate < 0 || !observe.Deliveries {
 		return nil
 	}
 	rate := min(o.HotSampleRate, 1)
-	return &HotTracker{
+	return &Tracker{
 		threshold: uint64(math.Round(rate * (1 << 32))),
 		rate:      rate,
 		logq:      math.Log1p(-rate),
@@ -120,42 +74,42 @@ func NewHotTracker(o Options, emit func(Event)) *HotTracker {
 // Sampled reports whether to sample the current message: true for a
 // fraction HotSampleRate of calls, at random. It is safe for concurrent
 // use and takes no lock.
-func (t *HotTracker) Sampled() bool {
+func (t *Tracker) Sampled() bool {
 	// Small enough to inline: a broker with detection off pays a nil
 	// check per message.
 	return t != nil && t.draw()
 }
 
-func (t *HotTracker) draw() bool {
+func (t *Tracker) draw() bool {
 	if t.random != nil {
 		return uint64(t.random()) < t.threshold
 	}
 	return uint64(rand.Uint32()) < t.threshold
 }
 
-// HotSampler makes a HotTracker's sampling decision for the messages of
+// Sampler makes a Tracker's sampling decision for the messages of
 // one goroutine, a socket read loop, at the cost of a decrement for an
 // unsampled message: at each sample it draws how many messages to pass
 // over before the next one, a geometric number, so the messages it
-// samples are distributed exactly as those of HotTracker.Sampled (each
+// samples are distributed exactly as those of Tracker.Sampled (each
 // with probability HotSampleRate, independently) without a random draw
-// per message. A HotSampler is not safe for concurrent use; the zero
-// HotSampler, like the Sampler of a nil tracker, samples nothing.
-type HotSampler struct {
-	t    *HotTracker
+// per message. A Sampler is not safe for concurrent use; the zero
+// Sampler, like the Sampler of a nil tracker, samples nothing.
+type Sampler struct {
+	t    *Tracker
 	skip uint64 // messages to pass over before the next sample
 }
 
-// Sampler returns a HotSampler for t's rate.
-func (t *HotTracker) Sampler() HotSampler {
-	s := HotSampler{t: t}
+// Sampler returns a Sampler for t's rate.
+func (t *Tracker) Sampler() Sampler {
+	s := Sampler{t: t}
 	s.next()
 	return s
 }
 
 // Sampled reports whether to sample the current message (then call
 // Record).
-func (s *HotSampler) Sampled() bool {
+func (s *Sampler) Sampled() bool {
 	// Small enough to inline: a message not sampled costs a decrement.
 	if s.skip > 0 {
 		s.skip--
@@ -166,7 +120,7 @@ func (s *HotSampler) Sampled() bool {
 
 // next draws the skip before the next sample and reports whether the
 // current message is sampled, which it is unless s has no tracker.
-func (s *HotSampler) next() bool {
+func (s *Sampler) next() bool {
 	if s.t == nil {
 		s.skip = math.MaxUint64
 		return false
@@ -178,7 +132,7 @@ func (s *HotSampler) next() bool {
 // gap returns the number of messages to pass over before the next sample:
 // failures before the first success in Bernoulli trials of probability
 // rate, drawn by inversion, or counted with a test's random source.
-func (t *HotTracker) gap() uint64 {
+func (t *Tracker) gap() uint64 {
 	if t.random != nil {
 		var n uint64
 		for !t.draw() {
@@ -198,7 +152,7 @@ func (t *HotTracker) gap() uint64 {
 // Record counts one sampled message of channel, exchanged with node in
 // direction dir. It copies channel and node. Call it only when Sampled
 // said so, or the rates come out too high.
-func (t *HotTracker) Record(dir HotDirection, node, channel string) {
+func (t *Tracker) Record(dir shardcast.HotDirection, node, channel string) {
 	now := t.now()
 	t.mu.Lock()
 	evs := t.rollLocked(now)
@@ -215,7 +169,7 @@ func (t *HotTracker) Record(dir HotDirection, node, channel string) {
 // HotChannels returns the busiest channels of the last complete window,
 // highest Rate first, at most HotTopK of them: nil before a window ended,
 // or if no message was sampled in the last one.
-func (t *HotTracker) HotChannels() []HotChannel {
+func (t *Tracker) HotChannels() []shardcast.HotChannel {
 	if t == nil {
 		return nil
 	}
@@ -231,7 +185,7 @@ func (t *HotTracker) HotChannels() []HotChannel {
 // rollLocked ends the current window if it is due at now: it keeps the
 // window's top channels for HotChannels, empties the sketches, and
 // returns the events to raise. The first call starts the first window.
-func (t *HotTracker) rollLocked(now time.Time) []Event {
+func (t *Tracker) rollLocked(now time.Time) []shardcast.Event {
 	if t.start.IsZero() {
 		t.start = now
 		return nil
@@ -240,15 +194,15 @@ func (t *HotTracker) rollLocked(now time.Time) []Event {
 	if now.Before(end) {
 		return nil
 	}
-	var all []HotChannel
-	var evs []Event
+	var all []shardcast.HotChannel
+	var evs []shardcast.Event
 	for key, s := range t.nodes {
 		if s.n == 0 {
 			delete(t.nodes, key) // a node gone quiet (or gone) costs nothing
 			continue
 		}
 		for _, sl := range s.top() {
-			hc := HotChannel{
+			hc := shardcast.HotChannel{
 				Channel: string(sl.name), Direction: key.dir, Node: key.addr,
 				Count: t.scale(sl.count), MaxError: t.scale(sl.err),
 				Share: float64(sl.count) / float64(s.n), Since: t.start, Until: end,
@@ -257,20 +211,20 @@ func (t *HotTracker) rollLocked(now time.Time) []Event {
 			all = append(all, hc)
 			// Only a channel certainly over the share (its count less
 			// what it may have inherited) raises the alarm.
-			if t.share > 0 && s.n >= HotMinSamples && float64(sl.count-sl.err) > t.share*float64(s.n) {
-				evs = append(evs, Event{
-					Kind: EventHotChannel, Shard: key.addr, Channels: []string{hc.Channel},
+			if t.share > 0 && s.n >= shardcast.HotMinSamples && float64(sl.count-sl.err) > t.share*float64(s.n) {
+				evs = append(evs, shardcast.Event{
+					Kind: shardcast.EventHotChannel, Shard: key.addr, Channels: []string{hc.Channel},
 					Count: hc.Count, Since: t.start, Until: end,
 				})
 			}
 		}
 		s.reset()
 	}
-	slices.SortFunc(all, func(a, b HotChannel) int {
+	slices.SortFunc(all, func(a, b shardcast.HotChannel) int {
 		return cmp.Or(cmp.Compare(b.Rate, a.Rate), strings.Compare(a.Node, b.Node),
 			cmp.Compare(a.Direction, b.Direction), strings.Compare(a.Channel, b.Channel))
 	})
-	slices.SortFunc(evs, func(a, b Event) int {
+	slices.SortFunc(evs, func(a, b shardcast.Event) int {
 		return cmp.Or(strings.Compare(a.Shard, b.Shard), cmp.Compare(b.Count, a.Count),
 			strings.Compare(a.Channels[0], b.Channels[0]))
 	})
@@ -283,9 +237,9 @@ func (t *HotTracker) rollLocked(now time.Time) []Event {
 }
 
 // scale turns a count of sampled messages into an estimate of messages.
-func (t *HotTracker) scale(n uint64) uint64 { return uint64(math.Round(float64(n) / t.rate)) }
+func (t *Tracker) scale(n uint64) uint64 { return uint64(math.Round(float64(n) / t.rate)) }
 
-func (t *HotTracker) emitAll(evs []Event) {
+func (t *Tracker) emitAll(evs []shardcast.Event) {
 	if t.emit == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package shardcast
+package hot
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/shardcast/shardcast"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,17 +83,17 @@ func everyNth(n uint32) func() uint32 {
 	}
 }
 
-func newTestTracker(t *testing.T, o Options, clock *fakeClock, random func() uint32) (*HotTracker, *[]Event) {
+func newTestTracker(t *testing.T, o shardcast.Options, clock *fakeClock, random func() uint32) (*Tracker, *[]shardcast.Event) {
 	t.Helper()
-	var evs []Event
-	tr := NewHotTracker(o, func(ev Event) { evs = append(evs, ev) })
+	var evs []shardcast.Event
+	tr := NewTracker(o, func(ev shardcast.Event) { evs = append(evs, ev) })
 	require.NotNil(t, tr)
 	tr.now, tr.random = clock.now, random
 	return tr, &evs
 }
 
 // offer runs one message through the tracker as an engine does.
-func offer(tr *HotTracker, dir HotDirection, node, channel string) {
+func offer(tr *Tracker, dir shardcast.HotDirection, node, channel string) {
 	if tr.Sampled() {
 		tr.Record(dir, node, channel)
 	}
@@ -101,24 +103,24 @@ func offer(tr *HotTracker, dir HotDirection, node, channel string) {
 // out as messages per second of the window, per node and direction.
 func TestHotTrackerRates(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
-	tr, _ := newTestTracker(t, Options{HotSampleRate: 0.25, HotWindow: 10 * time.Second}, clock, everyNth(4))
+	tr, _ := newTestTracker(t, shardcast.Options{HotSampleRate: 0.25, HotWindow: 10 * time.Second}, clock, everyNth(4))
 	start := clock.t
-	offer(tr, HotOut, "n1", "warm") // starts the window
+	offer(tr, shardcast.HotOut, "n1", "warm") // starts the window
 	for range 39_999 {
-		offer(tr, HotOut, "n1", "warm")
+		offer(tr, shardcast.HotOut, "n1", "warm")
 	}
 	for range 8000 {
-		offer(tr, HotIn, "n2", "warm")
+		offer(tr, shardcast.HotIn, "n2", "warm")
 	}
 	assert.Nil(t, tr.HotChannels(), "no window has ended")
 	clock.advance(10 * time.Second)
 	got := tr.HotChannels()
 	require.Len(t, got, 2)
-	assert.Equal(t, HotChannel{
-		Channel: "warm", Direction: HotOut, Node: "n1", Count: 40_000, Rate: 4000, Share: 1,
+	assert.Equal(t, shardcast.HotChannel{
+		Channel: "warm", Direction: shardcast.HotOut, Node: "n1", Count: 40_000, Rate: 4000, Share: 1,
 		Since: start, Until: start.Add(10 * time.Second),
 	}, got[0])
-	assert.Equal(t, HotIn, got[1].Direction)
+	assert.Equal(t, shardcast.HotIn, got[1].Direction)
 	assert.Equal(t, "n2", got[1].Node)
 	assert.EqualValues(t, 8000, got[1].Count)
 	assert.InDelta(t, 800, got[1].Rate, 1e-9)
@@ -135,7 +137,7 @@ func TestHotTrackerRates(t *testing.T) {
 // none.
 func TestHotTrackerEvent(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
-	tr, evs := newTestTracker(t, Options{HotSampleRate: 0.5, HotWindow: time.Minute, HotTopK: 8}, clock, rand.New(rand.NewPCG(5, 6)).Uint32)
+	tr, evs := newTestTracker(t, shardcast.Options{HotSampleRate: 0.5, HotWindow: time.Minute, HotTopK: 8}, clock, rand.New(rand.NewPCG(5, 6)).Uint32)
 	start := clock.t
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range 20_000 {
@@ -143,20 +145,20 @@ func TestHotTrackerEvent(t *testing.T) {
 		if i%10 < 3 {
 			ch = "hot"
 		}
-		offer(tr, HotIn, "busy:6379", ch)
-		offer(tr, HotIn, "even:6379", "cold:"+strconv.Itoa(i%200))
+		offer(tr, shardcast.HotIn, "busy:6379", ch)
+		offer(tr, shardcast.HotIn, "even:6379", "cold:"+strconv.Itoa(i%200))
 	}
-	for range HotMinSamples - 1 {
-		tr.Record(HotOut, "quiet:6379", "only")
+	for range shardcast.HotMinSamples - 1 {
+		tr.Record(shardcast.HotOut, "quiet:6379", "only")
 	}
 	clock.advance(30 * time.Second)
-	tr.Record(HotIn, "busy:6379", "cold:1")
+	tr.Record(shardcast.HotIn, "busy:6379", "cold:1")
 	assert.Empty(t, *evs, "the window has not ended")
 	clock.advance(30 * time.Second)
-	tr.Record(HotIn, "busy:6379", "cold:1") // ends it
+	tr.Record(shardcast.HotIn, "busy:6379", "cold:1") // ends it
 	require.Len(t, *evs, 1)
 	ev := (*evs)[0]
-	assert.Equal(t, EventHotChannel, ev.Kind)
+	assert.Equal(t, shardcast.EventHotChannel, ev.Kind)
 	assert.Equal(t, "busy:6379", ev.Shard)
 	assert.Equal(t, []string{"hot"}, ev.Channels)
 	assert.InDelta(t, 6000, float64(ev.Count), 500)
@@ -170,9 +172,9 @@ func TestHotTrackerEvent(t *testing.T) {
 	assert.InDelta(t, 0.3, top[0].Share, 0.02)
 	assert.InDelta(t, 100, top[0].Rate, 8)
 
-	off, offEvs := newTestTracker(t, Options{HotSampleRate: 1, HotShare: -1}, clock, nil)
+	off, offEvs := newTestTracker(t, shardcast.Options{HotSampleRate: 1, HotShare: -1}, clock, nil)
 	for range 1000 {
-		offer(off, HotIn, "n", "hot")
+		offer(off, shardcast.HotIn, "n", "hot")
 	}
 	clock.advance(time.Minute)
 	assert.NotEmpty(t, off.HotChannels())
@@ -182,7 +184,7 @@ func TestHotTrackerEvent(t *testing.T) {
 // TestHotTrackerSampleRate: the default source samples about the asked
 // fraction; a negative rate turns the tracker off.
 func TestHotTrackerSampleRate(t *testing.T) {
-	tr := NewHotTracker(Options{}, nil)
+	tr := NewTracker(shardcast.Options{}, nil)
 	n := 0
 	for range 1_000_000 {
 		if tr.Sampled() {
@@ -190,22 +192,22 @@ func TestHotTrackerSampleRate(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, 10_000, n, 500, "1% by default") // 5 standard deviations
-	all := NewHotTracker(Options{HotSampleRate: 1}, nil)
+	all := NewTracker(shardcast.Options{HotSampleRate: 1}, nil)
 	for range 1000 {
 		require.True(t, all.Sampled())
 	}
-	var none *HotTracker = NewHotTracker(Options{HotSampleRate: -1}, nil)
+	var none *Tracker = NewTracker(shardcast.Options{HotSampleRate: -1}, nil)
 	assert.Nil(t, none)
 	assert.False(t, none.Sampled())
 	assert.Nil(t, none.HotChannels())
 }
 
-// TestHotSamplerRate: a HotSampler samples the asked fraction, with gaps
+// TestHotSamplerRate: a Sampler samples the asked fraction, with gaps
 // as long on average as independent draws give (mean (1-p)/p), every
 // message at rate 1, none without a tracker, and exactly one in n under a
 // test's every-nth source.
 func TestHotSamplerRate(t *testing.T) {
-	tr := NewHotTracker(Options{}, nil)
+	tr := NewTracker(shardcast.Options{}, nil)
 	s := tr.Sampler()
 	n, last, gaps, gapSum := 0, -1, 0, 0
 	for i := range 1_000_000 {
@@ -222,17 +224,17 @@ func TestHotSamplerRate(t *testing.T) {
 	// The gaps' standard deviation is about 99.5, so their mean over
 	// ~10,000 of them is within 5 deviations of 99 by about ±5.
 	assert.InDelta(t, 99, float64(gapSum)/float64(gaps), 5, "mean gap")
-	all := NewHotTracker(Options{HotSampleRate: 1}, nil).Sampler()
+	all := NewTracker(shardcast.Options{HotSampleRate: 1}, nil).Sampler()
 	for range 1000 {
 		require.True(t, all.Sampled())
 	}
-	var none *HotTracker
-	off, zero := none.Sampler(), HotSampler{}
+	var none *Tracker
+	off, zero := none.Sampler(), Sampler{}
 	for range 1000 {
 		require.False(t, off.Sampled())
 		require.False(t, zero.Sampled())
 	}
-	tr4, _ := newTestTracker(t, Options{HotSampleRate: 0.25}, &fakeClock{}, everyNth(4))
+	tr4, _ := newTestTracker(t, shardcast.Options{HotSampleRate: 0.25}, &fakeClock{}, everyNth(4))
 	s4 := tr4.Sampler()
 	for i := range 100 {
 		assert.Equal(t, i%4 == 0, s4.Sampled(), "message %d, as Sampled would pick", i)
@@ -240,28 +242,28 @@ func TestHotSamplerRate(t *testing.T) {
 }
 
 func TestHotOptions(t *testing.T) {
-	d := Options{}.WithDefaults()
-	assert.Equal(t, DefaultHotSampleRate, d.HotSampleRate)
+	d := shardcast.Options{}.WithDefaults()
+	assert.Equal(t, shardcast.DefaultHotSampleRate, d.HotSampleRate)
 	assert.Equal(t, time.Minute, d.HotWindow)
 	assert.Equal(t, 32, d.HotTopK)
 	assert.Equal(t, 0.2, d.HotShare)
-	assert.NoError(t, Options{HotSampleRate: -1, HotShare: -1}.Validate())
-	for _, o := range []Options{
+	assert.NoError(t, shardcast.Options{HotSampleRate: -1, HotShare: -1}.Validate())
+	for _, o := range []shardcast.Options{
 		{HotSampleRate: 1.5}, {HotSampleRate: math.NaN()}, {HotWindow: -time.Second},
 		{HotTopK: -1}, {HotShare: 2},
 	} {
 		err := o.Validate()
-		assert.True(t, errors.Is(err, ErrInvalidConfig), "%+v: %v", o, err)
+		assert.True(t, errors.Is(err, shardcast.ErrInvalidConfig), "%+v: %v", o, err)
 	}
-	assert.Equal(t, "in", HotIn.String())
-	assert.Equal(t, "out", HotOut.String())
-	assert.Equal(t, "hot_channel", EventHotChannel.String())
+	assert.Equal(t, "in", shardcast.HotIn.String())
+	assert.Equal(t, "out", shardcast.HotOut.String())
+	assert.Equal(t, "hot_channel", shardcast.EventHotChannel.String())
 }
 
 // BenchmarkHotSampled is the cost every message pays for detection at
 // the default rate: one random number.
 func BenchmarkHotSampled(b *testing.B) {
-	tr := NewHotTracker(Options{}, nil)
+	tr := NewTracker(shardcast.Options{}, nil)
 	n := 0
 	for b.Loop() {
 		if tr.Sampled() {
@@ -274,7 +276,7 @@ func BenchmarkHotSampled(b *testing.B) {
 // BenchmarkHotSampler is the cost a read loop's message pays for
 // detection at the default rate: a decrement, and a logarithm per sample.
 func BenchmarkHotSampler(b *testing.B) {
-	s := NewHotTracker(Options{}, nil).Sampler()
+	s := NewTracker(shardcast.Options{}, nil).Sampler()
 	n := 0
 	for b.Loop() {
 		if s.Sampled() {
@@ -287,7 +289,7 @@ func BenchmarkHotSampler(b *testing.B) {
 // BenchmarkHotRecord is the cost of one sampled message, among 1,000
 // channels on 6 nodes at the default K.
 func BenchmarkHotRecord(b *testing.B) {
-	tr := NewHotTracker(Options{HotWindow: time.Hour}, nil)
+	tr := NewTracker(shardcast.Options{HotWindow: time.Hour}, nil)
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = "channel:" + strconv.Itoa(i)
@@ -296,7 +298,7 @@ func BenchmarkHotRecord(b *testing.B) {
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.Record(HotIn, nodes[i%len(nodes)], names[i%len(names)])
+		tr.Record(shardcast.HotIn, nodes[i%len(nodes)], names[i%len(names)])
 		i++
 	}
 }

@@ -1,8 +1,9 @@
-package shardcast
+package events
 
 import (
 	"bytes"
 	"errors"
+	"github.com/shardcast/shardcast"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -42,9 +43,9 @@ func TestEmitterDeliversInOrderAndCloseFlushes(t *testing.T) {
 
 	const n = 5000
 	var got []uint64 // only touched by the emitter goroutine until Close returns
-	e := NewEmitter(func(ev Event) { got = append(got, ev.Count) }, nil)
+	e := NewEmitter(func(ev shardcast.Event) { got = append(got, ev.Count) }, nil)
 	for i := range n {
-		e.Emit(Event{Kind: EventDropped, Count: uint64(i)})
+		e.Emit(shardcast.Event{Kind: shardcast.EventDropped, Count: uint64(i)})
 	}
 	e.Close()
 
@@ -60,7 +61,7 @@ func TestEmitterEmitNeverBlocksOnSlowCallback(t *testing.T) {
 	gate := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var delivered atomic.Int64
-	e := NewEmitter(func(Event) {
+	e := NewEmitter(func(shardcast.Event) {
 		select {
 		case entered <- struct{}{}:
 		default:
@@ -69,7 +70,7 @@ func TestEmitterEmitNeverBlocksOnSlowCallback(t *testing.T) {
 		delivered.Add(1)
 	}, nil)
 
-	e.Emit(Event{Kind: EventError})
+	e.Emit(shardcast.Event{Kind: shardcast.EventError})
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
@@ -82,7 +83,7 @@ func TestEmitterEmitNeverBlocksOnSlowCallback(t *testing.T) {
 	go func() {
 		defer close(emitted)
 		for range n {
-			e.Emit(Event{Kind: EventDropped})
+			e.Emit(shardcast.Event{Kind: shardcast.EventDropped})
 		}
 	}()
 	select {
@@ -101,12 +102,12 @@ func TestEmitterConcurrentEmittersLoseNothing(t *testing.T) {
 
 	const producers, perProducer = 8, 2000
 	var delivered atomic.Int64
-	e := NewEmitter(func(Event) { delivered.Add(1) }, nil)
+	e := NewEmitter(func(shardcast.Event) { delivered.Add(1) }, nil)
 	var wg sync.WaitGroup
 	for range producers {
 		wg.Go(func() {
 			for range perProducer {
-				e.Emit(Event{Kind: EventDropped})
+				e.Emit(shardcast.Event{Kind: shardcast.EventDropped})
 			}
 		})
 	}
@@ -119,8 +120,8 @@ func TestEmitterAfterCloseDropsAndCloseIsIdempotent(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	var delivered atomic.Int64
-	e := NewEmitter(func(Event) { delivered.Add(1) }, nil)
-	e.Emit(Event{Kind: EventRestored})
+	e := NewEmitter(func(shardcast.Event) { delivered.Add(1) }, nil)
+	e.Emit(shardcast.Event{Kind: shardcast.EventRestored})
 
 	var wg sync.WaitGroup
 	for range 4 {
@@ -130,7 +131,7 @@ func TestEmitterAfterCloseDropsAndCloseIsIdempotent(t *testing.T) {
 	e.Close()
 	require.Equal(t, int64(1), delivered.Load())
 
-	e.Emit(Event{Kind: EventRestored}) // must neither panic nor deliver
+	e.Emit(shardcast.Event{Kind: shardcast.EventRestored}) // must neither panic nor deliver
 	e.Close()
 	assert.Equal(t, int64(1), delivered.Load())
 }
@@ -139,19 +140,19 @@ func TestEmitterRecoversPanickingCallback(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	logger, sink := newEmitterTestLogger(slog.LevelError)
-	var got []EventKind
-	e := NewEmitter(func(ev Event) {
-		if ev.Kind == EventInterrupted {
+	var got []shardcast.EventKind
+	e := NewEmitter(func(ev shardcast.Event) {
+		if ev.Kind == shardcast.EventInterrupted {
 			panic("app bug")
 		}
 		got = append(got, ev.Kind)
 	}, logger)
-	e.Emit(Event{Kind: EventRestored})
-	e.Emit(Event{Kind: EventInterrupted})
-	e.Emit(Event{Kind: EventTopologyChanged})
+	e.Emit(shardcast.Event{Kind: shardcast.EventRestored})
+	e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted})
+	e.Emit(shardcast.Event{Kind: shardcast.EventTopologyChanged})
 	e.Close()
 
-	assert.Equal(t, []EventKind{EventRestored, EventTopologyChanged}, got,
+	assert.Equal(t, []shardcast.EventKind{shardcast.EventRestored, shardcast.EventTopologyChanged}, got,
 		"the events after a panicking one must still be delivered")
 	logged := sink.String()
 	assert.Contains(t, logged, "OnEvent panicked")
@@ -165,11 +166,11 @@ func TestEmitterNilCallbackOnlyLogs(t *testing.T) {
 
 	logger, sink := newEmitterTestLogger(slog.LevelDebug)
 	e := NewEmitter(nil, logger)
-	e.Emit(Event{Kind: EventDropped, Count: 7})
-	e.Emit(Event{Kind: EventError, Err: errors.New("reconnect failed")})
+	e.Emit(shardcast.Event{Kind: shardcast.EventDropped, Count: 7})
+	e.Emit(shardcast.Event{Kind: shardcast.EventError, Err: errors.New("reconnect failed")})
 	e.Close()
 	e.Close()
-	e.Emit(Event{Kind: EventDropped}) // after Close: no panic
+	e.Emit(shardcast.Event{Kind: shardcast.EventDropped}) // after Close: no panic
 
 	logged := sink.String()
 	assert.Contains(t, logged, `level=WARN msg="shardcast: dropped" kind=dropped count=7`, "a loss is logged at warn level")
@@ -181,10 +182,10 @@ func TestEmitterLogLevels(t *testing.T) {
 
 	logger, sink := newEmitterTestLogger(slog.LevelWarn)
 	var delivered atomic.Int64
-	e := NewEmitter(func(Event) { delivered.Add(1) }, logger)
+	e := NewEmitter(func(shardcast.Event) { delivered.Add(1) }, logger)
 	since := time.Now()
-	e.Emit(Event{Kind: EventRestored, Shard: "a:1", Since: since, Until: since.Add(time.Second)})
-	e.Emit(Event{Kind: EventInterrupted, Shard: "a:1", Partitions: []int{3, 4}, Channels: []string{"x"}, Since: since})
+	e.Emit(shardcast.Event{Kind: shardcast.EventRestored, Shard: "a:1", Since: since, Until: since.Add(time.Second)})
+	e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted, Shard: "a:1", Partitions: []int{3, 4}, Channels: []string{"x"}, Since: since})
 	e.Close()
 	assert.Equal(t, int64(2), delivered.Load())
 	logged := sink.String()

@@ -1,8 +1,9 @@
-package shardcast
+package events
 
 import (
 	"context"
 	"fmt"
+	"github.com/shardcast/shardcast"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -27,11 +28,11 @@ import (
 // through a Broker's Close that closes it): Close waits for the callback to
 // return, so it would wait for itself.
 type Emitter struct {
-	onEvent func(Event)
+	onEvent func(shardcast.Event)
 	logger  *slog.Logger
 
 	mu     sync.Mutex
-	queue  []Event
+	queue  []shardcast.Event
 	closed bool
 
 	// wake holds at most one pending wake-up: the goroutine re-reads the
@@ -48,7 +49,7 @@ type Emitter struct {
 // OnEvent, the other kinds at info level.
 //
 // With a nil onEvent no goroutine is started and Emit only logs.
-func NewEmitter(onEvent func(Event), logger *slog.Logger) *Emitter {
+func NewEmitter(onEvent func(shardcast.Event), logger *slog.Logger) *Emitter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -68,7 +69,7 @@ func NewEmitter(onEvent func(Event), logger *slog.Logger) *Emitter {
 
 // Emit queues ev for delivery and returns at once; it never blocks on the
 // callback. Events emitted after Close are dropped.
-func (e *Emitter) Emit(ev Event) {
+func (e *Emitter) Emit(ev shardcast.Event) {
 	e.log(ev)
 	if e.onEvent == nil {
 		return
@@ -105,7 +106,7 @@ func (e *Emitter) run() {
 	defer close(e.done)
 	// Two buffers swap roles so that a steady trickle of events does not
 	// allocate a new queue for every batch.
-	var batch []Event
+	var batch []shardcast.Event
 	for {
 		e.mu.Lock()
 		batch, e.queue = e.queue, batch[:0]
@@ -122,12 +123,12 @@ func (e *Emitter) run() {
 		for i := range batch {
 			e.deliver(batch[i])
 			// Drop references so the app's channel lists can be collected.
-			batch[i] = Event{}
+			batch[i] = shardcast.Event{}
 		}
 	}
 }
 
-func (e *Emitter) deliver(ev Event) {
+func (e *Emitter) deliver(ev shardcast.Event) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.logger.Error("shardcast: OnEvent panicked; event skipped",
@@ -139,7 +140,7 @@ func (e *Emitter) deliver(ev Event) {
 	e.onEvent(ev)
 }
 
-func (e *Emitter) log(ev Event) {
+func (e *Emitter) log(ev shardcast.Event) {
 	level := eventLevel(ev.Kind)
 	// The Enabled check keeps Emit cheap when the level is filtered out:
 	// building the attributes would format the whole event.
@@ -176,9 +177,9 @@ func (e *Emitter) log(ev Event) {
 // eventLevel is the level an event is logged at: losses and errors at
 // warn (an operator acts on them), their ends and topology changes at
 // info.
-func eventLevel(k EventKind) slog.Level {
+func eventLevel(k shardcast.EventKind) slog.Level {
 	switch k {
-	case EventInterrupted, EventDropped, EventError:
+	case shardcast.EventInterrupted, shardcast.EventDropped, shardcast.EventError:
 		return slog.LevelWarn
 	default:
 		return slog.LevelInfo

@@ -1,4 +1,4 @@
-package shardcast
+package hot
 
 import (
 	"cmp"
