@@ -1,7 +1,6 @@
 package shardcast
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -90,13 +89,6 @@ type Agreement struct {
 	Heartbeat time.Duration
 }
 
-// DefaultHeartbeat is Agreement.Heartbeat's default.
-const DefaultHeartbeat = 5 * time.Second
-
-// HeartbeatsToExpire is how many heartbeat intervals a registration lasts
-// without renewal.
-const HeartbeatsToExpire = 3
-
 // WithDefaults returns a copy of a with every zero field set to its
 // default.
 func (a Agreement) WithDefaults() Agreement {
@@ -172,13 +164,6 @@ type LayoutRecord struct {
 	// recorded.
 	Instances []string
 }
-
-// ErrLayoutMismatch is wrapped by the error a constructor returns when
-// the layout record of the application's running brokers holds another
-// layout than the broker's (see Agreement), and by the Err of the
-// EventError a running broker raises when it finds the record replaced by
-// another layout.
-var ErrLayoutMismatch = errors.New("shardcast: layout differs from the running brokers' layout record")
 
 // LayoutMismatchError tells which layouts disagree. It wraps
 // ErrLayoutMismatch.

@@ -6,11 +6,11 @@ import "slices"
 // the partition's slot; "" marks a partition whose slot has no master.
 type Assignment []string
 
-// Assign computes the owner of each of partitions partitions, where slotOf
+// Assign computes the owner in m of each of partitions partitions, where slotOf
 // gives a partition's hash slot (Layout.Slot for a Layout's partitions). A
 // nil slotOf or a non-positive count gives an empty Assignment; a slot past
 // 16383 counts as unowned.
-func Assign(slotOf func(partition int) uint16, partitions int, m SlotMap) Assignment {
+func (m SlotMap) Assign(slotOf func(partition int) uint16, partitions int) Assignment {
 	if slotOf == nil || partitions <= 0 {
 		return Assignment{}
 	}

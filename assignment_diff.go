@@ -20,13 +20,13 @@ type AssignmentDiff struct {
 	AddedMasters, RemovedMasters []string
 }
 
-// DiffAssignments compares the assignment before a topology change with the
-// one after it, partition by partition. When their lengths differ (a Layout
+// Diff compares before, the assignment before a topology change, with
+// after, the one after it, partition by partition. When their lengths differ (a Layout
 // change, which the engine should reject before it gets here) a partition
 // missing on one side counts as unowned on that side, so the extra
 // partitions show up as moves from or to "" rather than being silently
 // ignored.
-func DiffAssignments(before, after Assignment) AssignmentDiff {
+func (before Assignment) Diff(after Assignment) AssignmentDiff {
 	var d AssignmentDiff
 	for p := range max(len(before), len(after)) {
 		var from, to string

@@ -32,7 +32,7 @@ func TestDiffAssignments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DiffAssignments(tt.before, tt.after)
+			got := tt.before.Diff(tt.after)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, len(tt.want.Moved) == 0, got.Empty())
 		})

@@ -9,7 +9,7 @@ import (
 
 func TestAssign(t *testing.T) {
 	// 128 partitions, partition p on slot 128·p, over the 3-master split.
-	a := Assign(func(p int) uint16 { return uint16(p * 128) }, 128, topoHealthy)
+	a := topoHealthy.Assign(func(p int) uint16 { return uint16(p * 128) }, 128)
 	require.Len(t, a, 128)
 	assert.Len(t, a.PartitionsOf(addrA), 43)
 	assert.Len(t, a.PartitionsOf(addrB), 43)
@@ -21,20 +21,20 @@ func TestAssign(t *testing.T) {
 	assert.Empty(t, a.PartitionsOf(""))
 	assert.Empty(t, a.PartitionsOf("127.0.0.1:9999"))
 
-	u := Assign(func(p int) uint16 { return uint16(p * 128) }, 128, SlotMap{Ranges: topoHealthy.Ranges[:2]})
+	u := SlotMap{Ranges: topoHealthy.Ranges[:2]}.Assign(func(p int) uint16 { return uint16(p * 128) }, 128)
 	assert.Equal(t, partsC, u.PartitionsOf(""), "partitions of an unowned shard")
 	assert.Equal(t, []string{addrA, addrB}, u.masters(), "unowned is not a master")
 
 	l, err := NewLayout(128, "")
 	require.NoError(t, err)
-	byLayout := Assign(l.Slot, l.Partitions(), topoHealthy)
+	byLayout := topoHealthy.Assign(l.Slot, l.Partitions())
 	require.Len(t, byLayout, 128)
 	for p, owner := range byLayout {
 		want, _ := topoHealthy.MasterOf(l.Slot(p))
 		require.Equal(t, want, owner, "partition %d", p)
 	}
 
-	assert.Empty(t, Assign(nil, 4, topoHealthy))
-	assert.Empty(t, Assign(func(int) uint16 { return 0 }, -1, topoHealthy))
-	assert.Equal(t, Assignment{""}, Assign(func(int) uint16 { return 20000 }, 1, topoHealthy))
+	assert.Empty(t, topoHealthy.Assign(nil, 4))
+	assert.Empty(t, topoHealthy.Assign(func(int) uint16 { return 0 }, -1))
+	assert.Equal(t, Assignment{""}, topoHealthy.Assign(func(int) uint16 { return 20000 }, 1))
 }

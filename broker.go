@@ -2,7 +2,6 @@ package shardcast
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -55,54 +54,6 @@ type Broker interface {
 	// started. Calls after Close return ErrClosed.
 	Close() error
 }
-
-// Sentinel errors callers can branch on with errors.Is. Engines wrap them
-// with context; they never return them bare from a failed Redis call.
-var (
-	// ErrClosed is returned by any call made after Close.
-	ErrClosed = errors.New("shardcast: broker closed")
-	// ErrInvalidChannel is returned for an empty channel name.
-	ErrInvalidChannel = errors.New("shardcast: invalid channel")
-	// ErrPayloadTooLarge is returned when a payload exceeds Options.MaxPayload.
-	ErrPayloadTooLarge = errors.New("shardcast: payload too large")
-	// ErrNoHandler is returned by Subscribe on a broker built without a
-	// Handler: such a broker can only publish.
-	ErrNoHandler = errors.New("shardcast: subscribe needs Options.Handler; this broker is publish-only")
-	// ErrInvalidConfig wraps every configuration error returned by a
-	// constructor.
-	ErrInvalidConfig = errors.New("shardcast: invalid config")
-	// ErrNotSent is wrapped by a Publish error when the message certainly
-	// never reached Redis: the connection was closed, down or already
-	// failed, or its backlog was full. Resending such a message cannot
-	// deliver it twice. A Publish error without it (a timeout, a connection
-	// lost while the reply was due) leaves unknown whether Redis ran the
-	// command. An engine may resend unsent messages itself before it
-	// returns; the cluster engine does, to the master its refreshed slot
-	// map names.
-	ErrNotSent = errors.New("shardcast: not sent")
-)
-
-// Causes carried in Event.Err, for applications that tell the reasons of a
-// loss apart.
-var (
-	// ErrSlotMoved is the Err of an EventInterrupted for one partition
-	// whose channels Redis unsubscribed on its own (the cluster engine):
-	// the partition's hash slot moved to another master, so messages
-	// published from Since on may be lost until an EventRestored for the
-	// partition follows.
-	ErrSlotMoved = errors.New("shardcast: server unsubscribed the partition (slot moved)")
-	// ErrPartitionMoved is wrapped by the Err of an EventInterrupted the
-	// cluster engine emits when a topology refresh finds partitions owned
-	// by another master than the one their subscriptions are on; the
-	// message names the old and the new master, and Partitions lists the
-	// partitions moved between that pair. An EventRestored follows once
-	// the new master confirmed them.
-	ErrPartitionMoved = errors.New("shardcast: partitions moved to another master")
-	// ErrHandlerPanic is wrapped by the Err of the EventError a WorkerPool
-	// emits when the Handler panics; the error also carries the first
-	// panic's value and stack.
-	ErrHandlerPanic = errors.New("shardcast: handler panicked")
-)
 
 // EventKind tells what an Event reports.
 type EventKind int
@@ -229,14 +180,6 @@ func (e Event) String() string {
 	return b.String()
 }
 
-// Default values applied by Options.WithDefaults.
-const (
-	DefaultWorkers        = 16
-	DefaultQueueSize      = 1024
-	DefaultSubscribeBatch = 512
-	DefaultMaxPayload     = 1 << 20
-)
-
 // Options are the settings both engines share. The zero value is usable:
 // every zero field takes its default.
 type Options struct {
@@ -323,19 +266,6 @@ type Options struct {
 	HotShare float64
 }
 
-// Defaults of the hot-channel options, applied by Options.WithDefaults.
-const (
-	DefaultHotSampleRate = 0.01
-	DefaultHotWindow     = time.Minute
-	DefaultHotTopK       = 32
-	DefaultHotShare      = 0.2
-	// HotMinSamples is the fewest sampled messages a node must have in a
-	// window for a channel of it to raise EventHotChannel: below it, one
-	// channel's share says little (at the default rate, 100 samples a
-	// minute is about 170 messages a second).
-	HotMinSamples = 100
-)
-
 // WithDefaults returns a copy of o with every zero field set to its
 // default. Negative values are reported by Validate.
 func (o Options) WithDefaults() Options {
@@ -400,7 +330,9 @@ func (o Options) Validate() error {
 // ValidateChannel reports ErrInvalidChannel for a channel no engine can
 // carry. Any non-empty byte string is a valid channel, including ones that
 // contain '{' or '}': the partition tag always comes first on the wire, and
-// Redis hashes only the first {...} of a key.
+// Redis hashes only the first {...} of a key. Channels that begin with
+// "shardcast.probe:" carry the engines' delivery probes, which never reach
+// the Handler: applications should not use them.
 func ValidateChannel(channel string) error {
 	if channel == "" {
 		return fmt.Errorf("%w: empty channel name", ErrInvalidChannel)

@@ -6,21 +6,6 @@ import (
 	"time"
 )
 
-// Default values applied by ConnOptions.WithDefaults.
-const (
-	DefaultSubscribeConns   = 1
-	MaxSubscribeConns       = 16
-	DefaultDialTimeout      = 5 * time.Second
-	DefaultReconnectMin     = 50 * time.Millisecond
-	DefaultReconnectMax     = 2 * time.Second
-	DefaultRecoveryInterval = 250 * time.Millisecond
-	DefaultCommandTimeout   = 10 * time.Second
-	DefaultHealthInterval   = time.Second
-	DefaultHealthTimeout    = 3 * time.Second
-	DefaultWriteTimeout     = 3 * time.Second
-	DefaultReplyTimeout     = 3 * time.Second
-)
-
 // ConnOptions say how an engine reaches Redis and keeps its connections
 // healthy. Both engines take them as Config.Conn; the zero value is
 // usable: every zero field takes its default.

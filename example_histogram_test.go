@@ -7,16 +7,17 @@ import (
 	"github.com/shardcast/shardcast"
 )
 
-// A Histogram counts durations; its snapshot answers quantiles to within
+// A HistogramSnapshot counts durations (a broker fills one from
+// every delivery; see LatencyStats). It answers quantiles to within
 // ~3%, and can be walked bucket by bucket by a metrics exporter.
-func ExampleHistogram() {
-	var h shardcast.Histogram
+func ExampleHistogramSnapshot() {
+	var h shardcast.HistogramSnapshot
 	for i := 1; i <= 100; i++ {
 		h.Record(time.Duration(i) * time.Millisecond)
 	}
 	h.Record(-time.Millisecond) // a publisher whose clock is ahead
 
-	s := h.Snapshot()
+	s := &h
 	fmt.Println("count:", s.Count, "negative:", s.Negative)
 	fmt.Println("mean:", s.Mean())
 	p99 := s.Quantile(0.99)

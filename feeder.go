@@ -5,10 +5,12 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/shardcast/shardcast/internal/feed"
+
 	"github.com/cespare/xxhash/v2"
 )
 
-// A Feeder submits messages to a pool from one goroutine, a socket read
+// A feeder submits messages to a pool from one goroutine, a socket read
 // loop, and defers waking idle workers until Flush: a burst of messages
 // read from one socket then wakes each worker it feeds once, instead of
 // once per message, and workers that are busy are never woken at all. A
@@ -18,8 +20,8 @@ import (
 // pool with Options.InlineHandling, the feeding goroutine runs the handler
 // itself for a message whose worker is idle (see SubmitCopy).
 //
-// A Feeder is not safe for concurrent use; each read loop has its own.
-type Feeder struct {
+// A feeder is not safe for concurrent use; each read loop has its own.
+type feeder struct {
 	p       *WorkerPool
 	pending []int  // workers asleep with messages from this feeder
 	marked  []bool // marked[i]: i is in pending
@@ -49,14 +51,18 @@ const (
 	internSize = 1 << internBits
 )
 
-// NewFeeder returns a Feeder for p.
-func (p *WorkerPool) NewFeeder() *Feeder {
-	return &Feeder{p: p, marked: make([]bool, len(p.workers))}
+func init() {
+	feed.New = func(pool any) feed.Feeder { return pool.(*WorkerPool).newFeeder() }
+}
+
+// newFeeder returns a feeder for p.
+func (p *WorkerPool) newFeeder() *feeder {
+	return &feeder{p: p, marked: make([]bool, len(p.workers))}
 }
 
 // Submit is WorkerPool.Submit, except that a worker asleep on an empty
 // queue is woken at the next Flush instead of now.
-func (f *Feeder) Submit(m Message) bool {
+func (f *feeder) Submit(m Message) bool {
 	return f.submit(f.p.workerOf(m.Channel), m, false)
 }
 
@@ -76,7 +82,7 @@ func (f *Feeder) Submit(m Message) bool {
 // goroutine, before SubmitCopy returns; in a reusing pool its Payload is
 // then payload itself, not a copy (it must stay intact until SubmitCopy
 // returns, as a read buffer does).
-func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
+func (f *feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 	h := xxhash.Sum64String(channel)
 	i := int(h % uint64(len(f.p.workers)))
 	if f.p.inline && !f.oneOff && !f.marked[i] {
@@ -116,7 +122,7 @@ func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 // copy of the channel name and payload itself, a view of the read buffer
 // that stays intact until the handler returned; otherwise with channel
 // and payload copied into one new allocation.
-func (f *Feeder) copied(h uint64, channel string, payload []byte, at time.Time) Message {
+func (f *feeder) copied(h uint64, channel string, payload []byte, at time.Time) Message {
 	if f.p.reuse {
 		m := Message{Channel: f.intern(h, channel), PublishedAt: at}
 		if len(payload) > 0 {
@@ -134,12 +140,12 @@ func (f *Feeder) copied(h uint64, channel string, payload []byte, at time.Time) 
 	return m
 }
 
-// SubmitCopy is Feeder.SubmitCopy for a message submitted from any
+// SubmitCopy is feeder.SubmitCopy for a message submitted from any
 // goroutine, not through a read loop's feeder: it wakes the message's
 // worker if asleep and never runs the Handler itself, whatever the pool's
 // InlineHandling.
 func (p *WorkerPool) SubmitCopy(channel string, payload []byte, at time.Time) bool {
-	f := Feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true}
+	f := feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true}
 	queued := f.SubmitCopy(channel, payload, at)
 	f.Flush()
 	return queued
@@ -148,7 +154,7 @@ func (p *WorkerPool) SubmitCopy(channel string, payload []byte, at time.Time) bo
 // intern returns channel, whose hash is h, as a string of its own: the
 // copy made for an earlier message of the channel, or a new one. A set
 // is two slots, the name used last first.
-func (f *Feeder) intern(h uint64, channel string) string {
+func (f *feeder) intern(h uint64, channel string) string {
 	if f.names == nil {
 		f.names = new([internSize]string)
 	}
@@ -164,7 +170,7 @@ func (f *Feeder) intern(h uint64, channel string) string {
 	return *first
 }
 
-func (f *Feeder) submit(i int, m Message, owned bool) bool {
+func (f *feeder) submit(i int, m Message, owned bool) bool {
 	var refill *[][]byte
 	if owned && !f.oneOff {
 		// A one-off feeder's stash is thrown away: the worker keeps
@@ -186,7 +192,7 @@ func (f *Feeder) submit(i int, m Message, owned bool) bool {
 
 // Flush wakes the workers that were asleep when this feeder queued
 // messages for them.
-func (f *Feeder) Flush() {
+func (f *feeder) Flush() {
 	for _, i := range f.pending {
 		f.marked[i] = false
 		f.p.workers[i].wakeUp()
@@ -197,7 +203,7 @@ func (f *Feeder) Flush() {
 // runOne hands m to the handler on the feeding goroutine, for w, which
 // the feeder borrowed, and gives w back, also when the handler ends the
 // goroutine (runtime.Goexit: a test's FailNow).
-func (f *Feeder) runOne(w *poolWorker, m Message) {
+func (f *feeder) runOne(w *poolWorker, m Message) {
 	defer w.giveBack()
 	r := f.runner()
 	r.b.msgs[0], r.b.owned[0] = m, false
@@ -205,7 +211,7 @@ func (f *Feeder) runOne(w *poolWorker, m Message) {
 }
 
 // runner returns the feeder's batch runner, made at its first use.
-func (f *Feeder) runner() *batchRunner {
+func (f *feeder) runner() *batchRunner {
 	if f.run == nil {
 		f.run = new(batchRunner)
 	}

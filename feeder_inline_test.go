@@ -34,7 +34,7 @@ func goid() uint64 {
 // workers are asleep so that a test's first message finds them idle.
 func newInlinePool(t *testing.T, workers, queueSize int, reuse bool, handler Handler) *WorkerPool {
 	t.Helper()
-	p := NewWorkerPoolFor(Options{Workers: workers, QueueSize: queueSize, Handler: handler, ReusePayloads: reuse, InlineHandling: true}, nil)
+	p := NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler, ReusePayloads: reuse, InlineHandling: true}, nil)
 	for i := range workers {
 		require.Eventually(t, func() bool { s, _ := p.asleep(i); return s }, wptDeadline, time.Millisecond)
 	}
@@ -75,7 +75,7 @@ func TestFeederRunsIdleWorker(t *testing.T) {
 			})
 			defer p.Close()
 			me := goid()
-			f := p.NewFeeder()
+			f := p.newFeeder()
 			last := func() call {
 				mu.Lock()
 				defer mu.Unlock()
@@ -188,7 +188,7 @@ func TestFeederRunsOrderedWithOtherFeeders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := p.NewFeeder()
+			f := p.newFeeder()
 			for i := 0; i < perFeed; {
 				burst := 1 + (i+fi)%7
 				for k := 0; k < burst && i < perFeed; k++ {
@@ -230,13 +230,13 @@ func TestFeederRunCloseMeanwhile(t *testing.T) {
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		f := p.NewFeeder()
+		f := p.newFeeder()
 		f.SubmitCopy("ch", []byte("0"), time.Time{})
 		f.Flush()
 	}()
 	<-entered
 	const n = 100
-	other := p.NewFeeder()
+	other := p.newFeeder()
 	for i := 1; i < n; i++ {
 		require.True(t, other.SubmitCopy("ch", []byte(strconv.Itoa(i)), time.Time{}), "queued behind the running message")
 	}
@@ -277,7 +277,7 @@ func TestFeederRunRecoversPanic(t *testing.T) {
 		got.Add(1)
 	})
 	defer p.Close()
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	for _, s := range []string{"a", "boom", "b"} {
 		assert.NotPanics(t, func() { require.True(t, f.SubmitCopy("ch", []byte(s), time.Time{})) })
 	}
@@ -294,7 +294,7 @@ func TestFeederRunAllocatesNothing(t *testing.T) {
 
 	p := newInlinePool(t, 1, 256, true, func(Message) {})
 	defer p.Close()
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	payload := bytes.Repeat([]byte{'x'}, 200)
 	burst := func() {
 		for i := range 16 {
@@ -321,9 +321,9 @@ func BenchmarkFeederHandOff(b *testing.B) {
 	for _, burst := range []int{1, 8} {
 		for _, inline := range []bool{false, true} {
 			b.Run(fmt.Sprintf("burst=%d/inline=%v", burst, inline), func(b *testing.B) {
-				p := NewWorkerPoolFor(Options{Workers: 1, Handler: func(Message) {}, ReusePayloads: true, InlineHandling: inline}, nil)
+				p := NewWorkerPool(Options{Workers: 1, Handler: func(Message) {}, ReusePayloads: true, InlineHandling: inline}, nil)
 				defer p.Close()
-				f := p.NewFeeder()
+				f := p.newFeeder()
 				b.ReportAllocs()
 				sent := 0
 				for b.Loop() {
@@ -378,7 +378,7 @@ func TestFeederFlushesBeforeRunningInline(t *testing.T) {
 	})
 	defer p.Close()
 	queuedCh, inlineCh = channelOf(p, 0, "queued"), channelOf(p, 1, "inline")
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	require.True(t, f.Submit(Message{Channel: queuedCh}))
 	require.Len(t, f.pending, 1, "worker 0's wake-up waits for Flush")
 	require.True(t, f.SubmitCopy(inlineCh, []byte("x"), time.Time{}))
@@ -403,7 +403,7 @@ func TestFeederRunSurvivesGoexit(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.NewFeeder().SubmitCopy("ch", []byte("exit"), time.Time{})
+		p.newFeeder().SubmitCopy("ch", []byte("exit"), time.Time{})
 	}()
 	<-done
 	require.True(t, p.Submit(Message{Channel: "ch", Payload: []byte("next")}))

@@ -40,13 +40,13 @@ func TestSubmitCopy(t *testing.T) {
 				buffers[unsafe.SliceData(m.Payload)] = true
 				names[unsafe.StringData(m.Channel)] = true
 			}
-			newPool := NewWorkerPool
+			newPool := newTestPool
 			if reuse {
-				newPool = NewReusingWorkerPool
+				newPool = newReusingTestPool
 			}
 			pool := newPool(4, n, handler, nil)
 			defer pool.Close()
-			f := pool.NewFeeder()
+			f := pool.newFeeder()
 			readBuf := make([]byte, 0, 1024) // reused like a socket's read buffer
 			for i := range n {
 				readBuf = append(readBuf[:0], feederChannel(i)...)
@@ -98,7 +98,7 @@ func feederPayload(i int) []byte {
 func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	p := NewReusingWorkerPool(1, 64, func(Message) {}, nil)
+	p := newReusingTestPool(1, 64, func(Message) {}, nil)
 	defer p.Close()
 	free := func() int {
 		w := &p.workers[0]
@@ -109,7 +109,7 @@ func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
 	idle := func(handled uint64) func() bool {
 		return func() bool { s, n := p.asleep(0); return s && n == 0 && p.Delivered() == handled }
 	}
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	for range 16 {
 		require.True(t, f.SubmitCopy("ch", []byte("payload"), time.Time{}))
 	}

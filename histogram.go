@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The histogram's layout is fixed: every Histogram and every snapshot has
+// The histogram's layout is fixed: every histogram and every snapshot has
 // the same buckets, so snapshots merge by adding counts and an exporter
 // can declare its buckets once.
 //
@@ -70,19 +70,19 @@ func histBounds(i int) (lower, upper time.Duration) {
 	return max(lower, HistogramMin), min(upper, HistogramMax)
 }
 
-// Histogram counts durations in fixed log-linear buckets (see
+// histogram counts durations in fixed log-linear buckets (see
 // HistogramMin and HistogramMax). Record is lock-free and allocates
 // nothing, so it can sit on a per-message path; concurrent Records are
 // safe, but writers on different cores contend on its counters, so a hot
-// path keeps one Histogram per goroutine and merges their snapshots.
+// path keeps one histogram per goroutine and merges their snapshots.
 //
 // Negative durations (a lag across hosts whose clocks disagree) are not
 // clamped to zero, which would hide the skew in the first bucket: they are
 // counted apart, in HistogramSnapshot.Negative.
 //
-// The zero value is an empty histogram. A Histogram must not be copied
+// The zero value is an empty histogram. A histogram must not be copied
 // after first use.
-type Histogram struct {
+type histogram struct {
 	sum         atomic.Int64
 	negative    atomic.Uint64
 	negativeSum atomic.Int64
@@ -90,7 +90,7 @@ type Histogram struct {
 }
 
 // Record counts one duration.
-func (h *Histogram) Record(d time.Duration) {
+func (h *histogram) Record(d time.Duration) {
 	if d < 0 {
 		h.negative.Add(1)
 		addSum(&h.negativeSum, sumPart(int64(d)))
@@ -132,7 +132,7 @@ func addSum(p *atomic.Int64, v int64) {
 // (a worker's own): it updates the counters with plain loads and stores
 // instead of atomic read-modify-writes, which cost a locked instruction
 // each. Snapshots may still be taken concurrently; they read atomically.
-func (h *Histogram) recordOwned(d time.Duration) {
+func (h *histogram) recordOwned(d time.Duration) {
 	if d < 0 {
 		h.negative.Store(h.negative.Load() + 1)
 		h.negativeSum.Store(satAdd(h.negativeSum.Load(), sumPart(int64(d))))
@@ -143,7 +143,7 @@ func (h *Histogram) recordOwned(d time.Duration) {
 	h.sum.Store(satAdd(h.sum.Load(), sumPart(int64(d))))
 }
 
-// histTally gathers durations for a Histogram only one goroutine records
+// histTally gathers durations for a histogram only one goroutine records
 // into, and adds them with one store per run of equal buckets and one for
 // the sum, where recordOwned stores twice per duration: on amd64 an atomic
 // store is a locked instruction that drains the store buffer, which made
@@ -159,7 +159,7 @@ type histTally struct {
 const tallySize = 16
 
 // record gathers d for h; a negative d goes to h at once (it is rare).
-func (t *histTally) record(h *Histogram, d time.Duration) {
+func (t *histTally) record(h *histogram, d time.Duration) {
 	if d < 0 {
 		h.recordOwned(d)
 		return
@@ -174,7 +174,7 @@ func (t *histTally) record(h *Histogram, d time.Duration) {
 
 // flush adds the gathered durations to h: buckets first, then the sum, as
 // Snapshot expects of a Record in progress.
-func (t *histTally) flush(h *Histogram) {
+func (t *histTally) flush(h *histogram) {
 	for i := 0; i < t.n; {
 		j := i + 1
 		for j < t.n && t.index[j] == t.index[i] {
@@ -193,7 +193,7 @@ func (t *histTally) flush(h *Histogram) {
 // Snapshot returns the histogram's counts so far. Records that run
 // concurrently may be partly included (counted in a bucket, not yet in
 // Sum). Count is the sum of the buckets, so the two always agree.
-func (h *Histogram) Snapshot() HistogramSnapshot {
+func (h *histogram) Snapshot() HistogramSnapshot {
 	var s HistogramSnapshot
 	s.addFrom(h)
 	return s
@@ -252,7 +252,7 @@ func (s *HistogramSnapshot) init() {
 }
 
 // addFrom adds h's counts to s.
-func (s *HistogramSnapshot) addFrom(h *Histogram) {
+func (s *HistogramSnapshot) addFrom(h *histogram) {
 	s.init()
 	s.Sum = time.Duration(satAdd(int64(s.Sum), h.sum.Load()))
 	s.Negative += h.negative.Load()
@@ -262,6 +262,22 @@ func (s *HistogramSnapshot) addFrom(h *Histogram) {
 		s.Buckets[i].Count += n
 		s.Count += n
 	}
+}
+
+// Record counts one duration into s, as the broker's own histograms do;
+// it is for code that builds snapshots itself (an exporter's tests, a
+// merge of the application's own timings). It is not safe for concurrent
+// use.
+func (s *HistogramSnapshot) Record(d time.Duration) {
+	s.init()
+	if d < 0 {
+		s.Negative++
+		s.NegativeSum = time.Duration(satAdd(int64(s.NegativeSum), sumPart(int64(d))))
+		return
+	}
+	s.Buckets[histIndex(int64(d))].Count++
+	s.Count++
+	s.Sum = time.Duration(satAdd(int64(s.Sum), sumPart(int64(d))))
 }
 
 // Merge adds o's counts to s, as if every duration recorded in o had been

@@ -106,7 +106,7 @@ func TestHistogramQuantiles(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h Histogram
+			var h histogram
 			values := make([]time.Duration, 50_000)
 			var sum time.Duration
 			for i := range values {
@@ -133,7 +133,7 @@ func TestHistogramQuantiles(t *testing.T) {
 // in the end buckets, in Count and Sum (one past HistogramMax as
 // HistogramMax), and quantiles there stay bounded.
 func TestHistogramUnderflowOverflow(t *testing.T) {
-	var h Histogram
+	var h histogram
 	h.Record(0)
 	h.Record(time.Microsecond)
 	h.Record(2 * time.Minute)
@@ -149,7 +149,7 @@ func TestHistogramUnderflowOverflow(t *testing.T) {
 // TestHistogramNegative: negative durations are counted apart, never in
 // a bucket, Count or Sum.
 func TestHistogramNegative(t *testing.T) {
-	var h Histogram
+	var h histogram
 	h.Record(-time.Millisecond)
 	h.Record(-3 * time.Millisecond)
 	h.Record(time.Millisecond)
@@ -169,7 +169,7 @@ func TestHistogramNegative(t *testing.T) {
 // TestHistogramSnapshotMerge: merging snapshots equals recording into one
 // histogram, and the zero snapshot is neutral on either side.
 func TestHistogramSnapshotMerge(t *testing.T) {
-	var a, b, both Histogram
+	var a, b, both histogram
 	for i := range 1000 {
 		d := time.Duration(i) * 37 * time.Microsecond
 		if i%3 == 0 {
@@ -197,7 +197,7 @@ func TestHistogramSnapshotMerge(t *testing.T) {
 // nothing (run with -race).
 func TestHistogramConcurrentRecord(t *testing.T) {
 	const goroutines, each = 8, 5000
-	var h Histogram
+	var h histogram
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -218,7 +218,7 @@ func TestHistogramConcurrentRecord(t *testing.T) {
 
 // TestHistogramRecordAllocatesNothing: Record sits on the per-message path.
 func TestHistogramRecordAllocatesNothing(t *testing.T) {
-	var h Histogram
+	var h histogram
 	d := 3 * time.Millisecond
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
 		h.Record(d)
@@ -228,7 +228,7 @@ func TestHistogramRecordAllocatesNothing(t *testing.T) {
 
 // BenchmarkHistogramRecord measures one Record from one goroutine.
 func BenchmarkHistogramRecord(b *testing.B) {
-	var h Histogram
+	var h histogram
 	b.ReportAllocs()
 	for i := range b.N {
 		h.Record(time.Duration(i&0xffff) * time.Microsecond)
@@ -239,7 +239,7 @@ func BenchmarkHistogramRecord(b *testing.B) {
 // Record counts, negative durations and both ends of the range included,
 // and a snapshot taken while the owner records (run with -race) is safe.
 func TestHistogramRecordOwned(t *testing.T) {
-	var shared, owned Histogram
+	var shared, owned histogram
 	r := rand.New(rand.NewPCG(7, 7))
 	durations := []time.Duration{-time.Second, -1, 0, HistogramMin - 1, HistogramMin, HistogramMax, HistogramMax + time.Hour}
 	for range 5000 {
@@ -271,7 +271,7 @@ func TestHistTally(t *testing.T) {
 	for i := range 40 { // more than tallySize, in runs
 		ds = append(ds, time.Duration(1+i/3)*100*time.Microsecond)
 	}
-	var want, got Histogram
+	var want, got histogram
 	var tally histTally
 	for _, d := range ds[:5] {
 		want.Record(d)
@@ -295,7 +295,7 @@ func TestHistTally(t *testing.T) {
 // that would pass the int64 bounds stay at them.
 func TestHistogramSumBounded(t *testing.T) {
 	const far = 25 * 365 * 24 * time.Hour
-	var atomicH, owned, tallied Histogram
+	var atomicH, owned, tallied histogram
 	var tally histTally
 	for range 100 {
 		atomicH.Record(far)
@@ -305,7 +305,7 @@ func TestHistogramSumBounded(t *testing.T) {
 		tally.record(&tallied, far)
 	}
 	tally.flush(&tallied)
-	for name, h := range map[string]*Histogram{"atomic": &atomicH, "owned": &owned, "tally": &tallied} {
+	for name, h := range map[string]*histogram{"atomic": &atomicH, "owned": &owned, "tally": &tallied} {
 		s := h.Snapshot()
 		assert.Equal(t, 100*HistogramMax, s.Sum, name)
 		assert.Equal(t, uint64(100), s.Buckets[len(s.Buckets)-1].Count, "%s: in the overflow bucket", name)

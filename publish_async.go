@@ -43,6 +43,3 @@ type AsyncPublisher interface {
 	// cluster.Broker.PublishAsync).
 	PublishAsync(ctx context.Context, channel string, payload []byte, done func(error)) error
 }
-
-// DefaultMaxAsyncPublishes is Options.MaxAsyncPublishes' default.
-const DefaultMaxAsyncPublishes = 4096

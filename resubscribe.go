@@ -15,8 +15,8 @@ import (
 // at once when its Workers field is zero.
 const defaultResubscribeWorkers = 16
 
-// errNilSend is reported by Resubscriber.Run when it is given no SendFunc.
-var errNilSend = errors.New("shardcast: resubscribe: nil SendFunc")
+// errNilSend is reported by Resubscriber.Run when it is given no send function.
+var errNilSend = errors.New("shardcast: resubscribe: nil send function")
 
 // Group is a set of channels that may share one subscribe command: for the
 // cluster engine the channels of one partition (all in one hash slot), for
@@ -27,16 +27,6 @@ type Group struct {
 	// index); Resubscriber reports failed groups by it.
 	Key int
 	// Channels are the wire names to subscribe, in the order to send them.
-	Channels []string
-}
-
-// Command is one subscribe command: at most a batch of the channels of a
-// single group.
-type Command struct {
-	// Key is the Key of the group the command belongs to.
-	Key int
-	// Channels are the wire names the command subscribes: a sub-slice of
-	// the group's Channels, never empty.
 	Channels []string
 }
 
@@ -95,12 +85,12 @@ func GroupByPartition(channels []string, partitionOf func(string) int) []Group {
 	return groups
 }
 
-// PlanCommands cuts g into ceil(len(g.Channels)/batch) commands of at most
-// batch channels, in order; every command but the last is full. A batch of
+// Batches cuts g into ceil(len(g.Channels)/batch) groups of g.Key with at
+// most batch channels each, one subscribe command apiece, in order; every command but the last is full. A batch of
 // zero or less means DefaultSubscribeBatch. The commands' Channels are
 // sub-slices of g.Channels (no copy; each capped at its own length). It
 // returns nil for a group without channels.
-func PlanCommands(g Group, batch int) []Command {
+func (g Group) Batches(batch int) []Group {
 	if batch <= 0 {
 		batch = DefaultSubscribeBatch
 	}
@@ -108,17 +98,13 @@ func PlanCommands(g Group, batch int) []Command {
 	if n == 0 {
 		return nil
 	}
-	cmds := make([]Command, 0, (n+batch-1)/batch)
+	cmds := make([]Group, 0, (n+batch-1)/batch)
 	for start := 0; start < n; start += batch {
 		end := min(start+batch, n)
-		cmds = append(cmds, Command{Key: g.Key, Channels: g.Channels[start:end:end]})
+		cmds = append(cmds, Group{Key: g.Key, Channels: g.Channels[start:end:end]})
 	}
 	return cmds
 }
-
-// SendFunc sends one subscribe command and returns once Redis confirmed
-// every channel in it, or with the reason it could not. It must honour ctx.
-type SendFunc func(ctx context.Context, cmd Command) error
 
 // Resubscriber sends the subscribe commands for a set of groups with bounded
 // concurrency. Its zero value is ready to use.
@@ -159,6 +145,8 @@ type ResubscribeReport struct {
 
 // Run sends every group's commands through send, with at most r.Workers
 // groups in flight, and returns once every goroutine it started has exited.
+// send returns once Redis confirmed every channel of cmd, or with the
+// reason it could not; it must honour ctx.
 //
 // A group whose command fails is abandoned at that command (its remaining
 // commands are not sent) and counted as failed; other groups go on. When
@@ -168,7 +156,7 @@ type ResubscribeReport struct {
 // Redis, so a caller can retry the failed groups whole.
 //
 // No groups gives a zero report.
-func (r Resubscriber) Run(ctx context.Context, groups []Group, send SendFunc) ResubscribeReport {
+func (r Resubscriber) Run(ctx context.Context, groups []Group, send func(ctx context.Context, cmd Group) error) ResubscribeReport {
 	if len(groups) == 0 {
 		return ResubscribeReport{}
 	}
@@ -232,9 +220,9 @@ type groupResult struct {
 	err      error
 }
 
-func (r Resubscriber) sendGroup(ctx context.Context, g Group, send SendFunc) groupResult {
+func (r Resubscriber) sendGroup(ctx context.Context, g Group, send func(ctx context.Context, cmd Group) error) groupResult {
 	var res groupResult
-	for _, cmd := range PlanCommands(g, r.Batch) {
+	for _, cmd := range g.Batches(r.Batch) {
 		if err := ctx.Err(); err != nil {
 			res.err = err
 			return res

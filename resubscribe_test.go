@@ -40,19 +40,19 @@ func resubNaiveCommandCount(channels []string, partitionOf func(string) int, wor
 	n := 0
 	for _, share := range shares {
 		for _, g := range GroupByPartition(share, partitionOf) {
-			n += len(PlanCommands(g, batch))
+			n += len(g.Batches(batch))
 		}
 	}
 	return n
 }
 
-// resubRecorder is a SendFunc that records every command it is given.
+// resubRecorder is a send function that records every command it is given.
 type resubRecorder struct {
 	mu   sync.Mutex
-	cmds []Command
+	cmds []Group
 }
 
-func (r *resubRecorder) send(_ context.Context, cmd Command) error {
+func (r *resubRecorder) send(_ context.Context, cmd Group) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cmds = append(r.cmds, cmd)
@@ -60,7 +60,7 @@ func (r *resubRecorder) send(_ context.Context, cmd Command) error {
 }
 
 // resubRun runs r in a goroutine and fails the test if it does not return.
-func resubRun(t *testing.T, ctx context.Context, r Resubscriber, groups []Group, send SendFunc) ResubscribeReport {
+func resubRun(t *testing.T, ctx context.Context, r Resubscriber, groups []Group, send func(ctx context.Context, cmd Group) error) ResubscribeReport {
 	t.Helper()
 	done := make(chan ResubscribeReport, 1)
 	go func() { done <- r.Run(ctx, groups, send) }()
@@ -132,7 +132,7 @@ func TestPlanCommands(t *testing.T) {
 	channels, _ := resubTestChannels(1, 2000)
 	g := Group{Key: 9, Channels: channels}
 
-	cmds := PlanCommands(g, 512)
+	cmds := g.Batches(512)
 	require.Len(t, cmds, 4)
 	var sizes []int
 	var joined []string
@@ -163,7 +163,7 @@ func TestPlanCommands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			chs, _ := resubTestChannels(1, tc.n)
 			var got []int
-			for _, c := range PlanCommands(Group{Key: 1, Channels: chs}, tc.batch) {
+			for _, c := range (Group{Key: 1, Channels: chs}).Batches(tc.batch) {
 				got = append(got, len(c.Channels))
 			}
 			assert.Equal(t, tc.want, got)
@@ -251,7 +251,7 @@ func TestResubscriberConcurrencyReachesButNeverExceedsWorkers(t *testing.T) {
 			var inFlight, peak atomic.Int64
 			allIn := make(chan struct{})
 			var once sync.Once
-			send := func(ctx context.Context, _ Command) error {
+			send := func(ctx context.Context, _ Group) error {
 				defer inFlight.Add(-1)
 				n := inFlight.Add(1)
 				for {
@@ -290,7 +290,7 @@ func TestResubscriberKeepsGroupOrderAndNeverSplitsAGroup(t *testing.T) {
 	inFlight := make([]atomic.Int32, groupsN)
 	nextIdx := make([]atomic.Int32, groupsN)
 	var overlaps, outOfOrder atomic.Int32
-	send := func(_ context.Context, cmd Command) error {
+	send := func(_ context.Context, cmd Group) error {
 		if !inFlight[cmd.Key].CompareAndSwap(0, 1) {
 			overlaps.Add(1)
 		}
@@ -319,7 +319,7 @@ func TestResubscriberReportsFailedGroupAndFinishesOthers(t *testing.T) {
 	channels, partitionOf := resubTestChannels(21, 10)
 	var mu sync.Mutex
 	sent := map[int]int{}
-	send := func(_ context.Context, cmd Command) error {
+	send := func(_ context.Context, cmd Group) error {
 		mu.Lock()
 		defer mu.Unlock()
 		sent[cmd.Key]++
@@ -352,7 +352,7 @@ func TestResubscriberFirstErrorInInputOrder(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	groups := []Group{{Key: 3, Channels: []string{"a"}}, {Key: 1, Channels: []string{"b"}}, {Key: 2, Channels: []string{"c"}}}
-	send := func(_ context.Context, cmd Command) error {
+	send := func(_ context.Context, cmd Group) error {
 		if cmd.Key != 2 {
 			return fmt.Errorf("refused %d", cmd.Key)
 		}
@@ -375,7 +375,7 @@ func TestResubscriberStopsPromptlyOnCancel(t *testing.T) {
 	var inFlight, calls atomic.Int64
 	allIn := make(chan struct{})
 	var once sync.Once
-	send := func(ctx context.Context, _ Command) error {
+	send := func(ctx context.Context, _ Group) error {
 		calls.Add(1)
 		if inFlight.Add(1) == workers {
 			once.Do(func() { close(allIn) })
@@ -410,7 +410,7 @@ func TestResubscriberCancelMidRunSkipsTheRest(t *testing.T) {
 	// exact: no other call can be counted between the two.
 	var mu sync.Mutex
 	calls := 0
-	send := func(context.Context, Command) error {
+	send := func(context.Context, Group) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -433,7 +433,7 @@ func TestResubscriberEmptyAndNilInputs(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	called := false
-	send := func(context.Context, Command) error { called = true; return nil }
+	send := func(context.Context, Group) error { called = true; return nil }
 	assert.Equal(t, ResubscribeReport{}, Resubscriber{}.Run(context.Background(), nil, send))
 	assert.Equal(t, ResubscribeReport{}, Resubscriber{Workers: 3}.Run(context.Background(), []Group{}, send))
 	assert.False(t, called)
@@ -463,7 +463,7 @@ func BenchmarkPlanResubscribe(b *testing.B) {
 	for b.Loop() {
 		commands = 0
 		for _, g := range GroupByPartition(channels, partitionOf) {
-			commands += len(PlanCommands(g, DefaultSubscribeBatch))
+			commands += len(g.Batches(DefaultSubscribeBatch))
 		}
 	}
 	b.ReportMetric(float64(commands), "commands")

@@ -8,13 +8,6 @@ import (
 	"strings"
 )
 
-// ErrBadTopology wraps every error ParseClusterSlotsFrom returns: a reply
-// of the wrong shape, a Redis error inside the reply, an out-of-range or
-// overlapping slot range, or a node whose address cannot be worked out. A
-// Redis error found in the reply stays reachable through errors.Is/As as
-// well.
-var ErrBadTopology = errors.New("shardcast: bad cluster topology")
-
 // ParseClusterSlotsFrom turns a CLUSTER SLOTS reply, decoded as arrays
 // ([]any), strings and int64 (the shape of rueidis' ToAny for RESP2 or
 // RESP3, and of the cluster engine's own RESP2 reader), into a SlotMap;

@@ -128,7 +128,7 @@ func TestSlotMigrationTopology(t *testing.T) {
 
 	slots := []uint16{0, 100, 101, 5461, 16383}
 	slotOf := func(p int) uint16 { return slots[p] }
-	diff := DiffAssignments(Assign(slotOf, len(slots), before), Assign(slotOf, len(slots), after))
+	diff := before.Assign(slotOf, len(slots)).Diff(after.Assign(slotOf, len(slots)))
 	assert.Equal(t, AssignmentDiff{Moved: []PartitionMove{{Partition: 1, From: addrA, To: addrB}}}, diff)
 }
 
@@ -292,7 +292,7 @@ func ExampleParseClusterSlotsFrom() {
 		fmt.Println(err)
 		return
 	}
-	a := Assign(func(p int) uint16 { return uint16(p * 4096) }, 4, m)
+	a := m.Assign(func(p int) uint16 { return uint16(p * 4096) }, 4)
 	for _, r := range m.Ranges {
 		fmt.Printf("slots %d-%d: %s\n", r.Start, r.End, r.Master)
 	}

@@ -2,11 +2,12 @@ package shardcast
 
 import (
 	"fmt"
-	"github.com/shardcast/shardcast/internal/observe"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/observe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -32,8 +33,8 @@ const (
 // the whole connection. A full queue drops the message instead; drops are
 // counted and reported as aggregated EventDropped events (see Submit).
 // (A pool built for Options.InlineHandling trades this for a saved
-// hand-off: a read loop's Feeder may run a fast handler itself for a
-// message whose worker is idle; see Feeder.SubmitCopy.)
+// hand-off: a read loop's feeder may run a fast handler itself for a
+// message whose worker is idle; see feeder.SubmitCopy.)
 //
 // A panic in the Handler is recovered: the message counts as a panic (not
 // as delivered), the worker goes on with its next message, and the panic is
@@ -51,7 +52,7 @@ type WorkerPool struct {
 	// handled (see NewReusingWorkerPool).
 	reuse bool
 	// inline: a feeder hands a message whose worker is idle to the
-	// handler itself (see Feeder.SubmitCopy and Options.InlineHandling).
+	// handler itself (see feeder.SubmitCopy and Options.InlineHandling).
 	inline bool
 
 	drops  lossWindow
@@ -83,13 +84,13 @@ type poolWorker struct {
 	// In a reusing pool, owned[j] tells that ring[j]'s Payload is a
 	// buffer of the pool's own (queued by SubmitCopy), recycled once
 	// handled, and free holds the recycled buffers until a feeder takes
-	// them (see Feeder.SubmitCopy); nil otherwise.
+	// them (see feeder.SubmitCopy); nil otherwise.
 	owned []bool
 	free  [][]byte
 	_     [64]byte
 
 	// delivered, lag and handling are written by the worker goroutine
-	// only (see Histogram.recordOwned).
+	// only (see histogram.recordOwned).
 	delivered atomic.Uint64
 	panics    atomic.Uint64
 	// held is how many messages of the batch the worker took are still
@@ -101,8 +102,8 @@ type poolWorker struct {
 	// its queue or when a stats call looked (see observe). Submit does not
 	// measure it, so that it stays as cheap as it was.
 	highWater atomic.Int64
-	lag       Histogram
-	handling  Histogram
+	lag       histogram
+	handling  histogram
 	_         [64]byte
 }
 
@@ -111,45 +112,24 @@ type poolWorker struct {
 // QueueDepth still counts the ones taken and not handled yet.
 const takeBatch = 64
 
-// NewWorkerPool starts workers goroutines, each with a queue of queueSize
-// messages (plus the batch of up to 64 it has taken from the queue and
-// not handled yet), that pass messages to handler, plus one reporter goroutine that
-// passes loss events to emit. A workers or queueSize of zero or less takes
-// DefaultWorkers or DefaultQueueSize. A nil handler discards messages; a
-// nil emit discards events. emit is called from the reporter goroutine
-// only, never from Submit, and never after Close returns; it should not
-// block (Emitter.Emit does not). An owner that also owns the Emitter closes
-// the pool first, so the last loss events still reach the application.
+// NewWorkerPool starts the pool an engine with Options o runs: o.Workers
+// workers (DefaultWorkers if zero), each with a queue of o.QueueSize
+// messages (DefaultQueueSize if zero) plus the batch of up to 64 it has
+// taken and not handled yet, passing messages to o.Handler (nil discards
+// them), and one reporter goroutine passing loss events to emit (nil
+// discards them). o.ReusePayloads recycles the payload buffers the pool
+// copies once their handler returned; o.InlineHandling lets a read loop
+// run an idle worker's message itself.
 //
-// The caller owns the pool and must Close it to stop its goroutines.
-func NewWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, false, false)
-}
-
-// NewReusingWorkerPool is NewWorkerPool for a handler that keeps no
-// Message.Payload, nor any slice of one, after it returns (see
-// Options.ReusePayloads): the payload buffers Feeder.SubmitCopy fills are
-// recycled for later messages once the handler returned from theirs, so
-// that a steady stream of messages allocates nothing. Messages queued
-// with Submit keep their payloads; only the pool's own are recycled.
-func NewReusingWorkerPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return newWorkerPool(workers, queueSize, handler, emit, lossReportInterval, true, false)
-}
-
-// NewWorkerPoolFor is the pool an engine with Options o runs: o.Workers
-// workers with queues of o.QueueSize passing messages to o.Handler, as
-// NewWorkerPool, reusing payloads as NewReusingWorkerPool when
-// o.ReusePayloads is set, and with o.InlineHandling letting its feeders
-// hand an idle worker's messages to the handler themselves (see
-// Feeder.SubmitCopy).
-func NewWorkerPoolFor(o Options, emit func(Event)) *WorkerPool {
+// emit is called from the reporter goroutine only, never from Submit, and
+// never after Close returns; it should not block. The caller owns the
+// pool and must Close it to stop its goroutines.
+func NewWorkerPool(o Options, emit func(Event)) *WorkerPool {
 	return newWorkerPool(o.Workers, o.QueueSize, o.Handler, emit, lossReportInterval, o.ReusePayloads, o.InlineHandling)
 }
 
-// newWorkerPool is NewWorkerPool (NewReusingWorkerPool with reuse, and
-// with inline a pool whose feeders may run an idle worker's messages
-// themselves) with a chosen report interval, so tests can pin down
-// aggregation without depending on the scheduler's timing.
+// newWorkerPool is NewWorkerPool with a chosen report interval, so tests
+// can pin down aggregation without depending on the scheduler's timing.
 func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), reportInterval time.Duration, reuse, inline bool) *WorkerPool {
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -505,7 +485,7 @@ func (p *WorkerPool) work(w *poolWorker) {
 // batchRunner is what running a worker's batches takes besides the
 // worker: the batch, and the clock and lag tally of the goroutine running
 // it (the worker's own, or that of a feeder, which hands an idle worker's
-// messages to the handler one at a time; see Feeder.SubmitCopy).
+// messages to the handler one at a time; see feeder.SubmitCopy).
 type batchRunner struct {
 	clock workerClock
 	lags  histTally

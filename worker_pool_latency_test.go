@@ -21,7 +21,7 @@ import (
 func TestWorkerPoolRecordsLag(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	pool := NewWorkerPool(2, 16, nil, nil)
+	pool := newTestPool(2, 16, nil, nil)
 	defer pool.Close()
 	now := time.Now()
 	require.True(t, pool.Submit(Message{Channel: "old", PublishedAt: now.Add(-time.Second)}))
@@ -47,7 +47,7 @@ func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	const nap = 5 * time.Millisecond
-	pool := NewWorkerPool(1, 16, func(m Message) {
+	pool := newTestPool(1, 16, func(m Message) {
 		if m.Channel == "bad" {
 			panic("boom")
 		}
@@ -111,7 +111,7 @@ func TestWorkerPoolQueueDepthSumsWorkers(t *testing.T) {
 
 	gate := make(chan struct{})
 	var entered atomic.Int64
-	pool := NewWorkerPool(4, 64, func(Message) {
+	pool := newTestPool(4, 64, func(Message) {
 		entered.Add(1)
 		<-gate
 	}, nil)
@@ -146,7 +146,7 @@ func TestWorkerPoolDeliveryDoesNotAllocate(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	var handled atomic.Int64
-	pool := NewWorkerPool(2, 2048, func(Message) { handled.Add(1) }, nil)
+	pool := newTestPool(2, 2048, func(Message) { handled.Add(1) }, nil)
 	defer pool.Close()
 	now := time.Now()
 	var sent int64

@@ -122,14 +122,14 @@ func wptBlockedPool(t *testing.T, queueSize int, events *wptEvents, interval tim
 func TestWorkerPoolDefaults(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	p := NewWorkerPool(0, -5, nil, nil)
+	p := newTestPool(0, -5, nil, nil)
 	assert.Len(t, p.workers, DefaultWorkers)
 	assert.Equal(t, DefaultQueueSize, len(p.workers[0].ring))
 	assert.True(t, p.Submit(Message{Channel: "a"}), "a nil handler still accepts messages")
 	p.Close()
 	assert.Equal(t, uint64(1), p.Delivered())
 
-	p = NewWorkerPool(3, 7, func(Message) {}, nil)
+	p = newTestPool(3, 7, func(Message) {}, nil)
 	assert.Len(t, p.workers, 3)
 	assert.Equal(t, 7, len(p.workers[0].ring))
 	p.Close()
@@ -176,7 +176,7 @@ func TestWorkerPoolPerChannelOrderUnderConcurrency(t *testing.T) {
 		st.delivered.Add(1)
 		st.inFlight.Store(0)
 	}
-	pool := NewWorkerPool(8, 16, handler, nil)
+	pool := newTestPool(8, 16, handler, nil)
 
 	var retries atomic.Uint64
 	var wg sync.WaitGroup
@@ -330,7 +330,7 @@ func TestWorkerPoolCloseDrainsAndWaits(t *testing.T) {
 
 	gate := make(chan struct{})
 	var handled atomic.Int64
-	pool := NewWorkerPool(2, 1<<14, func(Message) {
+	pool := newTestPool(2, 1<<14, func(Message) {
 		<-gate
 		handled.Add(1)
 	}, nil)
@@ -376,7 +376,7 @@ func TestWorkerPoolSubmitAfterClose(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	events := newWptEvents()
-	pool := NewWorkerPool(2, 2, func(Message) {}, events.emit)
+	pool := newTestPool(2, 2, func(Message) {}, events.emit)
 	pool.Close()
 	for range 10 {
 		assert.False(t, pool.Submit(Message{Channel: "x"}))
@@ -390,7 +390,7 @@ func TestWorkerPoolSubmitAfterClose(t *testing.T) {
 func TestWorkerPoolConcurrentClose(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	pool := NewWorkerPool(4, 4, func(Message) {}, nil)
+	pool := newTestPool(4, 4, func(Message) {}, nil)
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
@@ -409,7 +409,7 @@ func TestWorkerPoolRecoversHandlerPanic(t *testing.T) {
 
 	events := newWptEvents()
 	var good atomic.Int64
-	pool := NewWorkerPool(1, 16, func(m Message) {
+	pool := newTestPool(1, 16, func(m Message) {
 		if m.Channel == "bad" {
 			panic("boom")
 		}
@@ -443,7 +443,7 @@ func TestWorkerPoolSubmitDoesNotAllocate(t *testing.T) {
 	const runs = 1000
 	// Queues hold every run, so all of them take the accepting path even
 	// if the workers never get scheduled during the measurement.
-	pool := NewWorkerPool(4, 4*runs, func(Message) {}, nil)
+	pool := newTestPool(4, 4*runs, func(Message) {}, nil)
 	defer pool.Close()
 	names := make([]string, 64)
 	for i := range names {
@@ -474,7 +474,7 @@ func wptBenchChannels() []string {
 func BenchmarkWorkerPoolSubmit(b *testing.B) {
 	const window = 512
 	names := wptBenchChannels()
-	pool := NewWorkerPool(0, 0, func(Message) {}, nil)
+	pool := newTestPool(0, 0, func(Message) {}, nil)
 	defer pool.Close()
 	payload := make([]byte, 256)
 	now := time.Now()
@@ -513,7 +513,7 @@ func BenchmarkWorkerPoolSubmitParallel(b *testing.B) {
 		_ [56]byte
 	}
 	delivered := make([]paddedCounter, maxProducers)
-	pool := NewWorkerPool(0, 0, func(m Message) { delivered[m.Payload[0]].n.Add(1) }, nil)
+	pool := newTestPool(0, 0, func(m Message) { delivered[m.Payload[0]].n.Add(1) }, nil)
 	defer pool.Close()
 	now := time.Now()
 	var producers atomic.Int64
@@ -553,7 +553,7 @@ func BenchmarkWorkerPoolSubmitFull(b *testing.B) {
 	gate := make(chan struct{})
 	entered := make(chan struct{})
 	var once sync.Once
-	pool := NewWorkerPool(1, 1, func(Message) {
+	pool := newTestPool(1, 1, func(Message) {
 		once.Do(func() { close(entered) })
 		<-gate
 	}, nil)
@@ -580,18 +580,18 @@ func (p *WorkerPool) asleep(i int) (bool, int) {
 	return w.sleeping, w.n
 }
 
-// TestFeederWakesAtFlush: a Feeder queues for a sleeping worker without
+// TestFeederWakesAtFlush: a feeder queues for a sleeping worker without
 // waking it; Flush wakes it, once, and the messages are handled in order.
-// A busy worker needs no wake-up, and Close hands over what a Feeder
+// A busy worker needs no wake-up, and Close hands over what a feeder
 // queued without a Flush.
 func TestFeederWakesAtFlush(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	got := make(chan Message, 16)
-	p := NewWorkerPool(1, 16, func(m Message) { got <- m }, nil)
+	p := newTestPool(1, 16, func(m Message) { got <- m }, nil)
 	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
 
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	for i := range 3 {
 		require.True(t, f.Submit(Message{Channel: fmt.Sprintf("c%d", i)}))
 	}
@@ -628,10 +628,10 @@ func TestFeederWakesAtHalfQueue(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	var handled atomic.Int32
-	p := NewWorkerPool(1, 16, func(Message) { handled.Add(1) }, nil)
+	p := newTestPool(1, 16, func(Message) { handled.Add(1) }, nil)
 	defer p.Close()
 	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
-	f := p.NewFeeder()
+	f := p.newFeeder()
 	for range 7 {
 		require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
 	}
@@ -687,7 +687,7 @@ func TestWorkerPoolDropRacingCloseIsReported(t *testing.T) {
 }
 
 // BenchmarkWorkerPoolDeliver measures a read loop's hand-off end to end,
-// with the clock running: one Feeder queues bursts of 64 messages (with a
+// with the clock running: one feeder queues bursts of 64 messages (with a
 // PublishedAt, so lags are recorded) for 4 workers and flushes, and waits
 // until they are handled before the next burst. ns/op is the cost per
 // message of queueing, waking, taking and observing it; build with
@@ -695,9 +695,9 @@ func TestWorkerPoolDropRacingCloseIsReported(t *testing.T) {
 // hot-channel sampling.
 func BenchmarkWorkerPoolDeliver(b *testing.B) {
 	names := wptBenchChannels()
-	pool := NewWorkerPool(4, 0, func(Message) {}, nil)
+	pool := newTestPool(4, 0, func(Message) {}, nil)
 	defer pool.Close()
-	f := pool.NewFeeder()
+	f := pool.newFeeder()
 	payload := make([]byte, 256)
 	b.ReportAllocs()
 	sent := 0
@@ -749,4 +749,15 @@ func TestDropWindowNeverEndsBeforeItBegins(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Zero(t, inverted)
+}
+
+// newTestPool is a pool of workers with queues of queueSize, as
+// NewWorkerPool builds from Options.
+func newTestPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
+	return NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler}, emit)
+}
+
+// newReusingTestPool is newTestPool with Options.ReusePayloads.
+func newReusingTestPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
+	return NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler, ReusePayloads: true}, emit)
 }

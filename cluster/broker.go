@@ -192,7 +192,7 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 // until answered, so that the next step knows when none is left under the
 // old routing.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		// Probes test paths, whatever the layout: routed by path.
 		v, path := b.view.Load(), router{b}.PathOf(channel)
 		return b.send(ctx, path%bankSize, v.key(path, ""), channel, payload)
@@ -472,7 +472,7 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 	if relayout.IsBarrier(channel) {
 		return // a late barrier of a re-layout the broker left, or an earlier one's
 	}
-	if v.next != nil && !strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if v.next != nil && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		// (A delivery probe tests its path, whatever the layout: it is
 		// never held, or the path would look silent for the re-layout.)
 		cur, next, moving := v.partitions(channel)

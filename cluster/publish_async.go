@@ -49,7 +49,7 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		v, path := b.view.Load(), router{b}.PathOf(channel)
 		return b.sendAsync(ctx, a, path%bankSize, v.key(path, ""), channel, payload)
 	}

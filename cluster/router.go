@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 )
 
@@ -15,7 +14,7 @@ import (
 type router struct{ b *Broker }
 
 func (r router) PathOf(channel string) int {
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		// Probes test paths, whatever the layout: spread over every path.
 		return int(xxhash.Sum64String(channel) % uint64(2*bankSize))
 	}

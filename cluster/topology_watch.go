@@ -254,7 +254,7 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 // it is up, and interrupting them after that would report a loss that did
 // not happen and subscribe them a second time.
 func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
-	assign := b.confirmMoves(ctx, shardcast.Assign(b.layout.Slot, b.view.Load().span(), slots))
+	assign := b.confirmMoves(ctx, slots.Assign(b.layout.Slot, b.view.Load().span()))
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
@@ -365,7 +365,7 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // The loss of a moved partition dates from when its old master was last
 // known healthy.
 func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
-	diff := shardcast.DiffAssignments(old, assign)
+	diff := old.Diff(assign)
 	diff.Moved = inUse(old, assign, diff.Moved)
 	if diff.Empty() {
 		return

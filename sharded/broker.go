@@ -181,7 +181,7 @@ func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) 
 	if relayout.IsBarrier(channel) {
 		return // a late barrier of a re-layout the broker left, or an earlier one's
 	}
-	if r.next != nil && !strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if r.next != nil && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		// (A delivery probe tests its path, whatever the layout: it is
 		// never held, or the path would look silent for the re-layout.)
 		cur, next := r.slots(channel)
@@ -254,7 +254,7 @@ func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) er
 // until answered, so that the next step knows when none is left under the
 // old routing.
 func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		return b.sendTo(ctx, b.probeSlot(channel), channel, payload)
 	}
 	for {
@@ -447,7 +447,7 @@ func (b *Broker) teardown() {
 type router struct{ b *Broker }
 
 func (r router) PathOf(channel string) int {
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		// Probes test paths, whatever the layout: spread over every slot.
 		return int(xxhash.Sum64String(channel) % uint64(len(r.b.slots)*r.b.conns))
 	}

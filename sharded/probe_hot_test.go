@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,11 +27,11 @@ func TestProbesAreNotHotTraffic(t *testing.T) {
 	waitFor(t, "probes delivered", func() bool { return b.Stats().Received >= 200 })
 	time.Sleep(700 * time.Millisecond)
 	for _, h := range b.HotChannels() {
-		assert.False(t, strings.HasPrefix(h.Channel, shardcast.ProbeChannelPrefix), "probe channel listed as hot: %+v", h)
+		assert.False(t, strings.HasPrefix(h.Channel, engine.ProbeChannelPrefix), "probe channel listed as hot: %+v", h)
 	}
 	for _, ev := range evs.Of(shardcast.EventHotChannel) {
 		for _, ch := range ev.Channels {
-			assert.False(t, strings.HasPrefix(ch, shardcast.ProbeChannelPrefix), "EventHotChannel for a probe: %+v", ev)
+			assert.False(t, strings.HasPrefix(ch, engine.ProbeChannelPrefix), "EventHotChannel for a probe: %+v", ev)
 		}
 	}
 }

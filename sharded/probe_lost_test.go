@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +37,7 @@ func startProbedPair(t *testing.T, probeTimeout time.Duration) *probedPair {
 // holdProbe makes the proxy hold probes back until one is held: a probe
 // in flight. release lets later ones through.
 func (pp *probedPair) holdProbe(t *testing.T) (release func()) {
-	pp.proxy.DropPushes(func(kind, ch string) bool { return strings.HasPrefix(ch, shardcast.ProbeChannelPrefix) })
+	pp.proxy.DropPushes(func(kind, ch string) bool { return strings.HasPrefix(ch, engine.ProbeChannelPrefix) })
 	waitFor(t, "a probe in flight", func() bool { return pp.proxy.Dropped() > 0 })
 	return func() { pp.proxy.DropPushes(nil) }
 }

@@ -31,7 +31,7 @@ func (b *Broker) PublishAsync(ctx context.Context, channel string, payload []byt
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
+	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		return b.sendAsync(ctx, a, b.probeSlot(channel), channel, payload)
 	}
 	for {

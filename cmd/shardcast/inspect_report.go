@@ -159,8 +159,8 @@ func naiveSlot(p int) uint16 { return crc16.Slot("{" + strconv.Itoa(p) + "}") }
 // buildClusterReport computes the report of layout l over what v holds.
 func buildClusterReport(l *shardcast.Layout, v clusterView) clusterReport {
 	n := l.Partitions()
-	assign := shardcast.Assign(l.Slot, n, v.Slots)
-	naive := shardcast.Assign(naiveSlot, n, v.Slots)
+	assign := v.Slots.Assign(l.Slot, n)
+	naive := v.Slots.Assign(naiveSlot, n)
 	r := clusterReport{Seed: v.Seed, Partitions: n, Prefix: l.Prefix(), Fingerprint: l.Fingerprint(), Record: v.Record, Unowned: assign.PartitionsOf("")}
 
 	masters := clusterMasters(v)

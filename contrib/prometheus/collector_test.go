@@ -39,13 +39,13 @@ func TestDefaultBucketsAreExact(t *testing.T) {
 	}
 	// Each default bound is a bound of the broker's buckets: a duration
 	// just below it is counted at it, one at it is not.
-	var below, at shardcast.Histogram
+	var below, at shardcast.HistogramSnapshot
 	for _, b := range bounds {
 		d := time.Duration(math.Round(b * 1e9))
 		below.Record(d - 1)
 		at.Record(d)
 	}
-	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: below.Snapshot(), HandlerTime: at.Snapshot()}}
+	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: below, HandlerTime: at}}
 	mfs := gather(t, shardcastprom.NewCollector(f, shardcastprom.Options{}))
 	for name, shift := range map[string]int{"shardcast_lag_seconds": 1, "shardcast_handler_seconds": 0} {
 		h := mfs[name].GetMetric()[0].GetHistogram()
@@ -61,11 +61,11 @@ func TestDefaultBucketsAreExact(t *testing.T) {
 }
 
 func TestConfiguredBuckets(t *testing.T) {
-	var h shardcast.Histogram
+	var h shardcast.HistogramSnapshot
 	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 2 * time.Second, 2 * time.Minute} {
 		h.Record(d)
 	}
-	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h.Snapshot()}}
+	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h}}
 	// Unsorted, duplicated and invalid bounds are cleaned up, not panicked on.
 	c := shardcastprom.NewCollector(f, shardcastprom.Options{Buckets: []float64{1, 0.01, -1, 0.01, math.Inf(1), math.NaN(), 0.1}})
 	mfs := gather(t, c)
@@ -81,11 +81,11 @@ func TestConfiguredBuckets(t *testing.T) {
 }
 
 func TestNegativeLag(t *testing.T) {
-	var h shardcast.Histogram
+	var h shardcast.HistogramSnapshot
 	h.Record(-3 * time.Millisecond)
 	h.Record(-time.Millisecond)
 	h.Record(time.Millisecond)
-	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h.Snapshot()}}
+	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h}}
 	mfs := gather(t, shardcastprom.NewCollector(f, shardcastprom.Options{NativeHistograms: true}))
 	if got := value(t, mfs, "shardcast_lag_negative_total"); got != 2 {
 		t.Errorf("negative = %v, want 2", got)
@@ -99,13 +99,13 @@ func TestNegativeLag(t *testing.T) {
 }
 
 func TestNativeBucketsPlaceEveryDuration(t *testing.T) {
-	var h shardcast.Histogram
+	var h shardcast.HistogramSnapshot
 	ds := []time.Duration{time.Microsecond, 9 * time.Microsecond, 50 * time.Microsecond, time.Millisecond,
 		time.Second, 59 * time.Second, time.Hour}
 	for _, d := range ds {
 		h.Record(d)
 	}
-	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h.Snapshot()}}
+	f := &fakeBroker{latency: shardcast.LatencyStats{Lag: h}}
 	mfs := gather(t, shardcastprom.NewCollector(f, shardcastprom.Options{NativeHistograms: true}))
 	m := mfs["shardcast_lag_seconds"].GetMetric()[0].GetHistogram()
 	if m.GetZeroCount() != 2 || m.GetZeroThreshold() != shardcast.HistogramMin.Seconds() {

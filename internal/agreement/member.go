@@ -20,6 +20,10 @@ import (
 	"github.com/shardcast/shardcast"
 )
 
+// HeartbeatsToExpire is how many heartbeat intervals a registration lasts
+// without renewal.
+const HeartbeatsToExpire = 3
+
 // Runner runs script s with keys and args on the Redis that holds the
 // record and returns its reply (string, int64, nil or []any), like the
 // engines' Eval.
@@ -120,7 +124,7 @@ func (m *Member) Layout() shardcast.LayoutRecord {
 func (m *Member) join(ctx context.Context) (wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
-	ttl := m.cfg.Heartbeat * shardcast.HeartbeatsToExpire
+	ttl := m.cfg.Heartbeat * HeartbeatsToExpire
 	ours := m.Layout()
 	args := append([]string{m.id, strconv.FormatInt(ttl.Milliseconds(), 10), ours.Fingerprint}, recordFields(ours)...)
 	v, err := m.cfg.Run(ctx, joinScript, m.keys, args)

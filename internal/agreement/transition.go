@@ -181,7 +181,7 @@ type AdvanceResult struct {
 // although the brokers live. The script therefore notes the server time
 // of each call in the transition, and when the last call is more than a
 // heartbeat old (the coordinator calls every half heartbeat), it prunes
-// and advances nothing for shardcast.HeartbeatsToExpire heartbeats, the
+// and advances nothing for HeartbeatsToExpire heartbeats, the
 // time every live broker needs to register again. It never moves on to
 // switch, drain or finish with no live broker unless withoutBrokers is
 // set (an empty registry is more likely a registry not refilled than a
@@ -198,7 +198,7 @@ func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transiti
 		empty = "1"
 	}
 	args := []string{t.ID, from, to, coordinator, strconv.FormatInt(a.Heartbeat.Milliseconds(), 10),
-		strconv.Itoa(shardcast.HeartbeatsToExpire), empty}
+		strconv.Itoa(HeartbeatsToExpire), empty}
 	if to == shardcast.PhaseFinish {
 		args = append(args, recordFields(t.ToRecord)...)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast/internal/events"
+	"github.com/shardcast/shardcast/internal/feed"
 	"github.com/shardcast/shardcast/internal/hot"
 
 	"github.com/shardcast/shardcast"
@@ -119,7 +120,7 @@ func NewCore(cfg CoreConfig) *Core {
 	c.late.emit = c.Emitter.Emit
 	c.hot = hot.NewTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
-		c.Pool = shardcast.NewWorkerPoolFor(cfg.Options, c.Emitter.Emit)
+		c.Pool = shardcast.NewWorkerPool(cfg.Options, c.Emitter.Emit)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
 		c.Paths = make([]*Path, cfg.Paths)
 		for i := range c.Paths {
@@ -212,7 +213,7 @@ func (c *Core) DeliverHeld(l *Link, p int, channel string, payload []byte) {
 	c.deliver(l, nil, p, channel, payload)
 }
 
-func (c *Core) deliver(l *Link, f *shardcast.Feeder, p int, channel string, payload []byte) {
+func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []byte) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)

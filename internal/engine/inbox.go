@@ -5,6 +5,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/internal/feed"
 )
 
 // Inbox turns wire messages into shardcast.Messages and hands them to the
@@ -35,7 +36,7 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 // or, when the pool's InlineHandling hands it to the Handler at once, a
 // body that is the view itself (see Feeder.SubmitCopy). It reports whether
 // the pool took the message (false: dropped).
-func (in *Inbox) Submit(f *shardcast.Feeder, channel string, body []byte, at time.Time) bool {
+func (in *Inbox) Submit(f feed.Feeder, channel string, body []byte, at time.Time) bool {
 	if f == nil { // a held message (see Core.DeliverHeld), or a link not built by NewLink (tests)
 		return in.Pool.SubmitCopy(channel, body, at)
 	}

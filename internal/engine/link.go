@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/feed"
 	"github.com/shardcast/shardcast/internal/hot"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -28,7 +29,7 @@ type Link struct {
 	// feeder hands this link's messages to the worker pool (nil on a
 	// publish-only broker). Only the wire's reader goroutine uses it, and
 	// a link runs one wire at a time.
-	feeder *shardcast.Feeder
+	feeder feed.Feeder
 	// hot picks the messages read on this link that hot-channel detection
 	// samples; only the wire's reader uses it, like feeder.
 	hot hot.Sampler
@@ -77,7 +78,7 @@ func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link, key 
 	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), hot: c.hot.Sampler()}
 	l.hooks.OnMessage = func(key string, payload []byte) { onMessage(l, key, payload) }
 	if c.Pool != nil {
-		l.feeder = c.Pool.NewFeeder()
+		l.feeder = feed.New(c.Pool)
 		l.hooks.OnIdle = l.feeder.Flush
 	}
 	if onLost != nil {

@@ -11,6 +11,10 @@ import (
 	"github.com/shardcast/shardcast"
 )
 
+// ProbeChannelPrefix starts the names of the channels delivery probes
+// travel on. Probes never reach the Handler (see shardcast.ValidateChannel).
+const ProbeChannelPrefix = "shardcast.probe:"
+
 // probeState is a path's delivery probe: the channel it travels on (one
 // that maps to the path), the last probe sent and the last one received.
 // Times are on the monotonic clock, in ns since probeBase: a step of the
@@ -72,7 +76,7 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 	// on average).
 	missing, found, last := len(c.Paths), 0, 0
 	for n := 0; missing > 0 && n-last <= 64*(found+1); n++ {
-		ch := shardcast.ProbeChannelPrefix + node + ":" + strconv.Itoa(n)
+		ch := ProbeChannelPrefix + node + ":" + strconv.Itoa(n)
 		if p := c.Paths[c.router.PathOf(ch)]; p.probe == nil {
 			p.probe = &probeState{channel: ch}
 			missing--

@@ -332,7 +332,7 @@ func (c *Core) commands(p int, channels []string) [][]string {
 	for i, ch := range channels {
 		keys[i] = c.router.Key(p, ch)
 	}
-	cmds := shardcast.PlanCommands(shardcast.Group{Key: p, Channels: keys}, c.Options.SubscribeBatch)
+	cmds := shardcast.Group{Key: p, Channels: keys}.Batches(c.Options.SubscribeBatch)
 	out := make([][]string, len(cmds))
 	for i, cmd := range cmds {
 		out[i] = cmd.Channels

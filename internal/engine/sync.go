@@ -77,7 +77,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		failover[g.Key] = c.Paths[g.Key].failover.Load()
 		prev[g.Key] = c.Paths[g.Key].setOwner(l)
 	}
-	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Command) error {
+	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Group) error {
 		cmdCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
 		defer cancel()
 		err := FirstError(wire.Subscribe(cmdCtx, cmd.Channels))

@@ -118,7 +118,7 @@ func NewFollower(cfg FollowerConfig) *Follower {
 		return nil
 	}
 	if cfg.BarrierTimeout == 0 {
-		cfg.BarrierTimeout = max(2*time.Second, shardcast.HeartbeatsToExpire*cfg.Agreement.Heartbeat)
+		cfg.BarrierTimeout = max(2*time.Second, agreement.HeartbeatsToExpire*cfg.Agreement.Heartbeat)
 	}
 	return &Follower{cfg: cfg}
 }
@@ -430,7 +430,7 @@ func (f *Follower) vanished(ctx context.Context) bool {
 // has to notice and stop publishing under the layout the broker leaves.
 func (f *Follower) grace() bool {
 	if f.graceUntil.IsZero() {
-		f.graceUntil = time.Now().Add(shardcast.HeartbeatsToExpire * f.cfg.Agreement.Heartbeat)
+		f.graceUntil = time.Now().Add(agreement.HeartbeatsToExpire * f.cfg.Agreement.Heartbeat)
 	}
 	return !time.Now().Before(f.graceUntil)
 }
