@@ -198,7 +198,7 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	// out), died or gave its slot away.
 	b.core.Kick()
 	if pub == nil || resendable(ctx, err, p) {
-		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+		err = b.core.Resend(ctx, redirects{b, p}, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 			if !asking {
 				return pub.SPublishAgain(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 			}
@@ -283,7 +283,7 @@ func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, 
 		}
 	}
 	b.core.Kick()
-	err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+	err = b.core.Resend(ctx, redirects{b, p}, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 		var err error
 		v, err = run(ctx, pub, asking)
 		return err
@@ -303,20 +303,6 @@ var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
 func (b *Broker) WireChannel(channel string) string {
 	_, keyPrefix, _ := b.view.Load().publishRoute(channel)
 	return keyPrefix + channel
-}
-
-// sleep waits for d, bounded by ctx and by Close.
-func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.core.Closing():
-		return shardcast.ErrClosed
-	}
 }
 
 // Subscribe subscribes channels and returns once Redis confirmed every one.
