@@ -221,29 +221,21 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	return fmt.Errorf("shardcast: publish: %w", err)
 }
 
-// Eval runs script s on the master that owns channel's partition, with
-// keys as KEYS and args as ARGV, on the broker's pipelined connection to
-// it, and returns the script's reply: string, int64, nil or []any; an
-// error reply is the error (a NOSCRIPT is handled: the script is then sent
-// whole). Every key must hash to the channel's slot: build it with
-// Layout().PartitionKey(Layout().Partition(channel), name), or the call
-// fails with ErrInvalidKey before anything is sent. A script that
+// Eval runs script s on the master of channel's partition, with keys as
+// KEYS and args as ARGV, and returns its reply: string, int64, nil or
+// []any; an error reply is the error (on NOSCRIPT the script is sent
+// whole). Every key must hash to the channel's slot under Layout(): build
+// it with Layout().PartitionKey(Layout().Partition(channel), name), or the
+// call fails with ErrInvalidKey before anything is sent. A script that
 // SPUBLISHes to WireChannel(channel) reaches the channel's subscribers,
-// atomically with what else it does; its payload must be a shardcast
-// envelope unless Options.Raw is set. Like Publish, a script the master
-// redirected (its slot moved, or is moving: ASK) or that never left is
-// resent, to the node named or to the slot's master by then; an error
-// that wraps shardcast.ErrNotSent means it certainly did not run. A
-// script's own error reply is returned, never resent, unless it copies
-// Redis's word for word: a MOVED or ASK naming the script's own slot, or
-// a TRYAGAIN, CLUSTERDOWN or LOADING with the server's own message.
-//
-// During an online re-layout a script follows the channel's publishes: it
-// runs on the master of the channel's partition under Layout() (the new
-// layout once the broker switched), so its keys must be built from
-// Layout() as above; keys built under the other layout fail with
-// ErrInvalidKey before anything is sent. Keys a script kept under the
-// old layout's tag (a history stream) are not moved (docs/RELAYOUT.md).
+// atomically with what else it does (a shardcast envelope unless
+// Options.Raw is set). Redirections and commands that never left are
+// resent as for Publish; an error that wraps shardcast.ErrNotSent means
+// the script certainly did not run. A script's own error reply is never
+// resent unless it copies Redis's word for word (a MOVED or ASK naming its
+// own slot, a TRYAGAIN, CLUSTERDOWN or LOADING with the server's message).
+// During an online re-layout a script follows the channel's publishes;
+// keys kept under the old layout's tag are not moved (docs/RELAYOUT.md).
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
 	return b.publisher.Eval(ctx, channel, s, keys, args...)
 }
