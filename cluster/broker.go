@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
-	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/pubconn"
@@ -67,8 +66,9 @@ type Broker struct {
 
 	// stalls holds the publishes of masters whose connection stalled.
 	stalls stallHolds
-	// async bounds the messages of PublishAsync in flight.
-	async engine.Async
+	// publisher is the publish path (Publish, PublishAsync, Eval) over
+	// publishRoute.
+	publisher engine.Publisher[view, dest]
 
 	// member is the broker's layout registration (nil with
 	// Agreement.Off).
@@ -134,7 +134,7 @@ func build(s settings) (*Broker, error) {
 		Mode: subconn.Sharded,
 	})
 	b.core.SetRouter(router{b})
-	b.async.Init(b.core, b.asyncFailed)
+	b.publisher.Init(b.core, &b.view, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
 	slots, err := b.pollSlots(pollCtx)
@@ -143,7 +143,7 @@ func build(s settings) (*Broker, error) {
 		b.core.Close(b.teardown)
 		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
 	}
-	b.core.StartProbes(b.publish)
+	b.core.StartProbes(b.publisher.Send)
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.countedPoll)
 	b.core.Go(b.watchRoles)
@@ -176,40 +176,7 @@ func (b *Broker) Fingerprint() string { return b.view.Load().cur.Fingerprint() }
 // that wraps shardcast.ErrNotSent means the message was certainly not
 // published.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
-	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
-		return err
-	}
-	if err := b.publish(ctx, channel, payload); err != nil {
-		return err
-	}
-	b.core.Published()
-	return nil
-}
-
-// publish is Publish after the argument check, without counting the
-// message in Stats.Published: delivery probes are sent with it. During a
-// re-layout, a publish of a moving channel counts in its view's inflight
-// until answered, so that the next step knows when none is left under the
-// old routing.
-func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
-		// Probes test paths, whatever the layout: routed by path.
-		v, path := b.view.Load(), router{b}.PathOf(channel)
-		return b.send(ctx, path%bankSize, v.key(path, ""), channel, payload)
-	}
-	for {
-		v := b.view.Load()
-		p, keyPrefix, moving := v.publishRoute(channel)
-		if !moving {
-			return b.send(ctx, p, keyPrefix, channel, payload)
-		}
-		if !engine.Pin(&b.view, v, &v.inflight) {
-			continue
-		}
-		err := b.send(ctx, p, keyPrefix, channel, payload)
-		v.inflight.Add(-1)
-		return err
-	}
+	return b.publisher.Publish(ctx, channel, payload)
 }
 
 // send SPUBLISHes channel's payload under keyPrefix ("{tag}." + prefix of
@@ -231,7 +198,7 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	// out), died or gave its slot away.
 	b.core.Kick()
 	if pub == nil || resendable(ctx, err, p) {
-		err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+		err = b.core.Resend(ctx, redirects{b, p}, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 			if !asking {
 				return pub.SPublishAgain(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 			}
@@ -254,54 +221,23 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	return fmt.Errorf("shardcast: publish: %w", err)
 }
 
-// Eval runs script s on the master that owns channel's partition, with
-// keys as KEYS and args as ARGV, on the broker's pipelined connection to
-// it, and returns the script's reply: string, int64, nil or []any; an
-// error reply is the error (a NOSCRIPT is handled: the script is then sent
-// whole). Every key must hash to the channel's slot: build it with
-// Layout().PartitionKey(Layout().Partition(channel), name), or the call
-// fails with ErrInvalidKey before anything is sent. A script that
+// Eval runs script s on the master of channel's partition, with keys as
+// KEYS and args as ARGV, and returns its reply: string, int64, nil or
+// []any; an error reply is the error (on NOSCRIPT the script is sent
+// whole). Every key must hash to the channel's slot under Layout(): build
+// it with Layout().PartitionKey(Layout().Partition(channel), name), or the
+// call fails with ErrInvalidKey before anything is sent. A script that
 // SPUBLISHes to WireChannel(channel) reaches the channel's subscribers,
-// atomically with what else it does; its payload must be a shardcast
-// envelope unless Options.Raw is set. Like Publish, a script the master
-// redirected (its slot moved, or is moving: ASK) or that never left is
-// resent, to the node named or to the slot's master by then; an error
-// that wraps shardcast.ErrNotSent means it certainly did not run. A
-// script's own error reply is returned, never resent, unless it copies
-// Redis's word for word: a MOVED or ASK naming the script's own slot, or
-// a TRYAGAIN, CLUSTERDOWN or LOADING with the server's own message.
-//
-// During an online re-layout a script follows the channel's publishes: it
-// runs on the master of the channel's partition under Layout() (the new
-// layout once the broker switched), so its keys must be built from
-// Layout() as above; keys built under the other layout fail with
-// ErrInvalidKey before anything is sent. Keys a script kept under the
-// old layout's tag (a history stream) are not moved (docs/RELAYOUT.md).
+// atomically with what else it does (a shardcast envelope unless
+// Options.Raw is set). Redirections and commands that never left are
+// resent as for Publish; an error that wraps shardcast.ErrNotSent means
+// the script certainly did not run. A script's own error reply is never
+// resent unless it copies Redis's word for word (a MOVED or ASK naming its
+// own slot, a TRYAGAIN, CLUSTERDOWN or LOADING with the server's message).
+// During an online re-layout a script follows the channel's publishes;
+// keys kept under the old layout's tag are not moved (docs/RELAYOUT.md).
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
-	if err := b.core.CheckChannel(ctx, channel); err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: Eval needs at least one key, in the slot of channel %q", ErrInvalidKey, channel)
-	}
-	for {
-		v := b.view.Load()
-		p, _, moving := v.publishRoute(channel)
-		for _, k := range keys {
-			if crc16.Slot(k) != wide.Slot(p) {
-				return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, wide.Slot(p))
-			}
-		}
-		if !moving {
-			return b.evalPartition(ctx, p, s, keys, args, false)
-		}
-		if !engine.Pin(&b.view, v, &v.inflight) {
-			continue
-		}
-		r, err := b.evalPartition(ctx, p, s, keys, args, false)
-		v.inflight.Add(-1)
-		return r, err
-	}
+	return b.publisher.Eval(ctx, channel, s, keys, args...)
 }
 
 // evalPartition runs s on the master of partition p, whose slot every key
@@ -339,7 +275,7 @@ func (b *Broker) evalPartition(ctx context.Context, p int, s *shardcast.Script, 
 		}
 	}
 	b.core.Kick()
-	err = b.resend(ctx, p, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
+	err = b.core.Resend(ctx, redirects{b, p}, pub, err, func(ctx context.Context, pub *pubconn.Pub, asking bool) error {
 		var err error
 		v, err = run(ctx, pub, asking)
 		return err
@@ -359,20 +295,6 @@ var ErrInvalidKey = errors.New("shardcast: key not in the channel's slot")
 func (b *Broker) WireChannel(channel string) string {
 	_, keyPrefix, _ := b.view.Load().publishRoute(channel)
 	return keyPrefix + channel
-}
-
-// sleep waits for d, bounded by ctx and by Close.
-func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.core.Closing():
-		return shardcast.ErrClosed
-	}
 }
 
 // Subscribe subscribes channels and returns once Redis confirmed every one.

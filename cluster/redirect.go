@@ -13,15 +13,6 @@ import (
 	"github.com/shardcast/shardcast/internal/resp"
 )
 
-// A publish or script the broker resends follows at most maxRedirects
-// redirections in a row, and is resent at most maxResends times after it
-// could not be sent (or was refused for now), with backoff (ReconnectMin,
-// doubling up to ReconnectMax) between attempts.
-const (
-	maxRedirects = 5
-	maxResends   = 5
-)
-
 // errNoMaster is the error of a resend that found no master to go to.
 var errNoMaster = fmt.Errorf("%w: no master known for the slot", pubconn.ErrNotSent)
 
@@ -36,61 +27,44 @@ func resendable(ctx context.Context, err error, p int) bool {
 	return redirected || errors.Is(err, pubconn.ErrNotSent)
 }
 
-// resend sends a command of partition p again, with send, after a first
-// attempt on pub failed with err without running (see resendable); a nil
-// pub means there was no route to try. A redirection sends it on to the
-// node named, on the broker's publishing connection to that node (opened
-// if the broker has none), after ASKING for an ASK. A command that did
-// not leave, or that a node it was redirected to refused for now (see
-// refusedForNow: a migration half done), goes, after a backoff, to
-// whichever master the route names by then (the topology loop, kicked by
-// the caller, may have found the new owner), or to any master when there
-// is none: its MOVED names the owner. It returns the last attempt's
-// error.
-func (b *Broker) resend(ctx context.Context, p int, pub *pubconn.Pub, err error, send func(ctx context.Context, pub *pubconn.Pub, asking bool) error) error {
-	redirects, resends := 0, 0
-	for {
-		asking := false
-		if r, ok := redirection(err, p); ok {
-			if redirects == maxRedirects {
-				return err
-			}
-			redirects++
-			addr := r.Addr
-			if host, port, _ := net.SplitHostPort(addr); host == "" && pub != nil {
-				// The node does not know its endpoint: it is reached at
-				// the host of the one that answered.
-				h, _, _ := net.SplitHostPort(pub.Addr())
-				addr = net.JoinHostPort(h, port)
-			}
-			if pub = b.pubFor(addr); pub == nil {
-				return err // closing
-			}
-			asking = r.Ask
-		} else {
-			if err != nil && !errors.Is(err, pubconn.ErrNotSent) && !refusedForNow(err) {
-				return err
-			}
-			if resends == maxResends {
-				return err
-			}
-			if resends > 0 {
-				if serr := b.sleep(ctx, engine.Backoff(resends-1, b.cfg.Conn.ReconnectMin, b.cfg.Conn.ReconnectMax)); serr != nil {
-					return errors.Join(err, serr)
-				}
-			}
-			resends, redirects = resends+1, 0
-			if pub = b.routeOf(p); pub == nil {
-				if pub = b.anyPub(); pub == nil {
-					err = errNoMaster
-					continue
-				}
-			}
-		}
-		if err = send(ctx, pub, asking); err == nil || b.core.Closed() || ctx.Err() != nil {
-			return err
-		}
+// redirects is the engine.Redirects of a command of partition p: it
+// follows a MOVED or ASK naming p's slot (see redirection) on the
+// broker's publishing connection to the node named (opened if the broker
+// has none), takes a migration half done (refusedForNow) as a refusal for
+// now, and resends a command that did not leave to whichever master the
+// route names by then (the topology loop, kicked by the caller, may have
+// found the new owner), or to any master when there is none: its MOVED
+// names the owner.
+type redirects struct {
+	b *Broker
+	p int
+}
+
+func (r redirects) Redirection(err error) (addr string, ask, ok bool) {
+	rd, ok := redirection(err, r.p)
+	return rd.Addr, rd.Ask, ok
+}
+
+func (r redirects) PubFor(addr string, from *pubconn.Pub) *pubconn.Pub {
+	if host, port, _ := net.SplitHostPort(addr); host == "" && from != nil {
+		// The node does not know its endpoint: it is reached at the host
+		// of the one that answered.
+		h, _, _ := net.SplitHostPort(from.Addr())
+		addr = net.JoinHostPort(h, port)
 	}
+	return r.b.pubFor(addr)
+}
+
+func (r redirects) RefusedForNow(err error) bool { return refusedForNow(err) }
+
+func (r redirects) Reroute() (*pubconn.Pub, error) {
+	if pub := r.b.routeOf(r.p); pub != nil {
+		return pub, nil
+	}
+	if pub := r.b.anyPub(); pub != nil {
+		return pub, nil
+	}
+	return nil, errNoMaster
 }
 
 // refusals are the replies by which Redis Cluster refuses a command

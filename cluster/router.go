@@ -1,11 +1,18 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/pubconn"
 )
 
 // router tells the engine core where a channel lives: its path is its
@@ -80,4 +87,82 @@ func (b *Broker) partitionsOf(addr string) []int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.assign.PartitionsOf(addr)
+}
+
+// dest is where a cluster publish goes: partition p's master, under the
+// wire-key prefix keyPrefix ("{tag}." + prefix).
+type dest struct {
+	p         int
+	keyPrefix string
+}
+
+// publishRoute is the cluster's engine.PublishRoute: a channel goes to
+// its partition under the view, on the publishing connection of the
+// partition's master, following redirections (redirect.go).
+type publishRoute struct{ b *Broker }
+
+func (r publishRoute) Dest(v *view, channel string) (dest, *atomic.Int64) {
+	p, keyPrefix, moving := v.publishRoute(channel)
+	if moving {
+		return dest{p, keyPrefix}, &v.inflight
+	}
+	return dest{p, keyPrefix}, nil
+}
+
+func (r publishRoute) ProbeDest(channel string) dest {
+	v, path := r.b.view.Load(), router{r.b}.PathOf(channel)
+	return dest{path % bankSize, v.key(path, "")}
+}
+
+func (r publishRoute) SendTo(ctx context.Context, d dest, channel string, payload []byte) error {
+	return r.b.send(ctx, d.p, d.keyPrefix, channel, payload)
+}
+
+// EvalAt fails with ErrInvalidKey, before anything is sent, unless there
+// are keys and every one hashes to d's slot.
+func (r publishRoute) EvalAt(ctx context.Context, d dest, channel string, s *shardcast.Script, keys, args []string) (any, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: Eval needs at least one key, in the slot of channel %q", ErrInvalidKey, channel)
+	}
+	for _, k := range keys {
+		if crc16.Slot(k) != wide.Slot(d.p) {
+			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, wide.Slot(d.p))
+		}
+	}
+	return r.b.evalPartition(ctx, d.p, s, keys, args, false)
+}
+
+// QueueTo queues call a's message on the connection to d's master.
+func (r publishRoute) QueueTo(ctx context.Context, a *engine.AsyncCall, d dest, channel string, payload []byte) error {
+	b := r.b
+	pub, err := b.awaitRoute(ctx, d.p)
+	if err == nil && pub == nil {
+		b.core.Kick()
+		err = errNoMaster
+	}
+	if err == nil {
+		err = pub.SPublishAsync(ctx, d.keyPrefix, channel, payload, b.core.Options.Raw, time.Now(), a.Finish())
+	}
+	if err == nil {
+		return nil
+	}
+	if b.core.Closed() {
+		return shardcast.ErrClosed
+	}
+	return fmt.Errorf("shardcast: publish: %w", err)
+}
+
+// AsyncFailed kicks the slot map (any failure may mean a stale route) and
+// marks a redirection or a refusal for now, which did not run the
+// message, as not sent.
+func (r publishRoute) AsyncFailed(_ string, err error) error {
+	b := r.b
+	if b.core.Closed() {
+		return shardcast.ErrClosed
+	}
+	b.core.Kick()
+	if (engine.IsMoved(err) || refusedForNow(err)) && !errors.Is(err, pubconn.ErrNotSent) {
+		err = fmt.Errorf("%w: %w", shardcast.ErrNotSent, err)
+	}
+	return fmt.Errorf("shardcast: publish: %w", err)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
@@ -47,9 +46,9 @@ type Broker struct {
 	// Agreement.Off).
 	member  *agreement.Member
 	control *pubconn.Pub
-	// async bounds the messages of PublishAsync in flight
-	// (publish_async.go).
-	async engine.Async
+	// publisher is the publish path (Publish, PublishAsync, Eval) over
+	// publishRoute (route.go).
+	publisher engine.Publisher[route, int]
 }
 
 // slot is one Redis instance: its publishing connection and, on a
@@ -115,7 +114,7 @@ func build(cfg Config) (*Broker, error) {
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
-	b.async.Init(b.core, b.publishErr)
+	b.publisher.Init(b.core, &b.route, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
 	for i, d := range dials {
@@ -141,7 +140,7 @@ func build(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	if b.core.Paths != nil {
-		b.core.StartProbes(b.publish)
+		b.core.StartProbes(b.publisher.Send)
 		for i := range dials {
 			for _, l := range b.slots[i].Load().links {
 				l.Start()
@@ -238,58 +237,7 @@ func (b *Broker) Instances() []string { return append([]string(nil), b.route.Loa
 // error that wraps shardcast.ErrNotSent means Redis certainly did not get
 // the message, so resending it cannot publish it twice.
 func (b *Broker) Publish(ctx context.Context, channel string, payload []byte) error {
-	if err := b.core.CheckPublish(ctx, channel, payload); err != nil {
-		return err
-	}
-	if err := b.publish(ctx, channel, payload); err != nil {
-		return err
-	}
-	b.core.Published()
-	return nil
-}
-
-// publish is Publish after the argument check, and without counting the
-// message in Stats.Published: delivery probes are sent with it. During a
-// re-layout, a publish of a moving channel counts in its route's inflight
-// until answered, so that the next step knows when none is left under the
-// old routing.
-func (b *Broker) publish(ctx context.Context, channel string, payload []byte) error {
-	if strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
-		return b.sendTo(ctx, b.probeSlot(channel), channel, payload)
-	}
-	for {
-		r := b.route.Load()
-		i, moving := r.publishSlot(channel)
-		if !moving {
-			return b.sendTo(ctx, i, channel, payload)
-		}
-		if !engine.Pin(&b.route, r, &r.inflight) {
-			continue
-		}
-		err := b.sendTo(ctx, i, channel, payload)
-		r.inflight.Add(-1)
-		return err
-	}
-}
-
-func (b *Broker) sendTo(ctx context.Context, i int, channel string, payload []byte) error {
-	sh := b.slots[i].Load()
-	if sh == nil {
-		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
-	}
-	if err := sh.pub.Publish(ctx, channel, payload, b.core.Options.Raw, time.Now()); err != nil {
-		if b.core.Closed() {
-			return shardcast.ErrClosed // Close cut the call short
-		}
-		return fmt.Errorf("shardcast: publish to shard %s: %w", sh.addr, err)
-	}
-	return nil
-}
-
-// probeSlot returns the slot whose path a probe channel tests: probes
-// are routed by path, whatever the layout, so every slot gets one.
-func (b *Broker) probeSlot(channel string) int {
-	return router{b}.PathOf(channel) / b.conns
+	return b.publisher.Publish(ctx, channel, payload)
 }
 
 // Eval runs script s on the instance that carries channel, with keys as
@@ -305,33 +253,7 @@ func (b *Broker) probeSlot(channel string) int {
 // with Publish, an error that wraps shardcast.ErrNotSent means the script
 // certainly did not run.
 func (b *Broker) Eval(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error) {
-	if err := b.core.CheckChannel(ctx, channel); err != nil {
-		return nil, err
-	}
-	for {
-		r := b.route.Load()
-		i, moving := r.publishSlot(channel)
-		if moving && !engine.Pin(&b.route, r, &r.inflight) {
-			continue
-		}
-		v, err := b.evalOn(ctx, i, s, keys, args)
-		if moving {
-			r.inflight.Add(-1)
-		}
-		return v, err
-	}
-}
-
-func (b *Broker) evalOn(ctx context.Context, i int, s *shardcast.Script, keys, args []string) (any, error) {
-	sh := b.slots[i].Load()
-	if sh == nil {
-		return nil, fmt.Errorf("shardcast: eval: no instance in slot %d", i)
-	}
-	v, err := engine.Eval(ctx, sh.pub, s, keys, args)
-	if err != nil && b.core.Closed() {
-		return nil, shardcast.ErrClosed
-	}
-	return v, err
+	return b.publisher.Eval(ctx, channel, s, keys, args...)
 }
 
 // WireChannel returns the name channel has on the wire: the channel a

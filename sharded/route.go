@@ -1,9 +1,14 @@
 package sharded
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
 )
 
@@ -72,3 +77,69 @@ func losing(from, to []string) []int {
 	}
 	return out
 }
+
+// publishRoute is the sharded engine's engine.PublishRoute: a channel
+// goes to the slot of its instance under the route, on that instance's
+// publishing connection.
+type publishRoute struct{ b *Broker }
+
+func (pr publishRoute) Dest(r *route, channel string) (int, *atomic.Int64) {
+	i, moving := r.publishSlot(channel)
+	if moving {
+		return i, &r.inflight
+	}
+	return i, nil
+}
+
+// ProbeDest returns the slot whose path a probe channel tests, so that
+// every slot gets one.
+func (pr publishRoute) ProbeDest(channel string) int {
+	return router{pr.b}.PathOf(channel) / pr.b.conns
+}
+
+func (pr publishRoute) SendTo(ctx context.Context, i int, channel string, payload []byte) error {
+	sh := pr.b.slots[i].Load()
+	if sh == nil {
+		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
+	}
+	if err := sh.pub.Publish(ctx, channel, payload, pr.b.core.Options.Raw, time.Now()); err != nil {
+		return pr.publishErr(sh.addr, err)
+	}
+	return nil
+}
+
+// publishErr is the error Publish returns for a failed publish to addr.
+func (pr publishRoute) publishErr(addr string, err error) error {
+	if pr.b.core.Closed() {
+		return shardcast.ErrClosed // Close cut the call short
+	}
+	return fmt.Errorf("shardcast: publish to shard %s: %w", addr, err)
+}
+
+func (pr publishRoute) EvalAt(ctx context.Context, i int, _ string, s *shardcast.Script, keys, args []string) (any, error) {
+	sh := pr.b.slots[i].Load()
+	if sh == nil {
+		return nil, fmt.Errorf("shardcast: eval: no instance in slot %d", i)
+	}
+	v, err := engine.Eval(ctx, sh.pub, s, keys, args)
+	if err != nil && pr.b.core.Closed() {
+		return nil, shardcast.ErrClosed
+	}
+	return v, err
+}
+
+// QueueTo queues call a's message on slot i's connection.
+func (pr publishRoute) QueueTo(ctx context.Context, a *engine.AsyncCall, i int, channel string, payload []byte) error {
+	sh := pr.b.slots[i].Load()
+	if sh == nil {
+		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
+	}
+	a.SetWhere(sh.addr)
+	if err := sh.pub.PublishAsync(ctx, channel, payload, pr.b.core.Options.Raw, time.Now(), a.Finish()); err != nil {
+		return pr.publishErr(sh.addr, err)
+	}
+	return nil
+}
+
+// AsyncFailed is the error Publish returns for a failed publish to addr.
+func (pr publishRoute) AsyncFailed(addr string, err error) error { return pr.publishErr(addr, err) }
