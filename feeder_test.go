@@ -2,8 +2,10 @@ package shardcast
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -121,4 +123,78 @@ func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
 	require.True(t, p.SubmitCopy("ch", []byte("one-off"), time.Time{}))
 	require.Eventually(t, idle(17), wptDeadline, time.Millisecond)
 	assert.GreaterOrEqual(t, free(), before, "the one-off submit took the worker's free buffers")
+}
+
+// asleep reports whether worker i waits on its wake channel, and how many
+// messages its queue holds.
+func (p *WorkerPool) asleep(i int) (bool, int) {
+	w := &p.workers[i]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sleeping, w.n
+}
+
+// TestFeederWakesAtFlush: a feeder queues for a sleeping worker without
+// waking it; Flush wakes it, once, and the messages are handled in order.
+// A busy worker needs no wake-up, and Close hands over what a feeder
+// queued without a Flush.
+func TestFeederWakesAtFlush(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	got := make(chan Message, 16)
+	p := newTestPool(1, 16, func(m Message) { got <- m }, nil)
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+
+	f := p.newFeeder()
+	for i := range 3 {
+		require.True(t, f.Submit(Message{Channel: fmt.Sprintf("c%d", i)}))
+	}
+	sleeping, queued := p.asleep(0)
+	assert.True(t, sleeping, "the feeder must not wake the worker before Flush")
+	assert.Equal(t, 3, queued)
+	assert.Len(t, f.pending, 1, "one pending wake-up per worker, not per message")
+
+	f.Flush()
+	assert.Empty(t, f.pending)
+	for i := range 3 {
+		select {
+		case m := <-got:
+			assert.Equal(t, fmt.Sprintf("c%d", i), m.Channel)
+		case <-time.After(wptDeadline):
+			t.Fatalf("message %d not handled after Flush", i)
+		}
+	}
+
+	// Queued without a Flush: Close still wakes the worker and drains.
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+	require.True(t, f.Submit(Message{Channel: "last"}))
+	p.Close()
+	assert.Equal(t, "last", (<-got).Channel)
+	assert.Equal(t, uint64(4), p.Delivered())
+	assert.False(t, f.Submit(Message{Channel: "closed"}), "a closed pool accepts nothing")
+}
+
+// TestFeederWakesAtHalfQueue: a feeder wakes a sleeping worker without
+// waiting for Flush once its queue is half full, so that one read's burst
+// for a hot channel is handled while it is read instead of overflowing
+// the queue of an idle worker.
+func TestFeederWakesAtHalfQueue(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var handled atomic.Int32
+	p := newTestPool(1, 16, func(Message) { handled.Add(1) }, nil)
+	defer p.Close()
+	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+	f := p.newFeeder()
+	for range 7 {
+		require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
+	}
+	sleeping, queued := p.asleep(0)
+	assert.True(t, sleeping, "below half the queue the wake-up waits for Flush")
+	assert.Equal(t, 7, queued)
+	require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
+	require.Eventually(t, func() bool { return handled.Load() == 8 }, wptDeadline, time.Millisecond,
+		"the eighth message of sixteen slots woke the worker")
+	f.Flush()
+	assert.Zero(t, p.Dropped())
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,93 +235,6 @@ func TestWorkerPoolSubmitNeverBlocksWhenFull(t *testing.T) {
 	}
 	assert.Zero(t, accepted.Load(), "a full queue must refuse")
 	assert.Equal(t, uint64(n), pool.Dropped())
-}
-
-func TestWorkerPoolDropsAreCountedAndReported(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	events := newWptEvents()
-	pool, release := wptBlockedPool(t, 2, events, lossReportInterval)
-	defer pool.Close()
-	defer release()
-
-	before := time.Now()
-	for i := range 30 {
-		require.False(t, pool.Submit(Message{Channel: []string{"a", "b", "c"}[i%3]}))
-	}
-	require.Equal(t, uint64(30), pool.Dropped())
-
-	// The reporter reports on its own, without waiting for Close.
-	evs := events.waitFor(t, "30 reported drops", func(evs []Event) bool {
-		n, _ := wptDropTotals(evs)
-		return n >= 30
-	})
-	count, channels := wptDropTotals(evs)
-	assert.Equal(t, uint64(30), count)
-	assert.Len(t, channels, 3)
-	for _, ch := range []string{"a", "b", "c"} {
-		assert.Contains(t, channels, ch)
-	}
-	for _, ev := range evs {
-		assert.Equal(t, EventDropped, ev.Kind)
-		assert.False(t, ev.Truncated)
-		assert.False(t, ev.Since.Before(before), "Since is the first drop's time")
-		assert.False(t, ev.Until.Before(ev.Since), "Until is not before Since")
-		assert.LessOrEqual(t, len(ev.Channels), 3, "channels are listed once per event")
-	}
-
-	// A second burst after the first was reported opens a new window.
-	for range 5 {
-		require.False(t, pool.Submit(Message{Channel: "d"}))
-	}
-	evs = events.waitFor(t, "the second burst", func(evs []Event) bool {
-		n, _ := wptDropTotals(evs)
-		return n >= 35
-	})
-	count, channels = wptDropTotals(evs)
-	assert.Equal(t, uint64(35), count)
-	assert.Equal(t, 1, channels["d"])
-
-	release()
-	pool.Close()
-	assert.Equal(t, uint64(3), pool.Delivered(), "the in-flight and the two queued messages")
-	count, _ = wptDropTotals(events.snapshot())
-	assert.Equal(t, uint64(35), count, "no drop is reported twice")
-}
-
-func TestWorkerPoolAggregatesDropsAndCloseReportsThem(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	events := newWptEvents()
-	// An interval no test will reach: only Close can report, so the
-	// aggregation into one event is certain rather than likely.
-	pool, release := wptBlockedPool(t, 1, events, time.Hour)
-
-	const distinct, repeats = 1500, 3
-	for range repeats {
-		for i := range distinct {
-			require.False(t, pool.Submit(Message{Channel: fmt.Sprintf("ch-%04d", i)}))
-		}
-	}
-	assert.Empty(t, events.snapshot(), "nothing is reported before the interval or Close")
-
-	release()
-	pool.Close()
-
-	evs := events.snapshot()
-	require.Len(t, evs, 1, "one aggregated event")
-	ev := evs[0]
-	assert.Equal(t, EventDropped, ev.Kind)
-	assert.Equal(t, uint64(distinct*repeats), ev.Count)
-	assert.True(t, ev.Truncated)
-	require.Len(t, ev.Channels, maxReportedChannels)
-	sorted := append([]string(nil), ev.Channels...)
-	sort.Strings(sorted)
-	for i := 1; i < len(sorted); i++ {
-		require.NotEqual(t, sorted[i-1], sorted[i], "channels are distinct")
-	}
-	assert.Equal(t, "ch-0000", ev.Channels[0], "channels keep first-drop order")
-	assert.False(t, ev.Until.Before(ev.Since))
 }
 
 func TestWorkerPoolCloseDrainsAndWaits(t *testing.T) {
@@ -571,121 +483,6 @@ func BenchmarkWorkerPoolSubmitFull(b *testing.B) {
 	}
 }
 
-// asleep reports whether worker i waits on its wake channel, and how many
-// messages its queue holds.
-func (p *WorkerPool) asleep(i int) (bool, int) {
-	w := &p.workers[i]
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sleeping, w.n
-}
-
-// TestFeederWakesAtFlush: a feeder queues for a sleeping worker without
-// waking it; Flush wakes it, once, and the messages are handled in order.
-// A busy worker needs no wake-up, and Close hands over what a feeder
-// queued without a Flush.
-func TestFeederWakesAtFlush(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	got := make(chan Message, 16)
-	p := newTestPool(1, 16, func(m Message) { got <- m }, nil)
-	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
-
-	f := p.newFeeder()
-	for i := range 3 {
-		require.True(t, f.Submit(Message{Channel: fmt.Sprintf("c%d", i)}))
-	}
-	sleeping, queued := p.asleep(0)
-	assert.True(t, sleeping, "the feeder must not wake the worker before Flush")
-	assert.Equal(t, 3, queued)
-	assert.Len(t, f.pending, 1, "one pending wake-up per worker, not per message")
-
-	f.Flush()
-	assert.Empty(t, f.pending)
-	for i := range 3 {
-		select {
-		case m := <-got:
-			assert.Equal(t, fmt.Sprintf("c%d", i), m.Channel)
-		case <-time.After(wptDeadline):
-			t.Fatalf("message %d not handled after Flush", i)
-		}
-	}
-
-	// Queued without a Flush: Close still wakes the worker and drains.
-	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
-	require.True(t, f.Submit(Message{Channel: "last"}))
-	p.Close()
-	assert.Equal(t, "last", (<-got).Channel)
-	assert.Equal(t, uint64(4), p.Delivered())
-	assert.False(t, f.Submit(Message{Channel: "closed"}), "a closed pool accepts nothing")
-}
-
-// TestFeederWakesAtHalfQueue: a feeder wakes a sleeping worker without
-// waiting for Flush once its queue is half full, so that one read's burst
-// for a hot channel is handled while it is read instead of overflowing
-// the queue of an idle worker.
-func TestFeederWakesAtHalfQueue(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	var handled atomic.Int32
-	p := newTestPool(1, 16, func(Message) { handled.Add(1) }, nil)
-	defer p.Close()
-	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
-	f := p.newFeeder()
-	for range 7 {
-		require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
-	}
-	sleeping, queued := p.asleep(0)
-	assert.True(t, sleeping, "below half the queue the wake-up waits for Flush")
-	assert.Equal(t, 7, queued)
-	require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
-	require.Eventually(t, func() bool { return handled.Load() == 8 }, wptDeadline, time.Millisecond,
-		"the eighth message of sixteen slots woke the worker")
-	f.Flush()
-	assert.Zero(t, p.Dropped())
-}
-
-// TestWorkerPoolDropRacingCloseIsReported: a drop counted while Close
-// runs is in the events the pool reports, so that Dropped and the
-// EventDropped counts agree after Close (a drop counted after Close's last
-// report would never be reported).
-func TestWorkerPoolDropRacingCloseIsReported(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	for iter := range 100 {
-		var mu sync.Mutex
-		var reported uint64
-		emit := func(ev Event) {
-			if ev.Kind == EventDropped {
-				mu.Lock()
-				reported += ev.Count
-				mu.Unlock()
-			}
-		}
-		p := newWorkerPool(1, 1, func(Message) {}, emit, time.Hour, false, false)
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		for g := range 3 {
-			wg.Go(func() {
-				m := Message{Channel: fmt.Sprint("c", g)}
-				for !stop.Load() {
-					p.Submit(m)
-				}
-			})
-		}
-		for range 50 + iter%100 {
-			runtime.Gosched()
-		}
-		p.Close()
-		stop.Store(true)
-		wg.Wait()
-		mu.Lock()
-		got := reported
-		mu.Unlock()
-		require.Equal(t, p.Dropped(), got, "round %d: drops counted and drops reported", iter)
-	}
-}
-
 // BenchmarkWorkerPoolDeliver measures a read loop's hand-off end to end,
 // with the clock running: one feeder queues bursts of 64 messages (with a
 // PublishedAt, so lags are recorded) for 4 workers and flushes, and waits
@@ -712,43 +509,6 @@ func BenchmarkWorkerPoolDeliver(b *testing.B) {
 		}
 	}
 	f.Flush()
-}
-
-// TestDropWindowNeverEndsBeforeItBegins: the reporter's flush, racing
-// drops that open a window, never emits an EventDropped whose Until is
-// before its Since.
-func TestDropWindowNeverEndsBeforeItBegins(t *testing.T) {
-	var mu sync.Mutex
-	var inverted int
-	p := newWorkerPool(1, 1, nil, func(ev Event) {
-		if ev.Until.Before(ev.Since) {
-			mu.Lock()
-			inverted++
-			mu.Unlock()
-		}
-	}, time.Hour, false, false)
-	defer p.Close()
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				p.drops.add("c", nil)
-			}
-		}
-	}()
-	for range 300000 {
-		p.flush()
-	}
-	close(stop)
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Zero(t, inverted)
 }
 
 // newTestPool is a pool of workers with queues of queueSize, as

@@ -1,0 +1,145 @@
+package shardcast
+
+import (
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/shardcast/shardcast/internal/observe"
+)
+
+// work runs w's messages through the handler and records the lag of each
+// message that has a PublishedAt and the duration of sampled handler
+// calls. It reads the monotonic clock once per batch it takes, after
+// every timed call, and after every lagEvery-th untimed one. Timed are the
+// first call of a batch, the call after each read, and, once a timed call
+// took exactDuration or longer (a clock read is then a few percent of a
+// call at most), every later call of the batch. A lag is therefore short
+// by at most the durations of the lagEvery-1 calls before it, and exact
+// while handlers are slow.
+//
+// The worker's counters are atomics that stats calls read concurrently,
+// and on amd64 every atomic store is a locked instruction that costs more
+// than the rest of recording a lag; so the worker publishes them where it
+// reads the clock before a timed call, and at the end of each batch,
+// rather than per call: delivered and the lags gathered since (lags
+// first, so that a reader who sees a delivery sees its lag), and held.
+// Between two such points, at most lagEvery calls apart, Delivered and
+// the lag histogram trail by the calls since, and QueueDepth still counts
+// the messages handed over since.
+func (p *WorkerPool) work(w *poolWorker) {
+	defer p.workersDone.Done()
+	var r batchRunner
+	for {
+		n, _ := w.take(&r.b)
+		if n == 0 {
+			return
+		}
+		p.run(w, &r, n)
+	}
+}
+
+// batchRunner is what running a worker's batches takes besides the
+// worker: the batch, and the clock and lag tally of the goroutine running
+// it (the worker's own, or that of a feeder, which hands an idle worker's
+// messages to the handler one at a time; see feeder.SubmitCopy).
+type batchRunner struct {
+	clock workerClock
+	lags  histTally
+	b     workerBatch
+}
+
+// run hands the n messages of r's batch, taken from w's queue, to the
+// handler, as work describes. Only the goroutine that took them from w
+// may run them, and only one batch of w runs at a time: run writes w's
+// counters and histograms as their only writer.
+func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
+	b := &r.b
+	// now is the clock at the start of the next call when fresh,
+	// and at most stale calls before it otherwise. done counts the
+	// calls that returned since delivered was last published.
+	var now time.Duration
+	if observe.Deliveries {
+		now = r.clock.read()
+	}
+	fresh, stale, exact, done := true, 0, false, uint64(0)
+	held := n - 1 // as take stored it
+	for i := range n {
+		m := b.msgs[i]
+		b.msgs[i] = Message{}
+		if observe.Deliveries && !m.PublishedAt.IsZero() {
+			r.lags.record(&w.lag, r.clock.lag(now, m.PublishedAt))
+		}
+		returned := p.handle(w, m)
+		if returned {
+			done++
+		}
+		if b.owned[i] {
+			b.spent[b.nspent] = m.Payload
+			b.nspent++
+		}
+		if fresh {
+			var end time.Duration
+			if observe.Deliveries {
+				end = r.clock.since()
+				if returned {
+					d := end - now
+					w.handling.recordOwned(d)
+					exact = exact || d >= exactDuration
+				}
+			}
+			// A panicking call went untimed: time the next one.
+			now, fresh, stale = end, exact || !returned, 0
+		} else if stale++; stale == lagEvery-1 {
+			if observe.Deliveries {
+				now = r.clock.since()
+			}
+			fresh, stale = true, 0
+		}
+		if fresh || i == n-1 {
+			r.lags.flush(&w.lag)
+			w.delivered.Store(w.delivered.Load() + done) // only this batch's runner writes it
+			done = 0
+			// The next call's message is no longer held.
+			if next := max(n-i-2, 0); next != held {
+				w.held.Store(int64(next))
+				held = next
+			}
+		}
+	}
+}
+
+const (
+	// exactDuration is the handler duration from which a worker times
+	// every call of a batch (see work).
+	exactDuration = 2 * time.Microsecond
+	// lagEvery bounds how many fast calls share one clock reading, and
+	// how many calls the worker's published counters may lag behind.
+	lagEvery = 8
+)
+
+// handle calls the handler and reports whether it returned normally; the
+// caller counts it as delivered then.
+func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.panics.Add(1)
+			p.recordPanic(m.Channel, r)
+		}
+	}()
+	p.handler(m)
+	return true
+}
+
+// recordPanic is kept out of handle so that the closure building the error
+// cannot make the compiler move handle's message to the heap.
+func (p *WorkerPool) recordPanic(channel string, r any) {
+	opened := p.panics.add(channel, func() error {
+		// debug.Stack here still shows the handler's frames: the deferred
+		// recover runs on top of the panicking stack.
+		return fmt.Errorf("%w: channel %q: %v\n%s", ErrHandlerPanic, channel, r, debug.Stack())
+	})
+	if opened {
+		p.wakeReporter()
+	}
+}
