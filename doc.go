@@ -39,31 +39,27 @@
 // channels and the time window, so an application can tell its own clients
 // to recover.
 //
-// # Building an engine
+// # Building blocks
 //
-// The rest of the package is for engine implementers, the way
-// database/sql/driver is for database drivers: applications do not need it.
-// These building blocks are what both engines share, and a third engine
-// would use them the same way:
+// Beside the contract, the package holds the pieces of the design both
+// engines are built from, as plain data and pure functions that a tool or
+// another engine can use as they are:
 //
 //   - [Layout]: channel → partition (jump hash of xxhash64) → hash tag and
 //     slot, from generated tag tables whose partitions spread evenly over
 //     any number of Redis Cluster masters.
-//   - Topology, as pure functions over plain data: [ParseClusterSlotsFrom]
-//     reads CLUSTER SLOTS into a [SlotMap], [Assign] gives each partition
-//     its master ([Assignment]), and [DiffAssignments] says which
-//     partitions moved ([AssignmentDiff]).
-//   - Resubscribing: [GroupByPartition] and [PlanCommands] cut channels
-//     into batched subscribe commands ([Command]), and a [Resubscriber]
-//     sends whole groups ([Group]) with bounded concurrency.
+//   - Topology: [ParseClusterSlotsFrom] reads CLUSTER SLOTS into a
+//     [SlotMap], [SlotMap.Assign] gives each partition its master
+//     ([Assignment]), and [Assignment.Diff] says which partitions moved.
+//   - Resubscribing: [GroupByPartition] and [Group.Batches] cut channels
+//     into batched subscribe commands, and a [Resubscriber] sends whole
+//     groups with bounded concurrency.
 //   - [WorkerPool]: hash-ordered handler workers with bounded queues that
 //     drop (and report) instead of blocking a socket read loop.
-//   - [Emitter]: delivers Events to Options.OnEvent in order, without ever
-//     blocking the engine.
 //
-// An engine validates input with [ValidateChannel], [Options.Validate] and
-// [ConnOptions.Validate], and fills defaults with [Options.WithDefaults] and
-// [ConnOptions.WithDefaults]. Both engines are checked by one Broker
-// conformance suite (internal/brokertest in this repository); a third
-// engine should pass it too.
+// The engine kit that drives them (connections, supervision, the publish
+// path, re-layout) is internal to this module: it changes with the engines
+// and promises no API. Any Broker, an engine's or a wrapper's, can be
+// checked against the conformance suite both engines pass, package
+// brokertest.
 package shardcast
