@@ -1,6 +1,6 @@
 package shardcast_test
 
-import "github.com/shardcast/shardcast/internal/redistest"
+import "github.com/shardcast/shardcast/redistest"
 
 // yourRedisInstances stands for the addresses of your own standalone Redis
 // instances, such as []string{"10.0.0.1:6379", "10.0.0.2:6379"}. Here they

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/crc16"
-	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/internal/layoutgen"
 )

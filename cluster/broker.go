@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/internal/resp"

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/brokertest"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // testConformance runs the Broker conformance suite on the package's

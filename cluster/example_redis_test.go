@@ -1,6 +1,6 @@
 package cluster_test
 
-import "github.com/shardcast/shardcast/internal/redistest"
+import "github.com/shardcast/shardcast/redistest"
 
 // yourClusterSeeds stands for the addresses of a few nodes of your own Redis
 // Cluster, such as []string{"10.0.0.1:7000", "10.0.0.2:7000"}; the broker

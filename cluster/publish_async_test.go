@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // asyncLog records, per channel, the outcome of every PublishAsync call:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // TestCrossLanguageClusterEndpointType: CLUSTER SLOTS reports a null

@@ -27,7 +27,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/internal/layoutgen"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
 

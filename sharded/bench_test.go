@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // BenchmarkPublishDeliver measures publish→deliver through one local

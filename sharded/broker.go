@@ -13,7 +13,6 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -224,7 +223,7 @@ func (b *Broker) Fingerprint() string { return b.route.Load().fp }
 // Shard returns the index in the instance list in force (Config.Addrs,
 // until an online re-layout replaced it) of the instance that carries
 // channel.
-func (b *Broker) Shard(channel string) int { return jump.Channel(channel, len(b.route.Load().cur)) }
+func (b *Broker) Shard(channel string) int { return InstanceOf(channel, len(b.route.Load().cur)) }
 
 // Instances returns the instance list in force, as host:port: Config.Addrs
 // until an online re-layout replaced it.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/brokertest"
+	"github.com/shardcast/shardcast/brokertest"
 )
 
 // TestConformance runs the Broker conformance suite on three instances.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/brokertest"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

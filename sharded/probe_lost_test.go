@@ -9,7 +9,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/require"
 )
 

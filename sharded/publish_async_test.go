@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/brokertest"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // asyncOutcomes counts, per call, the done calls of PublishAsync and

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/brokertest"
+	"github.com/shardcast/shardcast/brokertest"
 )
 
 // The re-layout fault tests check every message with brokertest's

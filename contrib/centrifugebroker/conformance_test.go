@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/brokertest"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/centrifugal/centrifuge"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardcast/shardcast/contrib/centrifugebroker"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/centrifugal/protocol"
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/envelope"
 )
 
 // DefaultIdempotentResultTTL is how long the result of a publish with an

@@ -8,7 +8,7 @@ import (
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -15,7 +15,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
 	shardcastprom "github.com/shardcast/shardcast/contrib/prometheus"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
 

@@ -3,7 +3,7 @@ package shardcastprom_test
 import (
 	"testing"
 
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"go.uber.org/goleak"
 )
 

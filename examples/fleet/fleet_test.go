@@ -12,7 +12,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/feed"
 )
 

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

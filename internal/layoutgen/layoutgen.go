@@ -28,9 +28,9 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/envelope"
 	"github.com/shardcast/shardcast/internal/jump"
 	"github.com/shardcast/shardcast/sharded"
 )

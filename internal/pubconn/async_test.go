@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // outcomes records, per call of PublishAsync, whether it was queued and

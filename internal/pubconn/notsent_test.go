@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardcast/shardcast/internal/envelope"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // countingProxy is a loopback listener that counts the connections it

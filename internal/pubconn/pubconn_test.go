@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/shardcast/shardcast/internal/envelope"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind: Close

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // TestRefusedConnectionSaysWhy: a server at maxclients answers a new

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // TestStallReported: a command unanswered for longer than Stall makes the

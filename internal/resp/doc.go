@@ -1,7 +1,7 @@
 // Package resp reads and writes RESP2, the wire protocol of Redis, for the
 // connections shardcast owns: the subscribe wire (internal/subconn), the
 // publish pipeline (internal/pubconn) and the test harness
-// (internal/redistest).
+// (redistest).
 //
 // The Reader's primitives (Line, Bulk, ArrayHeader, Skip, ParseInt) work on
 // the bytes of a bufio.Reader in place and allocate nothing per value, so

@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/shardcast/shardcast/internal/crc16"
-	"github.com/shardcast/shardcast/internal/redistest"
 	"github.com/shardcast/shardcast/internal/resp"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

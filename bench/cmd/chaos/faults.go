@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 )
 
 // fault injects one failure and returns once Redis has settled again.

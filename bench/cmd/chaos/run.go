@@ -11,8 +11,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/jump"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/redistest"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -114,9 +113,9 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		// it held at some point.
 		r.in = where{Shards: func(ch string) []string {
 			if r.relayout == nil {
-				return []string{addrs[jump.Channel(ch, 3)]}
+				return []string{addrs[sharded.InstanceOf(ch, 3)]}
 			}
-			return slices.Compact([]string{addrs[jump.Channel(ch, 3)], addrs[jump.Channel(ch, 4)]})
+			return slices.Compact([]string{addrs[sharded.InstanceOf(ch, 3)], addrs[sharded.InstanceOf(ch, 4)]})
 		}}
 		r.faults = shardedFaults(servers, rng, cfg.down, cfg.pause)
 		rcfg := func(to []string) sharded.RelayoutConfig {

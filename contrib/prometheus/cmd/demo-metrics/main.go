@@ -29,7 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/shardcast/shardcast"
 	shardcastprom "github.com/shardcast/shardcast/contrib/prometheus"
-	"github.com/shardcast/shardcast/internal/redistest"
+	"github.com/shardcast/shardcast/examples/localredis"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -62,13 +62,13 @@ func run(ctx context.Context, listen, shards string, nChannels, rate int) error 
 	if shards != "" {
 		addrs = strings.Split(shards, ",")
 	} else {
-		for range 2 {
-			s, stopServer, err := redistest.StartSharedStandalone()
-			if err != nil {
-				return err
-			}
-			defer stopServer()
-			addrs = append(addrs, s.Addr())
+		local, err := localredis.New("demo-metrics")
+		if err != nil {
+			return err
+		}
+		defer local.Stop()
+		if addrs, err = local.Standalone(ctx, 2); err != nil {
+			return err
 		}
 	}
 

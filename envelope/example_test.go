@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardcast/shardcast/internal/envelope"
+	"github.com/shardcast/shardcast/envelope"
 )
 
 func Example() {

@@ -9,7 +9,7 @@ import (
 // Start-up and failover costs, for planning test suites. They take seconds
 // per iteration; run them with a fixed count, e.g.
 //
-//	go test -run '^$' -bench . -benchtime 5x ./internal/redistest/
+//	go test -run '^$' -bench . -benchtime 5x ./redistest/
 
 // iterationTB runs the harness's cleanups at the end of each benchmark
 // iteration instead of the end of the benchmark, so servers do not pile up.
