@@ -465,22 +465,10 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
-	if v.next != nil && channel == v.barrier {
-		b.hand.Barrier(path)
-		return
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
-	}
-	if v.next != nil && !strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
-		// (A delivery probe tests its path, whatever the layout: it is
-		// never held, or the path would look silent for the re-layout.)
+	b.hand.Deliver(l, path, channel, payload, v.barrier, func(channel string) (int, bool) {
 		cur, next, moving := v.partitions(channel)
-		if moving && path == v.nextBank*bankSize+next && b.hand.Hold(v.curBank*bankSize+cur, l, path, channel, payload) {
-			return
-		}
-	}
-	b.core.DeliverFrom(l, path, channel, payload)
+		return v.curBank*bankSize + cur, moving && path == v.nextBank*bankSize+next
+	})
 }
 
 // onLost runs on a wire's reader goroutine when the server unsubscribed a

@@ -171,27 +171,13 @@ func (b *Broker) newLinks(i int, sh *slot) {
 }
 
 // deliver hands a message that arrived on link l for path p to the core,
-// unless a re-layout holds it back or it is the re-layout's barrier.
+// unless a re-layout holds it back or it is a re-layout's barrier.
 func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) {
 	r := b.route.Load()
-	if r.next != nil && channel == r.barrier {
-		b.hand.Barrier(p)
-		return
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
-	}
-	if r.next != nil && !strings.HasPrefix(channel, shardcast.ProbeChannelPrefix) {
-		// (A delivery probe tests its path, whatever the layout: it is
-		// never held, or the path would look silent for the re-layout.)
+	b.hand.Deliver(l, p, channel, payload, r.barrier, func(channel string) (int, bool) {
 		cur, next := r.slots(channel)
-		// A moving channel's message that came under the new layout
-		// waits for the old layout's barrier.
-		if cur != next && p/b.conns == next && b.hand.Hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
-			return
-		}
-	}
-	b.core.DeliverFrom(l, p, channel, payload)
+		return cur*b.conns + p%b.conns, cur != next && p/b.conns == next
+	})
 }
 
 // Fingerprint returns the fingerprint a broker over addrs reports (see

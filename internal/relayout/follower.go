@@ -1,9 +1,10 @@
 // Package relayout holds the parts of the online re-layout protocol
-// (docs/RELAYOUT.md) that do not depend on the engine: the follower that
-// takes a broker through the phases, the hand-over buffer, the gate that
-// keeps Subscribe calls out while the routing changes, and the
-// coordinator's phase stepping. An engine supplies how it routes, through
-// the Engine interface.
+// (docs/RELAYOUT.md) that do not depend on the engine: the broker's
+// registration and the follower that takes it through the phases, the
+// hand-over buffer and the delivery that holds and drops for it, the gate
+// that keeps Subscribe calls out while the routing changes, and the
+// coordinator's run. An engine supplies how it routes, through the Engine
+// interface, and what a coordinator moves, through Mover.
 package relayout
 
 import (
