@@ -134,6 +134,9 @@ func build(s settings) (*Broker, error) {
 		Mode: subconn.Sharded,
 	})
 	b.core.SetRouter(router{b})
+	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
+		return b.groups(b.view.Load(), channels)
+	}})
 	b.async.Init(b.core, b.asyncFailed)
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
@@ -384,7 +387,7 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) error {
 // commands ctx cut short finishes in the background, ahead of any later
 // call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
+	return b.core.Subscribe(ctx, channels)
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -393,7 +396,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
+	return b.core.Unsubscribe(ctx, channels)
 }
 
 // groups groups channels by the paths they are wanted on under v: their

@@ -115,6 +115,9 @@ func build(cfg Config) (*Broker, error) {
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
+	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
+		return b.groups(b.route.Load(), channels)
+	}})
 	b.async.Init(b.core, b.publishErr)
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
@@ -333,7 +336,7 @@ func (b *Broker) WireChannel(channel string) string { return channel }
 // undo of commands ctx cut short finishes in the background, ahead of any
 // later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
+	return b.core.Subscribe(ctx, channels)
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -342,7 +345,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
+	return b.core.Unsubscribe(ctx, channels)
 }
 
 // groups groups channels by the paths they are wanted on under r: their
