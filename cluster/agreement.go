@@ -21,25 +21,15 @@ func (b *Broker) joinLayout() error {
 	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
 		return b.evalPartition(ctx, 0, s, keys, args, true)
 	}
-	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
-		Agreement: a,
-		Run:       run,
-		Where:     "the cluster of " + strings.Join(b.cfg.seeds, ", "),
-		Ours:      layoutRecord(b.view.Load().cur),
-		Timeout:   b.cfg.Conn.CommandTimeout,
-		Emit:      b.core.Emitter.Emit,
-		Log:       b.core.Log,
-	})
-	if err != nil {
-		return err
-	}
-	b.member = m
-	b.rel = relayout.NewFollower(relayout.FollowerConfig{
-		Agreement: a, Run: run, Member: m, Core: b.core, Hand: b.hand, Engine: steps{b, a, run},
+	var err error
+	b.member, b.rel, err = relayout.Join(relayout.FollowerConfig{
+		Agreement: a, Run: run, Core: b.core, Hand: b.hand, Engine: steps{b},
 		BarrierTimeout: b.cfg.BarrierTimeout, Timeout: b.cfg.Conn.CommandTimeout,
+	}, agreement.Config{
+		Where: "the cluster of " + strings.Join(b.cfg.seeds, ", "),
+		Ours:  layoutRecord(b.view.Load().cur),
 	})
-	m.Start(b.core.Ctx(), b.core.Go)
-	return nil
+	return err
 }
 
 // layoutRecord describes l as the layout record holds it.

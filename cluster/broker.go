@@ -134,6 +134,9 @@ func build(s settings) (*Broker, error) {
 		Mode: subconn.Sharded,
 	})
 	b.core.SetRouter(router{b})
+	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
+		return b.groups(b.view.Load(), channels)
+	}})
 	b.publisher.Init(b.core, &b.view, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
@@ -306,7 +309,7 @@ func (b *Broker) WireChannel(channel string) string {
 // commands ctx cut short finishes in the background, ahead of any later
 // call for its partition.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
+	return b.core.Subscribe(ctx, channels)
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -315,7 +318,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.view.Load(), channels) })
+	return b.core.Unsubscribe(ctx, channels)
 }
 
 // groups groups channels by the paths they are wanted on under v: their
@@ -387,22 +390,10 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 		b.core.Log.Debug("shardcast: message on a key outside the layout", "key", strings.Clone(key)) // key is a view
 		return
 	}
-	if v.next != nil && channel == v.barrier {
-		b.hand.Barrier(path)
-		return
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
-	}
-	if v.next != nil && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
-		// (A delivery probe tests its path, whatever the layout: it is
-		// never held, or the path would look silent for the re-layout.)
+	b.hand.Deliver(l, path, channel, payload, v.barrier, func(channel string) (int, bool) {
 		cur, next, moving := v.partitions(channel)
-		if moving && path == v.nextBank*bankSize+next && b.hand.Hold(v.curBank*bankSize+cur, l, path, channel, payload) {
-			return
-		}
-	}
-	b.core.DeliverFrom(l, path, channel, payload)
+		return v.curBank*bankSize + cur, moving && path == v.nextBank*bankSize+next
+	})
 }
 
 // onLost runs on a wire's reader goroutine when the server unsubscribed a

@@ -2,10 +2,7 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
@@ -59,54 +56,14 @@ type RelayoutConfig struct {
 // data), it returns at once with an error wrapping
 // shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (shardcast.RelayoutReport, error) {
-	var rep shardcast.RelayoutReport
 	if cfg.Partitions != 0 {
 		if _, err := shardcast.NewLayout(cfg.Partitions, ""); err != nil {
-			return rep, err
+			return shardcast.RelayoutReport{}, err
 		}
 	}
-	c, err := openCoordinator(ctx, cfg)
-	if err != nil {
-		return rep, err
-	}
-	defer c.close()
-	st, err := agreement.Read(ctx, c.Run, c.Agreement)
-	if err != nil {
-		return rep, err
-	}
-	if st.Record == nil {
-		return rep, fmt.Errorf("%w in %s (App %q)", shardcast.ErrNoLayoutRecord, c.Agreement.RecordKey(), c.Agreement.App)
-	}
-	rep.From = *st.Record
-	if st.Record.Engine != "cluster" {
-		return rep, fmt.Errorf("%w: the layout record holds a %s engine's layout (%s)", shardcast.ErrInvalidConfig, st.Record.Engine, st.Record.Description)
-	}
-	parts, prefix := st.Record.Partitions, st.Record.Prefix
-	if cfg.Partitions != 0 {
-		parts = cfg.Partitions
-	}
-	if cfg.Prefix != nil {
-		prefix = *cfg.Prefix
-	}
-	to, err := shardcast.NewLayout(parts, prefix)
-	if err != nil {
-		return rep, err
-	}
-	rep.To = layoutRecord(to)
-	t, begun, err := c.Begin(ctx, rep.To, nil)
-	if err != nil {
-		begun.From = rep.From
-		return begun, err
-	}
-	rep = begun
-	from, err := shardcast.NewLayout(rep.From.Partitions, rep.From.Prefix)
-	if err != nil {
-		return rep, errors.Join(err, c.Abort(context.WithoutCancel(ctx), t, &rep))
-	}
-	barriers := func(ctx context.Context) int {
-		return c.sendBarriers(ctx, losing(from, to), from, t)
-	}
-	return rep, c.Drive(ctx, t, &rep, barriers)
+	return relayout.Relayout(ctx, cfg.Agreement, cfg.OnPhase, func(context.Context) (relayout.Mover, error) {
+		return openCoordinator(cfg)
+	})
 }
 
 // AbortRelayout returns the brokers of a re-layout under way to the old
@@ -114,62 +71,85 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (shardcast.RelayoutReport
 // none is under way (an error wrapping shardcast.ErrNoRelayout) or it
 // began to finish.
 func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
-	c, err := openCoordinator(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	return c.AbortCurrent(ctx)
+	return relayout.AbortRelayout(ctx, cfg.Agreement, func(context.Context) (relayout.Mover, error) {
+		return openCoordinator(cfg)
+	})
 }
 
-// coordinator is one run of Relayout or AbortRelayout: the phase stepping
-// over a publish-only broker of its own (the agreement off), which runs
-// the agreement's scripts and SPUBLISHes the barriers.
+// coordinator is the cluster engine's side of a Relayout or AbortRelayout
+// run (relayout.Mover): a publish-only broker of its own (the agreement
+// off), which runs the agreement's scripts and SPUBLISHes the barriers.
 type coordinator struct {
-	relayout.Coordinator
 	b *Broker
+	// partitions and prefix are cfg's: the layout to move to, 0 and nil
+	// keeping the recorded count and prefix.
+	partitions int
+	prefix     *string
 }
 
-func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
-	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
-		return nil, err
-	}
+var _ relayout.Mover = (*coordinator)(nil)
+
+func openCoordinator(cfg RelayoutConfig) (*coordinator, error) {
 	// Sized for every partition number, so that it has a route to each
 	// partition of any layout.
 	b, err := New(Config{Addrs: cfg.Addrs, Conn: cfg.Conn, Partitions: bankSize, Agreement: shardcast.Agreement{Off: true}})
 	if err != nil {
 		return nil, fmt.Errorf("shardcast: relayout: %w", err)
 	}
-	a := cfg.Agreement.WithDefaults()
-	c := &coordinator{b: b, Coordinator: relayout.Coordinator{
-		Agreement: a, Name: relayout.NewName(), OnPhase: cfg.OnPhase,
-		Run: func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-			ctx, cancel := context.WithTimeout(ctx, b.cfg.Conn.CommandTimeout)
-			defer cancel()
-			return b.evalPartition(ctx, 0, s, keys, args, true)
-		},
-	}}
-	return c, nil
+	return &coordinator{b: b, partitions: cfg.Partitions, prefix: cfg.Prefix}, nil
 }
 
-// sendBarriers SPUBLISHes t's barrier on each of from's partitions in
-// parts, all at once, and returns how many Redis accepted. A barrier goes
-// under the partition's own tag, so it travels to the partition's master
-// and, on every subscriber, down the connection that carries the
-// partition's messages, after every one published before it. ctx bounds
-// the sends (relayout.Coordinator gives them a quarter heartbeat).
-func (c *coordinator) sendBarriers(ctx context.Context, parts []int, from *shardcast.Layout, t *agreement.Transition) int {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for _, p := range parts {
-		wg.Go(func() {
-			if c.b.send(ctx, p, from.PartitionKey(p, ""), t.Barrier, []byte(t.ID)) == nil {
-				n.Add(1)
-			}
+// Run runs an agreement script on the master of partition 0's slot, where
+// the record lives, bounded by Conn.CommandTimeout.
+func (c *coordinator) Run(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.b.cfg.Conn.CommandTimeout)
+	defer cancel()
+	return c.b.evalPartition(ctx, 0, s, keys, args, true)
+}
+
+// Target returns the record of the recorded layout with the partition
+// count and prefix the run changes; it refuses a record that is not a
+// cluster engine's.
+func (c *coordinator) Target(from shardcast.LayoutRecord) (shardcast.LayoutRecord, error) {
+	if from.Engine != "cluster" {
+		return shardcast.LayoutRecord{}, fmt.Errorf("%w: the layout record holds a %s engine's layout (%s)", shardcast.ErrInvalidConfig, from.Engine, from.Description)
+	}
+	parts, prefix := from.Partitions, from.Prefix
+	if c.partitions != 0 {
+		parts = c.partitions
+	}
+	if c.prefix != nil {
+		prefix = *c.prefix
+	}
+	to, err := shardcast.NewLayout(parts, prefix)
+	if err != nil {
+		return shardcast.LayoutRecord{}, err
+	}
+	return layoutRecord(to), nil
+}
+
+// Barriers returns an SPUBLISH of t's barrier on each of from's
+// partitions that lose channels. A barrier goes under the partition's own
+// tag, so it travels to the partition's master and, on every subscriber,
+// down the connection that carries the partition's messages, after every
+// one published before it.
+func (c *coordinator) Barriers(from shardcast.LayoutRecord, t *agreement.Transition) ([]relayout.Barrier, error) {
+	old, err := shardcast.NewLayout(from.Partitions, from.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	to, err := shardcast.NewLayout(t.ToRecord.Partitions, t.ToRecord.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []relayout.Barrier
+	for _, p := range losing(old, to) {
+		out = append(out, func(ctx context.Context) error {
+			return c.b.send(ctx, p, old.PartitionKey(p, ""), t.Barrier, []byte(t.ID))
 		})
 	}
-	wg.Wait()
-	return int(n.Load())
+	return out, nil
 }
 
-func (c *coordinator) close() { _ = c.b.Close() }
+// Close closes the coordinator's broker.
+func (c *coordinator) Close() { _ = c.b.Close() }

@@ -16,20 +16,28 @@ import (
 // re-layout (relayout.Engine; docs/RELAYOUT.md): it changes the broker's
 // view, subscribes the twins of moving channels and the barriers, and
 // drops what the layout it left needed.
-type steps struct {
-	b   *Broker
-	a   shardcast.Agreement
-	run agreement.Runner
-}
+type steps struct{ b *Broker }
 
-var _ relayout.Engine = steps{}
+// barrierPaths returns the paths of the old layout's partitions that
+// lose channels (none on a publish-only broker): a barrier comes through
+// each.
+func (b *Broker) barrierPaths(v *view) []int {
+	if b.core.Paths == nil {
+		return nil
+	}
+	var out []int
+	for _, p := range losing(v.cur, v.next) {
+		out = append(out, v.curBank*bankSize+p)
+	}
+	return out
+}
 
 // Prepare makes t's new layout the broker's next one, subscribes every
 // moving channel it wants under it too (a channel moves when its wire key
 // changes) and the barrier on each of the old layout's partitions that
 // lose channels, and holds back what moving channels bring under the new
 // layout until the barrier of their old partition arrived.
-func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error) {
+func (s steps) Prepare(ctx context.Context, t *agreement.Transition, fromRec shardcast.LayoutRecord) (int, error) {
 	b := s.b
 	next, err := shardcast.NewLayout(t.ToRecord.Partitions, t.ToRecord.Prefix)
 	if err != nil || next.Fingerprint() != t.To {
@@ -42,14 +50,9 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 	v := b.view.Load()
 	if v.id != t.ID {
 		if v.cur.Fingerprint() != t.From {
-			// A broker configured with the new layout, started mid-way:
-			// it starts from the record's layout, as the fleet does. It
+			// Configured with the new layout and started mid-way: it
 			// subscribed nothing yet (New follows before it returns).
-			st, err := agreement.Read(ctx, s.run, s.a)
-			if err != nil || st.Record == nil || st.Record.Fingerprint != t.From || v.cur.Fingerprint() != t.To {
-				return 0, fmt.Errorf("%w %s from %s to %s: this broker's layout is %s", relayout.ErrCannotFollow, t.ID, t.From, t.To, v.cur.Fingerprint())
-			}
-			from, err := shardcast.NewLayout(st.Record.Partitions, st.Record.Prefix)
+			from, err := shardcast.NewLayout(fromRec.Partitions, fromRec.Prefix)
 			if err != nil {
 				return 0, fmt.Errorf("%w %s: the recorded layout: %w", relayout.ErrCannotFollow, t.ID, err)
 			}
@@ -95,20 +98,6 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error
 	return moving, nil
 }
 
-// barrierPaths returns the paths of the old layout's partitions that
-// lose channels (none on a publish-only broker): a barrier comes through
-// each.
-func (b *Broker) barrierPaths(v *view) []int {
-	if b.core.Paths == nil {
-		return nil
-	}
-	var out []int
-	for _, p := range losing(v.cur, v.next) {
-		out = append(out, v.curBank*bankSize+p)
-	}
-	return out
-}
-
 // Route stores a copy of the view that publishes moving channels under
 // the new layout (switched) or the old one, unless the view in force
 // does, and returns the in-flight count of the view it replaced.
@@ -147,6 +136,9 @@ func (s steps) TwinChannels() []string {
 	return out
 }
 
+// Fingerprint returns the fingerprint of the layout in force.
+func (s steps) Fingerprint() string { return s.b.Fingerprint() }
+
 // NextFingerprint returns the fingerprint of the layout the re-layout
 // under way moves to.
 func (s steps) NextFingerprint() string {
@@ -172,7 +164,7 @@ func (s steps) Finish(ctx context.Context, to shardcast.LayoutRecord) error {
 		b.view.Store(newView(v.next, v.nextBank, v.prefix))
 		b.core.RequestRefresh() // the topology of partitions no longer used goes
 	}
-	return b.settle(ctx, s.a)
+	return b.settle(ctx)
 }
 
 // Revert returns to the old layout alone after an aborted re-layout
@@ -187,18 +179,18 @@ func (s steps) Revert(ctx context.Context) error {
 		b.view.Store(newView(v.cur, v.curBank, v.prefix))
 		b.core.RequestRefresh()
 	}
-	return b.settle(ctx, s.a)
+	return b.settle(ctx)
 }
 
 // settle drops every subscription the view in force does not route to
 // its path: the other layout's copies of moved channels, and the
 // barriers (their names are reserved for the agreement). The caller
 // holds the gate.
-func (b *Broker) settle(ctx context.Context, a shardcast.Agreement) error {
+func (b *Broker) settle(ctx context.Context) error {
 	if b.core.Paths == nil {
 		return nil
 	}
-	barriers := a.BarrierChannel("")
+	barriers := b.cfg.Agreement.BarrierChannel("")
 	rt := router{b}
 	groups := map[int][]string{}
 	for p, path := range b.core.Paths {

@@ -35,35 +35,29 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	pub := pubconn.New(d, engine.PubTimeouts(conn))
 	b.control = pub
 	r := b.route.Load()
-	addrs := r.addrs
 	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
 		return engine.Eval(ctx, pub, s, keys, args)
 	}
-	m, err := agreement.Join(b.core.Ctx(), agreement.Config{
-		Agreement: a,
-		Run:       run,
-		Where:     where,
-		Node:      where,
-		Ours: shardcast.LayoutRecord{
-			Fingerprint: r.fp,
-			Description: fmt.Sprintf("sharded: %d instances: %s", len(addrs), strings.Join(addrs, ", ")),
-			Engine:      "sharded",
-			Instances:   addrs,
-		},
-		Timeout: conn.CommandTimeout,
-		Emit:    b.core.Emitter.Emit,
-		Log:     b.core.Log,
-	})
-	if err != nil {
-		return err
-	}
-	b.member = m
-	b.rel = relayout.NewFollower(relayout.FollowerConfig{
-		Agreement: a, Run: run, Member: m, Core: b.core, Hand: b.hand, Engine: steps{b, a, run},
+	b.member, b.rel, err = relayout.Join(relayout.FollowerConfig{
+		Agreement: a, Run: run, Core: b.core, Hand: b.hand, Engine: steps{b},
 		BarrierTimeout: cfg.BarrierTimeout, Timeout: conn.CommandTimeout,
+	}, agreement.Config{
+		Where: where,
+		Node:  where,
+		Ours:  layoutRecord(r.addrs),
 	})
-	m.Start(b.core.Ctx(), b.core.Go)
-	return nil
+	return err
+}
+
+// layoutRecord describes the instance list hosts (host:port, in routing
+// order) as the layout record holds it.
+func layoutRecord(hosts []string) shardcast.LayoutRecord {
+	return shardcast.LayoutRecord{
+		Fingerprint: fingerprint(hosts),
+		Description: fmt.Sprintf("sharded: %d instances: %s", len(hosts), strings.Join(hosts, ", ")),
+		Engine:      "sharded",
+		Instances:   hosts,
+	}
 }
 
 // leaveLayout leaves the registry and closes the control connection. It

@@ -113,6 +113,9 @@ func build(cfg Config) (*Broker, error) {
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
 	})
 	b.core.SetRouter(router{b})
+	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
+		return b.groups(b.route.Load(), channels)
+	}})
 	b.publisher.Init(b.core, &b.route, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
@@ -169,27 +172,13 @@ func (b *Broker) newLinks(i int, sh *slot) {
 }
 
 // deliver hands a message that arrived on link l for path p to the core,
-// unless a re-layout holds it back or it is the re-layout's barrier.
+// unless a re-layout holds it back or it is a re-layout's barrier.
 func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) {
 	r := b.route.Load()
-	if r.next != nil && channel == r.barrier {
-		b.hand.Barrier(p)
-		return
-	}
-	if relayout.IsBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
-	}
-	if r.next != nil && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
-		// (A delivery probe tests its path, whatever the layout: it is
-		// never held, or the path would look silent for the re-layout.)
+	b.hand.Deliver(l, p, channel, payload, r.barrier, func(channel string) (int, bool) {
 		cur, next := r.slots(channel)
-		// A moving channel's message that came under the new layout
-		// waits for the old layout's barrier.
-		if cur != next && p/b.conns == next && b.hand.Hold(cur*b.conns+p%b.conns, l, p, channel, payload) {
-			return
-		}
-	}
-	b.core.DeliverFrom(l, p, channel, payload)
+		return cur*b.conns + p%b.conns, cur != next && p/b.conns == next
+	})
 }
 
 // Fingerprint returns the fingerprint a broker over addrs reports (see
@@ -268,7 +257,7 @@ func (b *Broker) WireChannel(channel string) string { return channel }
 // undo of commands ctx cut short finishes in the background, ahead of any
 // later call for these channels.
 func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Subscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
+	return b.core.Subscribe(ctx, channels)
 }
 
 // Unsubscribe unsubscribes channels. Unknown channels are ignored. The
@@ -277,7 +266,7 @@ func (b *Broker) Subscribe(ctx context.Context, channels ...string) error {
 // completes in the background, still ahead of any later call for these
 // channels.
 func (b *Broker) Unsubscribe(ctx context.Context, channels ...string) error {
-	return b.gate.Unsubscribe(ctx, b.core, channels, func(channels []string) []shardcast.Group { return b.groups(b.route.Load(), channels) })
+	return b.core.Unsubscribe(ctx, channels)
 }
 
 // groups groups channels by the paths they are wanted on under r: their

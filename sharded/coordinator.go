@@ -2,14 +2,11 @@ package sharded
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/relayout"
@@ -67,60 +64,17 @@ type RelayoutReport = shardcast.RelayoutReport
 // data), it returns at once with an error wrapping
 // shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
-	var rep RelayoutReport
-	c, err := openCoordinator(ctx, cfg)
-	if err != nil {
-		return rep, err
-	}
-	defer c.close()
-	to, err := c.dialAll(ctx, cfg.To)
-	if err != nil {
-		return rep, err
-	}
-	toRec := shardcast.LayoutRecord{Fingerprint: fingerprint(to), Engine: "sharded", Instances: to,
-		Description: fmt.Sprintf("sharded: %d instances: %s", len(to), strings.Join(to, ", "))}
-	t, rep, err := c.Begin(ctx, toRec, func(from shardcast.LayoutRecord) error {
-		if from.Engine != "sharded" || len(from.Instances) == 0 {
-			return fmt.Errorf("%w: the layout record is not a sharded application's (engine %q, %d instances): %s",
-				shardcast.ErrInvalidConfig, from.Engine, len(from.Instances), from.Description)
+	return relayout.Relayout(ctx, cfg.Agreement, cfg.OnPhase, func(ctx context.Context) (relayout.Mover, error) {
+		c, err := openCoordinator(ctx, cfg)
+		if err != nil {
+			return nil, err
 		}
-		if n := len(union(from.Instances, to)); n > minSlots {
-			return fmt.Errorf("%w: the old and new lists name %d instances; at most %d at once", shardcast.ErrInvalidConfig, n, minSlots)
+		if c.to, err = c.dialAll(ctx, cfg.To); err != nil {
+			c.Close()
+			return nil, err
 		}
-		return nil
+		return c, nil
 	})
-	if err != nil {
-		return rep, err
-	}
-	// The old instances are not required to answer: dropping one that
-	// died is a reason to re-layout. Its barrier fails, and the brokers
-	// hand its channels over after BarrierTimeout.
-	from, err := c.connectAll(rep.From.Instances)
-	if err != nil {
-		abortErr := c.Abort(context.WithoutCancel(ctx), t, &rep)
-		return rep, errors.Join(err, abortErr)
-	}
-	var barriers []*pubconn.Pub
-	for _, i := range losing(from, to) {
-		barriers = append(barriers, c.pubs[from[i]])
-	}
-	sendBarriers := func(ctx context.Context) int {
-		// In parallel, within the quarter heartbeat the coordinator
-		// gives them (see relayout.Coordinator): sent in turn, one to a
-		// frozen old instance used it all up before the next was sent.
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		for _, p := range barriers {
-			wg.Go(func() {
-				if p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now()) == nil {
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		return int(n.Load())
-	}
-	return rep, c.Drive(ctx, t, &rep, sendBarriers)
 }
 
 // AbortRelayout returns the brokers of a re-layout under way to the old
@@ -128,26 +82,28 @@ func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 // fails when none is under way (an error wrapping shardcast.ErrNoRelayout)
 // or it began to finish.
 func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
-	c, err := openCoordinator(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	return c.AbortCurrent(ctx)
+	return relayout.AbortRelayout(ctx, cfg.Agreement, func(ctx context.Context) (relayout.Mover, error) {
+		return openCoordinator(ctx, cfg)
+	})
 }
 
-// coordinator is one run of Relayout or AbortRelayout.
+// coordinator is the sharded engine's side of a Relayout or
+// AbortRelayout run (relayout.Mover): the control instance's connection
+// runs the agreement's scripts, and the instances' publishing connections
+// send the barriers.
 type coordinator struct {
-	relayout.Coordinator
 	conn    shardcast.ConnOptions
 	control *pubconn.Pub
 	pubs    map[string]*pubconn.Pub
+	// to is the new instance list, as host:port (Relayout only).
+	to []string
 }
 
+var _ relayout.Mover = (*coordinator)(nil)
+
+// openCoordinator connects to cfg's control instance; cfg.Agreement was
+// checked.
 func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
-	if err := relayout.CheckAgreement(cfg.Agreement); err != nil {
-		return nil, err
-	}
 	if err := cfg.Conn.Validate(); err != nil {
 		return nil, err
 	}
@@ -162,22 +118,60 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)
 	}
-	c := &coordinator{conn: conn, pubs: map[string]*pubconn.Pub{}, Coordinator: relayout.Coordinator{
-		Agreement: cfg.Agreement.WithDefaults(), Name: relayout.NewName(), OnPhase: cfg.OnPhase,
-	}}
+	c := &coordinator{conn: conn, pubs: map[string]*pubconn.Pub{}}
 	c.control = pubconn.New(d, engine.PubTimeouts(conn))
-	c.Run = func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-		ctx, cancel := context.WithTimeout(ctx, conn.CommandTimeout)
-		defer cancel()
-		return engine.Eval(ctx, c.control, s, keys, args)
-	}
 	pctx, cancel := context.WithTimeout(ctx, conn.DialTimeout)
 	defer cancel()
 	if err := c.control.Ping(pctx); err != nil {
-		c.close()
+		c.Close()
 		return nil, fmt.Errorf("shardcast: relayout: control instance %s: %w", d.Addr, err)
 	}
 	return c, nil
+}
+
+// Run runs an agreement script on the control instance, bounded by
+// Conn.CommandTimeout.
+func (c *coordinator) Run(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.conn.CommandTimeout)
+	defer cancel()
+	return engine.Eval(ctx, c.control, s, keys, args)
+}
+
+// Target returns the record of the new instance list; it refuses a move
+// from a record that is not a sharded application's, or that would need
+// more instances at once than a broker has slots for.
+func (c *coordinator) Target(from shardcast.LayoutRecord) (shardcast.LayoutRecord, error) {
+	to := layoutRecord(c.to)
+	if from.Fingerprint == to.Fingerprint {
+		return to, nil // resumed, or refused as the same layout by Begin
+	}
+	if from.Engine != "sharded" || len(from.Instances) == 0 {
+		return to, fmt.Errorf("%w: the layout record is not a sharded application's (engine %q, %d instances): %s",
+			shardcast.ErrInvalidConfig, from.Engine, len(from.Instances), from.Description)
+	}
+	if n := len(union(from.Instances, c.to)); n > minSlots {
+		return to, fmt.Errorf("%w: the old and new lists name %d instances; at most %d at once", shardcast.ErrInvalidConfig, n, minSlots)
+	}
+	return to, nil
+}
+
+// Barriers returns a PUBLISH of t's barrier through each old instance
+// that loses channels. The old instances are not required to answer:
+// dropping one that died is a reason to re-layout. Its barrier fails, and
+// the brokers hand its channels over after BarrierTimeout.
+func (c *coordinator) Barriers(from shardcast.LayoutRecord, t *agreement.Transition) ([]relayout.Barrier, error) {
+	old, err := c.connectAll(from.Instances)
+	if err != nil {
+		return nil, err
+	}
+	var out []relayout.Barrier
+	for _, i := range losing(old, c.to) {
+		p := c.pubs[old[i]]
+		out = append(out, func(ctx context.Context) error {
+			return p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now())
+		})
+	}
+	return out, nil
 }
 
 // dialAll connects to every address and returns their host:port.
@@ -217,7 +211,8 @@ func (c *coordinator) connectAll(addrs []string) ([]string, error) {
 	return out, nil
 }
 
-func (c *coordinator) close() {
+// Close closes every connection the run opened.
+func (c *coordinator) Close() {
 	c.control.Close()
 	for _, p := range c.pubs {
 		p.Close()

@@ -18,31 +18,19 @@ import (
 // route, connects to the instances the new layout adds, subscribes the
 // twins of moving channels and the barriers, and drops what the layout
 // it left needed.
-type steps struct {
-	b   *Broker
-	a   shardcast.Agreement
-	run agreement.Runner
-}
-
-var _ relayout.Engine = steps{}
+type steps struct{ b *Broker }
 
 // Prepare makes t's new layout the broker's next one, subscribes every
 // moving channel it wants under it too and the barrier on its
 // connections to the instances that lose channels, and holds back what
 // moving channels bring under the new layout until the barrier of their
 // old connection arrived.
-func (s steps) Prepare(ctx context.Context, t *agreement.Transition) (int, error) {
+func (s steps) Prepare(ctx context.Context, t *agreement.Transition, fromRec shardcast.LayoutRecord) (int, error) {
 	b := s.b
 	r := b.route.Load()
 	from := r.addrs
 	if r.fp != t.From {
-		// A broker configured with the new list, started mid-way: it
-		// starts from the record's layout, as the fleet does.
-		st, err := agreement.Read(ctx, s.run, s.a)
-		if err != nil || st.Record == nil || st.Record.Fingerprint != t.From || r.fp != t.To {
-			return 0, fmt.Errorf("%w %s from %s to %s: this broker's layout is %s", relayout.ErrCannotFollow, t.ID, t.From, t.To, r.fp)
-		}
-		from = st.Record.Instances
+		from = fromRec.Instances // configured with the new list, started mid-way
 	}
 	cur, err := b.slotsFor(ctx, from)
 	if err != nil {
@@ -117,6 +105,9 @@ func (s steps) Route(switched bool) *atomic.Int64 {
 		id: old.id, barrier: old.barrier, switched: switched})
 	return &old.inflight
 }
+
+// Fingerprint returns the fingerprint of the layout in force.
+func (s steps) Fingerprint() string { return s.b.Fingerprint() }
 
 // NextFingerprint returns the fingerprint of the layout the re-layout
 // under way moves to.

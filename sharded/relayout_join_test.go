@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -120,11 +121,13 @@ func TestRelayoutJoinDuringAbort(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	c, err := openCoordinator(ctx, relayoutConfig(ab[0], abc))
+	cfg := relayoutConfig(ab[0], abc)
+	m, err := openCoordinator(ctx, cfg)
 	require.NoError(t, err)
-	defer c.close()
+	defer m.Close()
+	c := &relayout.Coordinator{Agreement: cfg.Agreement.WithDefaults(), Run: m.Run, Name: relayout.NewName()}
 	toRec := shardcast.LayoutRecord{Fingerprint: fingerprint(abc), Engine: "sharded", Instances: abc, Description: "abc"}
-	tr, rep, err := c.Begin(ctx, toRec, nil)
+	tr, rep, err := c.Begin(ctx, toRec)
 	require.NoError(t, err)
 	_, err = agreement.Abort(ctx, c.Run, c.Agreement, tr.ID)
 	require.NoError(t, err)

@@ -51,6 +51,7 @@ type Core struct {
 	Paths []*Path
 
 	router     Router
+	routing    Routing // nil: a call goes by router.PathOf
 	mode       subconn.Mode
 	partitions bool // paths are cluster partitions: events list them
 	bank       int  // with partitions: path p is partition p % bank (0: p)

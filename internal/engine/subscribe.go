@@ -12,6 +12,29 @@ import (
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
+// Routing is what a re-layout layer tells the core about Subscribe and
+// Unsubscribe calls (SetRouting): Groups groups a call's channels by the
+// paths they are wanted on (during a re-layout, a moving channel on its
+// path under each layout), and Run runs the call, op, so that the routing
+// cannot change between the grouping and the call's end, again if a
+// re-layout step cut it short.
+type Routing interface {
+	Groups(channels []string) []shardcast.Group
+	Run(ctx context.Context, op func(ctx context.Context) error) error
+}
+
+// SetRouting installs the re-layout layer's hook, before the broker is
+// used; without one, calls group channels by Router.PathOf.
+func (c *Core) SetRouting(r Routing) { c.routing = r }
+
+// grouped runs op on channels grouped by path (see Routing).
+func (c *Core) grouped(ctx context.Context, channels []string, op func(context.Context, []shardcast.Group) error) error {
+	if c.routing == nil {
+		return op(ctx, shardcast.GroupByPartition(channels, c.router.PathOf))
+	}
+	return c.routing.Run(ctx, func(ctx context.Context) error { return op(ctx, c.routing.Groups(channels)) })
+}
+
 // Subscribe is Broker.Subscribe: it subscribes channels and returns once
 // Redis confirmed every one. While a path's node is unreachable (a
 // reconnect, a failover, a slot move) it waits, bounded by ctx. On error no
@@ -27,7 +50,7 @@ func (c *Core) Subscribe(ctx context.Context, channels []string) error {
 	if c.Pool == nil {
 		return shardcast.ErrNoHandler
 	}
-	return c.SubscribeGroups(ctx, shardcast.GroupByPartition(channels, c.router.PathOf))
+	return c.grouped(ctx, channels, c.SubscribeGroups)
 }
 
 // SubscribeGroups is Subscribe with the channels already grouped by path
@@ -89,7 +112,7 @@ func (c *Core) Unsubscribe(ctx context.Context, channels []string) error {
 	if c.Pool == nil {
 		return nil
 	}
-	return c.UnsubscribeGroups(ctx, shardcast.GroupByPartition(channels, c.router.PathOf))
+	return c.grouped(ctx, channels, c.UnsubscribeGroups)
 }
 
 // UnsubscribeGroups is Unsubscribe with the channels already grouped by

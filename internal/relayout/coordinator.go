@@ -41,27 +41,10 @@ func NewName() string {
 }
 
 // Begin starts a re-layout to layout to, or resumes the one under way to
-// it; check, if set, may refuse the move from the recorded layout, before
-// anything changes (it is called before a new transition is written). It
-// fails with shardcast.ErrRelayoutInProgress when another re-layout is
-// under way.
-func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, check func(from shardcast.LayoutRecord) error) (*agreement.Transition, shardcast.RelayoutReport, error) {
+// it. It fails with shardcast.ErrRelayoutInProgress when another
+// re-layout is under way.
+func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord) (*agreement.Transition, shardcast.RelayoutReport, error) {
 	rep := shardcast.RelayoutReport{To: to}
-	if check != nil {
-		st, err := agreement.Read(ctx, c.Run, c.Agreement)
-		if err != nil {
-			return nil, rep, err
-		}
-		if st.Record == nil {
-			return nil, rep, fmt.Errorf("%w in %s (App %q)", shardcast.ErrNoLayoutRecord, c.Agreement.RecordKey(), c.Agreement.App)
-		}
-		rep.From = *st.Record
-		if st.Record.Fingerprint != to.Fingerprint {
-			if err := check(*st.Record); err != nil {
-				return nil, rep, err
-			}
-		}
-	}
 	id := newID()
 	res, err := agreement.Begin(ctx, c.Run, c.Agreement, id, c.Name, to)
 	rep.From = res.From
@@ -85,9 +68,8 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, chec
 	return t, rep, nil
 }
 
-// Drive takes transition t from its phase to the end. barriers, called
-// before every poll of the drain phase, sends the barriers and returns
-// how many it sent. If ctx ends before the finish, or the transition was
+// Drive takes transition t from its phase to the end. Before every poll
+// of the drain phase it sends every barrier at once (see sendAll). If ctx ends before the finish, or the transition was
 // aborted, it aborts (waiting, without ctx's bound, for every broker) and
 // returns an error wrapping shardcast.ErrRelayoutAborted; if the
 // transition vanishes, it returns at once with one wrapping
@@ -95,7 +77,7 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord, chec
 // broker's acknowledgement, for the registry to refill after the control
 // instance was unreachable, and for a live broker (see
 // agreement.Advance).
-func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport, barriers func(context.Context) int) error {
+func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *shardcast.RelayoutReport, barriers []Barrier) error {
 	steps := []struct{ from, to string }{
 		{shardcast.PhasePrepare, shardcast.PhaseSwitch},
 		{shardcast.PhaseSwitch, shardcast.PhaseDrain},
@@ -109,7 +91,7 @@ func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *s
 		return errors.Join(shardcast.ErrRelayoutAborted, c.Abort(ctx, t, rep))
 	}
 	for _, s := range steps {
-		var each func(context.Context) int
+		var each []Barrier
 		if s.from == shardcast.PhaseDrain {
 			each = barriers
 		}
@@ -149,22 +131,22 @@ func (c *Coordinator) AbortCurrent(ctx context.Context) error {
 }
 
 // await polls, every half heartbeat, until every live broker acknowledged
-// phase from, then moves the transition to phase to. each, if set, runs
-// before every poll (the drain's barriers), bounded by a quarter
+// phase from, then moves the transition to phase to. each (the drain's
+// barriers) is sent before every poll, bounded by a quarter
 // heartbeat: the poll waits for it, and the advance script takes a gap of
 // more than a heartbeat between polls for an outage of the control record
 // (it then refills rather than advances), so barriers sent to a frozen
 // node, each waiting ReplyTimeout, would keep the drain from ever ending.
-func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, to string, each func(context.Context) int) (shardcast.RelayoutPhaseReport, error) {
+func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, to string, each []Barrier) (shardcast.RelayoutPhaseReport, error) {
 	start := time.Now()
 	pr := shardcast.RelayoutPhaseReport{Phase: from}
 	tick := time.NewTicker(max(c.Agreement.Heartbeat/2, time.Millisecond))
 	defer tick.Stop()
 	var last agreement.AdvanceResult // what the last poll still waited for
 	for {
-		if each != nil {
+		if len(each) > 0 {
 			bctx, cancel := context.WithTimeout(ctx, c.Agreement.Heartbeat/4)
-			pr.Barriers += each(bctx)
+			pr.Barriers += sendAll(bctx, each)
 			cancel()
 		}
 		st, err := agreement.ReadTransition(ctx, c.Run, c.Agreement)

@@ -228,11 +228,11 @@ func newCoordinatorTest(t *testing.T, n int, opts ...redistest.Option) (*rediste
 
 // relayout runs the coordinator to layoutTwo, bounded by testTimeout.
 func relayout(ctx context.Context, c *Coordinator) (shardcast.RelayoutReport, error) {
-	t, rep, err := c.Begin(ctx, layoutTwo, nil)
+	t, rep, err := c.Begin(ctx, layoutTwo)
 	if err != nil {
 		return rep, err
 	}
-	err = c.Drive(ctx, t, &rep, func(context.Context) int { return 0 })
+	err = c.Drive(ctx, t, &rep, nil)
 	return rep, err
 }
 

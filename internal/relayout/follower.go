@@ -1,9 +1,10 @@
 // Package relayout holds the parts of the online re-layout protocol
-// (docs/RELAYOUT.md) that do not depend on the engine: the follower that
-// takes a broker through the phases, the hand-over buffer, the gate that
-// keeps Subscribe calls out while the routing changes, and the
-// coordinator's phase stepping. An engine supplies how it routes, through
-// the Engine interface.
+// (docs/RELAYOUT.md) that do not depend on the engine: the broker's
+// registration and the follower that takes it through the phases, the
+// hand-over buffer and the delivery that holds and drops for it, the gate
+// that keeps Subscribe calls out while the routing changes, and the
+// coordinator's run. An engine supplies how it routes, through the Engine
+// interface, and what a coordinator moves, through Mover.
 package relayout
 
 import (
@@ -25,9 +26,12 @@ type Engine interface {
 	// layout too, subscribes the barrier on the old layout's paths that
 	// lose channels, resets the hand-over to wait for those barriers, and
 	// starts holding back what moving channels bring under the new
-	// layout; it returns how many channels it subscribed twice. It is
-	// called again after a failure, and must then keep what it did.
-	Prepare(ctx context.Context, t *agreement.Transition) (moving int, err error)
+	// layout; it returns how many channels it subscribed twice. from is
+	// the layout it starts from, t's old one: the broker's own, or the
+	// record's when the broker was configured with t's new layout and
+	// started mid-way. It is called again after a failure, and must then
+	// keep what it did.
+	Prepare(ctx context.Context, t *agreement.Transition, from shardcast.LayoutRecord) (moving int, err error)
 	// Route stores a routing that publishes moving channels under the
 	// new layout (switched) or the old one, unless the routing in force
 	// already does, and returns the in-flight count of the routing it
@@ -41,6 +45,8 @@ type Engine interface {
 	// Revert returns to the old layout alone after an abort ended and
 	// drops the subscriptions only the new one needed.
 	Revert(ctx context.Context) error
+	// Fingerprint is the fingerprint of the layout in force.
+	Fingerprint() string
 	// NextFingerprint is the fingerprint of the layout the re-layout
 	// under way moves to, "" when none is.
 	NextFingerprint() string
@@ -49,10 +55,11 @@ type Engine interface {
 	TwinChannels() []string
 }
 
-// ErrCannotFollow is wrapped by the error of an Engine's Prepare when the
-// broker cannot take part in the re-layout (its layout is neither the
+// ErrCannotFollow is wrapped by the error of a prepare when the broker
+// cannot take part in the re-layout (its layout is neither the
 // transition's old one nor, with the record holding the old one, its new
-// one); the follower raises it in an EventError and retries.
+// one, or the engine cannot route by the new one); the follower raises it
+// in an EventError and retries.
 var ErrCannotFollow = errors.New("shardcast: cannot follow re-layout")
 
 // FollowerConfig is what NewFollower needs.
@@ -241,7 +248,11 @@ func (f *Follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 			f.from = *st.Record
 		}
 	}
-	n, err := f.cfg.Engine.Prepare(ctx, t)
+	var n int
+	err := f.canFollow(t)
+	if err == nil {
+		n, err = f.cfg.Engine.Prepare(ctx, t, f.from)
+	}
 	if err != nil {
 		if errors.Is(err, ErrCannotFollow) {
 			f.cfg.Core.Emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Since: time.Now(), Err: err})
@@ -259,6 +270,16 @@ func (f *Follower) prepare(ctx context.Context, t *agreement.Transition) bool {
 	f.stage = stagePrepared
 	f.emit(shardcast.PhasePrepare, nil)
 	return true
+}
+
+// canFollow refuses, with ErrCannotFollow, a broker whose layout is
+// neither t's old one nor its new one (a broker configured with the new
+// layout, started mid-way, starts from the record's, as the fleet does).
+func (f *Follower) canFollow(t *agreement.Transition) error {
+	if fp := f.cfg.Engine.Fingerprint(); fp != t.From && fp != t.To {
+		return fmt.Errorf("%w %s from %s to %s: this broker's layout is %s", ErrCannotFollow, t.ID, t.From, t.To, fp)
+	}
+	return nil
 }
 
 // route makes the engine publish moving channels under the new layout

@@ -11,7 +11,7 @@ import (
 	"github.com/shardcast/shardcast/internal/engine"
 )
 
-// Gate lets Subscribe and Unsubscribe calls run side by side (Enter) and
+// Gate lets Subscribe and Unsubscribe calls run side by side (enter) and
 // keeps them out while an online re-layout changes which paths a channel
 // is wanted on (Lock): a call must not group its channels by one routing
 // and add them after the re-layout listed the channels under the next.
@@ -22,10 +22,10 @@ import (
 // connection) are cut short, what it added is undone, and it starts
 // again, grouped by the new routing, once the step is over. Commands it
 // already sends run to their end: cut mid-write, they would close a
-// connection other paths share. Without that, a Subscribe with no deadline waiting for an
-// instance that died held the Gate for as long as the instance stayed
-// down, and a re-layout away from that instance (the way to replace it)
-// could never take a step.
+// connection other paths share. So a Subscribe with no deadline waiting
+// for an instance that died does not hold the Gate while the instance
+// stays down, and a re-layout away from it (the way to replace it) takes
+// its steps.
 type Gate struct {
 	mu      sync.Mutex
 	readers map[*reader]struct{}
@@ -189,31 +189,23 @@ func (g *Gate) run(ctx context.Context, closing <-chan struct{}, op func(ctx con
 	}
 }
 
-// Subscribe is a broker's Subscribe under the gate: channels are checked,
-// then subscribed on the paths groups puts them on (read inside the gate,
-// so that a re-layout step cannot change the routing in between).
-func (g *Gate) Subscribe(ctx context.Context, core *engine.Core, channels []string, groups func([]string) []shardcast.Group) error {
-	if err := engine.CheckChannels(ctx, core.Closed(), channels); err != nil {
-		return err
-	}
-	if core.Pool == nil {
-		return shardcast.ErrNoHandler
-	}
-	return g.run(ctx, core.Closing(), func(ctx context.Context) error {
-		return core.SubscribeGroups(ctx, groups(channels))
-	})
+// Routing is the core's hook over a gate (engine.Routing): Group groups
+// a call's channels by the routing in force, read inside the gate, so
+// that a re-layout step cannot change it before the call ends; closing
+// ends the waits when the broker closes.
+type Routing struct {
+	Gate    *Gate
+	Closing <-chan struct{}
+	Group   func(channels []string) []shardcast.Group
 }
 
-// Unsubscribe is a broker's Unsubscribe under the gate, as Subscribe; a
-// broker without a Handler has nothing to unsubscribe.
-func (g *Gate) Unsubscribe(ctx context.Context, core *engine.Core, channels []string, groups func([]string) []shardcast.Group) error {
-	if err := engine.CheckChannels(ctx, core.Closed(), channels); err != nil {
-		return err
-	}
-	if core.Pool == nil {
-		return nil
-	}
-	return g.run(ctx, core.Closing(), func(ctx context.Context) error {
-		return core.UnsubscribeGroups(ctx, groups(channels))
-	})
+var _ engine.Routing = Routing{}
+
+// Groups groups channels by the paths they are wanted on.
+func (r Routing) Groups(channels []string) []shardcast.Group { return r.Group(channels) }
+
+// Run runs op inside the gate, and again each time a re-layout step cuts
+// it short (see Gate).
+func (r Routing) Run(ctx context.Context, op func(ctx context.Context) error) error {
+	return r.Gate.run(ctx, r.Closing, op)
 }

@@ -2,7 +2,6 @@ package relayout
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/shardcast/shardcast"
 )
@@ -52,19 +51,4 @@ func CheckAgreement(a shardcast.Agreement) error {
 		return fmt.Errorf("%w: a re-layout needs the agreement (Agreement.Off is set)", shardcast.ErrInvalidConfig)
 	}
 	return nil
-}
-
-// barrierInfix is in the name of every re-layout's barrier channel,
-// whatever the application (shardcast.Agreement.BarrierChannel).
-var barrierInfix = shardcast.Agreement{}.BarrierChannel("")
-
-// IsBarrier reports whether a message's channel is a re-layout's barrier.
-// A barrier that arrives once the broker has left the re-layout (the
-// coordinator resends them until every broker drained, and the old
-// subscriptions go only at the finish) must not reach the Handler. On the
-// cluster engine the barrier's key may then read as channel old prefix +
-// barrier name under a new prefix it extends (""), hence Contains: the
-// infix is reserved for the agreement whatever comes before it.
-func IsBarrier(channel string) bool {
-	return strings.Contains(channel, barrierInfix)
 }
