@@ -38,6 +38,31 @@ var (
 	// Redis error found in the reply stays reachable through errors.Is/As as
 	// well.
 	ErrBadTopology = errors.New("shardcast: bad cluster topology")
+
+	// Errors of an online re-layout (sharded.Relayout, cluster.Relayout):
+
+	// ErrRelayoutInProgress is returned when a re-layout to another
+	// layout is already under way for the application.
+	ErrRelayoutInProgress = errors.New("shardcast: another re-layout is in progress")
+	// ErrSameLayout is returned for a re-layout to the layout the record
+	// already holds.
+	ErrSameLayout = errors.New("shardcast: the new layout is the current one")
+	// ErrRelayoutAborted is returned by a re-layout that was aborted (by
+	// the caller, or because its context ended before the finish).
+	ErrRelayoutAborted = errors.New("shardcast: re-layout aborted")
+	// ErrRelayoutVanished is returned by a re-layout whose transition
+	// disappeared from the control instance under its coordinator (the
+	// instance lost its data): the brokers follow the record they find
+	// (docs/RELAYOUT.md, "Failure cases"); check it before running again.
+	ErrRelayoutVanished = errors.New("shardcast: the re-layout's transition vanished from the control instance")
+	// ErrNoRelayout is returned by an abort when no re-layout is under
+	// way for the application (it finished, was aborted, or never
+	// began).
+	ErrNoRelayout = errors.New("shardcast: no re-layout under way")
+	// ErrNoLayoutRecord is returned when there is no layout record to
+	// move from: no broker of the application ever ran with the
+	// agreement on.
+	ErrNoLayoutRecord = errors.New("shardcast: no layout record")
 )
 
 // Causes carried in Event.Err, for applications that tell the reasons of a
@@ -67,32 +92,6 @@ var (
 	// The subscriptions are renewed, and EventRestored follows once a probe
 	// returns.
 	ErrSilentPath = errors.New("shardcast: delivery probe not received (path silent)")
-)
-
-// Errors of an online re-layout.
-var (
-	// ErrRelayoutInProgress is returned when a re-layout to another
-	// layout is already under way for the application.
-	ErrRelayoutInProgress = errors.New("shardcast: another re-layout is in progress")
-	// ErrSameLayout is returned for a re-layout to the layout the record
-	// already holds.
-	ErrSameLayout = errors.New("shardcast: the new layout is the current one")
-	// ErrRelayoutAborted is returned by a re-layout that was aborted (by
-	// the caller, or because its context ended before the finish).
-	ErrRelayoutAborted = errors.New("shardcast: re-layout aborted")
-	// ErrRelayoutVanished is returned by a re-layout whose transition
-	// disappeared from the control instance under its coordinator (the
-	// instance lost its data): the brokers follow the record they find
-	// (docs/RELAYOUT.md, "Failure cases"); check it before running again.
-	ErrRelayoutVanished = errors.New("shardcast: the re-layout's transition vanished from the control instance")
-	// ErrNoRelayout is returned by an abort when no re-layout is under
-	// way for the application (it finished, was aborted, or never
-	// began).
-	ErrNoRelayout = errors.New("shardcast: no re-layout under way")
-	// ErrNoLayoutRecord is returned when there is no layout record to
-	// move from: no broker of the application ever ran with the
-	// agreement on.
-	ErrNoLayoutRecord = errors.New("shardcast: no layout record")
 	// ErrRelayoutOrder is wrapped by the Err of an EventRelayout whose
 	// channels' messages may have been delivered out of order at the
 	// switch (never lost or twice).
