@@ -1,6 +1,10 @@
 package shardcast
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/shardcast/shardcast/internal/notsent"
+)
 
 // Sentinel errors callers can branch on with errors.Is. Engines wrap them
 // with context; they never return them bare from a failed Redis call.
@@ -25,7 +29,7 @@ var (
 	// command. An engine may resend unsent messages itself before it
 	// returns; the cluster engine does, to the master its refreshed slot
 	// map names.
-	ErrNotSent = errors.New("shardcast: not sent")
+	ErrNotSent = notsent.Err
 	// ErrLayoutMismatch is wrapped by the error a constructor returns when
 	// the layout record of the application's running brokers holds another
 	// layout than the broker's (see Agreement), and by the Err of the

@@ -28,8 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/envelope"
+	"github.com/shardcast/shardcast/internal/notsent"
 	"github.com/shardcast/shardcast/internal/resp"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -49,7 +49,7 @@ var ErrBacklog = errors.New("pubconn: publish backlog full (the server is not re
 // was queued leaves it unknown whether Redis ran it. It is the root
 // package's shardcast.ErrNotSent, so that a broker's Publish error that
 // wraps a Pub's error answers errors.Is for the user.
-var ErrNotSent = shardcast.ErrNotSent
+var ErrNotSent = notsent.Err
 
 // notSent wraps err so that errors.Is finds both ErrNotSent and err, with
 // err's message.
