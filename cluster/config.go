@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -117,12 +117,12 @@ func (c Config) settings() (settings, error) {
 	}
 	s := settings{Config: c}
 	for i, a := range c.Addrs {
-		d, err := engine.ParseAddr(a, c.Conn)
+		d, err := redisaddr.ParseAddr(a, c.Conn)
 		if err != nil {
 			return settings{}, err
 		}
 		if i > 0 && (d.Username != s.node.Username || d.Password != s.node.Password || (d.TLS == nil) != (s.node.TLS == nil)) {
-			return settings{}, fmt.Errorf("%w: seed %q: every seed must use the same credentials and TLS", shardcast.ErrInvalidConfig, engine.Redact(a))
+			return settings{}, fmt.Errorf("%w: seed %q: every seed must use the same credentials and TLS", shardcast.ErrInvalidConfig, redisaddr.Redact(a))
 		}
 		s.node = d
 		s.seeds = append(s.seeds, d.Addr)

@@ -10,6 +10,7 @@ import (
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
 
@@ -27,7 +28,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	if control == "" {
 		control = cfg.Addrs[0]
 	}
-	d, err := engine.ParseAddr(control, conn)
+	d, err := redisaddr.ParseAddr(control, conn)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	conn := c.Conn.WithDefaults()
 	mine := make(map[string]string, len(c.Addrs))
 	for _, a := range c.Addrs {
-		if d, err := engine.ParseAddr(a, conn); err == nil {
+		if d, err := redisaddr.ParseAddr(a, conn); err == nil {
 			mine[d.Addr] = a
 		}
 	}
@@ -92,7 +93,7 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	// An instance of the record that c does not name gets the
 	// credentials and TLS of c's URLs, where those agree (see
 	// engine.URLDefaults), as a re-layout's new instances do.
-	urls := engine.URLDefaults(c.Addrs, shardcast.ConnOptions{})
+	urls := redisaddr.URLDefaults(c.Addrs, shardcast.ConnOptions{})
 	addrs := make([]string, len(r.Instances))
 	for i, in := range r.Instances {
 		addrs[i] = in

@@ -14,6 +14,7 @@ import (
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -99,7 +100,7 @@ func build(cfg Config) (*Broker, error) {
 	dials := make([]subconn.Dialer, len(cfg.Addrs))
 	addrs := make([]string, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
-		d, err := engine.ParseAddr(a, conn)
+		d, err := redisaddr.ParseAddr(a, conn)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +108,7 @@ func build(cfg Config) (*Broker, error) {
 	}
 	// Instances a re-layout adds come as host:port: they are dialled
 	// with the credentials and TLS of Addrs' URLs, where those agree.
-	b := &Broker{conn: engine.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
+	b := &Broker{conn: redisaddr.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
 	b.slots = make([]atomic.Pointer[slot], max(minSlots, 2*len(addrs)))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
@@ -190,7 +191,7 @@ func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) 
 func Fingerprint(addrs []string) (string, error) {
 	hosts := make([]string, len(addrs))
 	for i, a := range addrs {
-		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
+		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
 		if err != nil {
 			return "", err
 		}

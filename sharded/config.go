@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
 
@@ -75,7 +75,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: sharded.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
 	if c.ControlAddr != "" {
-		if _, err := engine.ParseAddr(c.ControlAddr, c.Conn); err != nil {
+		if _, err := redisaddr.ParseAddr(c.ControlAddr, c.Conn); err != nil {
 			return fmt.Errorf("%w (sharded.Config.ControlAddr)", err)
 		}
 	}

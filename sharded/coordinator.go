@@ -9,6 +9,7 @@ import (
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
 
@@ -113,8 +114,8 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	// The old list comes from the record, as host:port: it is dialled
 	// with the credentials and TLS of the URLs among ControlAddr and To,
 	// where those agree.
-	conn := engine.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
-	d, err := engine.ParseAddr(cfg.ControlAddr, conn)
+	conn := redisaddr.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
+	d, err := redisaddr.ParseAddr(cfg.ControlAddr, conn)
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)
 	}
@@ -199,7 +200,7 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 func (c *coordinator) connectAll(addrs []string) ([]string, error) {
 	out := make([]string, len(addrs))
 	for i, a := range addrs {
-		d, err := engine.ParseAddr(a, c.conn)
+		d, err := redisaddr.ParseAddr(a, c.conn)
 		if err != nil {
 			return nil, err
 		}

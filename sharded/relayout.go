@@ -10,6 +10,7 @@ import (
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
 
@@ -241,7 +242,7 @@ func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
 		if free < 0 {
 			return nil, fmt.Errorf("shardcast: re-layout needs more than %d instances at once", len(b.slots))
 		}
-		d, err := engine.ParseAddr(addr, b.conn)
+		d, err := redisaddr.ParseAddr(addr, b.conn)
 		if err != nil {
 			return nil, err
 		}

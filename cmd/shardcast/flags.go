@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -82,7 +82,7 @@ func (t *target) dialer(addr string, getenv func(string) string) (subconn.Dialer
 	if err != nil {
 		return subconn.Dialer{}, err
 	}
-	return engine.ParseAddr(addr, o)
+	return redisaddr.ParseAddr(addr, o)
 }
 
 // oneEngine checks that exactly one of -cluster and -shards is set, unless

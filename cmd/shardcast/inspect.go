@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/sharded"
 )
@@ -288,7 +288,7 @@ func readShards(ctx context.Context, t *target, rf recordFlags, getenv func(stri
 	var v shardsView
 	var dialers []subconn.Dialer
 	for _, a := range t.instances() {
-		d, err := engine.ParseAddr(a, conn)
+		d, err := redisaddr.ParseAddr(a, conn)
 		if err != nil {
 			return shardsView{}, err
 		}

@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 )
 
 func runKey(ctx context.Context, args []string, io stdio) error {
@@ -48,7 +48,7 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 		}
 		var addrs []string
 		for _, a := range t.instances() {
-			d, err := engine.ParseAddr(a, conn)
+			d, err := redisaddr.ParseAddr(a, conn)
 			if err != nil {
 				return err
 			}

@@ -30,8 +30,8 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/envelope"
 	"github.com/shardcast/shardcast/internal/crc16"
-	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/jump"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -440,7 +440,7 @@ func decodeErrorKind(err error) (string, error) {
 func ShardedFingerprint(addrs []string) (string, []string, error) {
 	norm := make([]string, len(addrs))
 	for i, a := range addrs {
-		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
+		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
 		if err != nil {
 			return "", nil, fmt.Errorf("layoutgen: %w", err)
 		}
@@ -466,7 +466,7 @@ func addrVectors() []AddrVector {
 	}
 	out := make([]AddrVector, len(addrs))
 	for i, a := range addrs {
-		d, err := engine.ParseAddr(a, shardcast.ConnOptions{})
+		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
 		out[i] = AddrVector{Addr: a, OK: err == nil}
 		if err == nil {
 			out[i].Normalized = d.Addr

@@ -1,4 +1,4 @@
-package engine
+package redisaddr
 
 import (
 	"crypto/tls"

@@ -1,4 +1,8 @@
-package engine
+// Package redisaddr parses the addresses a broker is configured with
+// (host:port and redis:// URLs) into how to dial them. The engines, the
+// operator's command and the layout generator share it, so one address
+// means the same everywhere.
+package redisaddr
 
 import (
 	"crypto/tls"
@@ -8,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -93,11 +96,6 @@ func URLDefaults(addrs []string, o shardcast.ConnOptions) shardcast.ConnOptions 
 		o.TLS = first.TLS
 	}
 	return o
-}
-
-// PubTimeouts are the bounds of a publishing connection under o.
-func PubTimeouts(o shardcast.ConnOptions) pubconn.Timeouts {
-	return pubconn.Timeouts{Write: o.WriteTimeout, Reply: o.ReplyTimeout, Redial: o.ReconnectMin}
 }
 
 // Redact hides the password of a URL address in messages.
