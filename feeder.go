@@ -68,11 +68,11 @@ func (f *feeder) Submit(m Message) bool {
 
 // SubmitCopy is Submit of a message with the given channel, payload and
 // publish time, where channel and payload may be views of a read buffer:
-// the message gets copies. In a pool from NewWorkerPool the two copies
+// the message gets copies. Without Options.ReusePayloads the two copies
 // share one new allocation, the payload placed after the channel's bytes
 // (so that a handler writing into the payload, which it must not do,
-// could still never change the channel string). In a pool from
-// NewReusingWorkerPool, the payload goes into a buffer recycled from a
+// could still never change the channel string). With ReusePayloads, the
+// payload goes into a buffer recycled from a
 // message handled before, and the channel name is shared with the
 // feeder's earlier messages of that channel, so that a steady stream
 // allocates nothing. An empty payload is delivered as a nil Payload.

@@ -45,7 +45,7 @@ type WorkerPool struct {
 	workers        []poolWorker
 	reportInterval time.Duration
 	// reuse: the buffers of SubmitCopy's payloads are recycled once
-	// handled (see NewReusingWorkerPool).
+	// handled (Options.ReusePayloads).
 	reuse bool
 	// inline: a feeder hands a message whose worker is idle to the
 	// handler itself (see feeder.SubmitCopy and Options.InlineHandling).
@@ -194,7 +194,7 @@ func (p *WorkerPool) workerOf(channel string) int {
 // full, and reports whether m was queued, whether the worker is asleep
 // and must be woken for it, and whether it is asleep with its queue at
 // least half full, to be woken without waiting for a feeder's Flush. owned
-// marks m's Payload as the pool's own buffer (see NewReusingWorkerPool). With refill, a feeder's stash of
+// marks m's Payload as the pool's own buffer (Options.ReusePayloads). With refill, a feeder's stash of
 // buffers, and m queued, push moves the worker's free buffers into the
 // stash if it runs low, under the lock it takes anyway: every worker a
 // feeder feeds hands back its buffers that way, so none piles up buffers
