@@ -182,7 +182,7 @@ function unescapeHost(s, zone = false) {
 
 /**
  * The host:port the sharded engine hashes for a configured address, as Go's
- * engine.ParseAddr computes it; throws where Go refuses one.
+ * redisaddr.ParseAddr computes it; throws where Go refuses one.
  */
 function normalizeAddr(addr) {
   if (!addr.includes('://')) {

@@ -210,7 +210,7 @@ def _unescape_host(s, zone=False):
 
 def normalize_addr(addr):
     """The host:port the sharded engine hashes for a configured address, as
-    Go's engine.ParseAddr computes it; ValueError where Go refuses one."""
+    Go's redisaddr.ParseAddr computes it; ValueError where Go refuses one."""
     if "://" not in addr:
         _split_host_port(addr)
         return addr
