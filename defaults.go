@@ -2,8 +2,9 @@ package shardcast
 
 import "time"
 
-// The values zero fields take: Options.WithDefaults, ConnOptions.WithDefaults
-// and Agreement.WithDefaults apply them.
+// The values zero fields take (Options.WithDefaults, ConnOptions.WithDefaults
+// and Agreement.WithDefaults apply them), and the two fixed bounds beside
+// them: MaxSubscribeConns and HotMinSamples.
 const (
 	// Options.
 	DefaultWorkers        = 16
@@ -24,7 +25,7 @@ const (
 	// minute is about 170 messages a second).
 	HotMinSamples = 100
 
-	// ConnOptions.
+	// ConnOptions; MaxSubscribeConns is the most SubscribeConns may be.
 	DefaultSubscribeConns   = 1
 	MaxSubscribeConns       = 16
 	DefaultDialTimeout      = 5 * time.Second
