@@ -120,19 +120,22 @@ func TestSlowResubscribeCompletes(t *testing.T) {
 // the broker's own commands comes back later than HealthTimeout, but the
 // replies before it keep arriving: the server is busy, not frozen, and
 // the wire is kept. Here one Subscribe sends 100,000 channels to a server
-// frozen 90 ms out of every 100, and pings time out after 300 ms.
+// frozen 90 ms out of every 100, which takes several seconds, and pings
+// time out after 1 s: long enough that a loaded machine starving the
+// server's 10 ms windows does not stop every reply for that long, short
+// enough that the ping behind the pipeline is late several times over.
 // Dropping the wire would resend the whole Subscribe into the same
 // backlog (a million channels at start-up on a loaded machine can keep a
 // ping waiting for seconds).
 func TestLatePingOnABusyWire(t *testing.T) {
-	const n = 100_000
+	const n, healthTimeout = 100_000, time.Second
 	s := redistest.StartStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	evs := &brokertest.EventCounts{}
 	sub := newBroker(t, Config{Addrs: addrs(s),
 		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: evs.Add},
-		Conn:    shardcast.ConnOptions{HealthInterval: 50 * time.Millisecond, HealthTimeout: 300 * time.Millisecond}})
+		Conn:    shardcast.ConnOptions{HealthInterval: 50 * time.Millisecond, HealthTimeout: healthTimeout}})
 	require.NoError(t, sub.Subscribe(ctx, "first")) // the wire is up
 
 	stop := throttle(t, s)
@@ -141,7 +144,8 @@ func TestLatePingOnABusyWire(t *testing.T) {
 	took := time.Since(began)
 	stop()
 	require.NoError(t, err)
-	t.Logf("subscribed %d channels in %v with pings timing out after 300 ms", n, took.Round(time.Millisecond))
+	t.Logf("subscribed %d channels in %v with pings timing out after %v", n, took.Round(time.Millisecond), healthTimeout)
+	require.Greater(t, took, 2*healthTimeout, "the Subscribe must outlast HealthTimeout for its ping to come back late")
 	assert.Zero(t, sub.Stats().Reconnects, "the busy wire was dropped")
 	assert.Zero(t, evs.Of(shardcast.EventInterrupted).Events)
 	assert.Equal(t, n+1, pubsubChannels(t, s))
