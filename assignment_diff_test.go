@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestDiffAssignments(t *testing.T) {
+func TestAssignmentDiff(t *testing.T) {
 	A, A2, B, C := addrA, addrA2, addrB, addrC
 	tests := []struct {
 		name          string

@@ -128,7 +128,7 @@ func TestGroupByPartitionManyPartitions(t *testing.T) {
 	assert.Equal(t, len(channels), total)
 }
 
-func TestPlanCommands(t *testing.T) {
+func TestGroupBatches(t *testing.T) {
 	channels, _ := resubTestChannels(1, 2000)
 	g := Group{Key: 9, Channels: channels}
 

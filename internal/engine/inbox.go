@@ -34,7 +34,7 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 // feeder of the read loop it came from, or directly when f is nil.
 // channel and body may be views of a read buffer: the message gets copies,
 // or, when the pool's InlineHandling hands it to the Handler at once, a
-// body that is the view itself (see Feeder.SubmitCopy). It reports whether
+// body that is the view itself (see feed.Feeder). It reports whether
 // the pool took the message (false: dropped).
 func (in *Inbox) Submit(f feed.Feeder, channel string, body []byte, at time.Time) bool {
 	if f == nil { // a held message (see Core.DeliverHeld), or a link not built by NewLink (tests)
