@@ -20,7 +20,7 @@ func (h *Handover) Deliver(l *engine.Link, p int, channel string, payload []byte
 		h.Barrier(p)
 		return
 	}
-	if IsBarrier(channel) {
+	if isBarrier(channel) {
 		return // a late barrier of a re-layout the broker left, or an earlier one's
 	}
 	if barrier != "" && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
@@ -35,13 +35,13 @@ func (h *Handover) Deliver(l *engine.Link, p int, channel string, payload []byte
 // whatever the application (shardcast.Agreement.BarrierChannel).
 var barrierInfix = shardcast.Agreement{}.BarrierChannel("")
 
-// IsBarrier reports whether a message's channel is a re-layout's barrier.
+// isBarrier reports whether a message's channel is a re-layout's barrier.
 // A barrier that arrives once the broker has left the re-layout (the
 // coordinator resends them until every broker drained, and the old
 // subscriptions go only at the finish) must not reach the Handler. On the
 // cluster engine the barrier's key may then read as channel old prefix +
 // barrier name under a new prefix it extends (""), hence Contains: the
 // infix is reserved for the agreement whatever comes before it.
-func IsBarrier(channel string) bool {
+func isBarrier(channel string) bool {
 	return strings.Contains(channel, barrierInfix)
 }

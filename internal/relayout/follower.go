@@ -62,7 +62,7 @@ type Engine interface {
 // in an EventError and retries.
 var ErrCannotFollow = errors.New("shardcast: cannot follow re-layout")
 
-// FollowerConfig is what NewFollower needs.
+// FollowerConfig is what newFollower needs.
 type FollowerConfig struct {
 	Agreement shardcast.Agreement // defaults applied
 	// Run executes the agreement's scripts; Member is the broker's
@@ -118,9 +118,9 @@ const (
 	stageAborted
 )
 
-// NewFollower returns a follower; nil when cfg.Member is nil (the
+// newFollower returns a follower; nil when cfg.Member is nil (the
 // agreement is off).
-func NewFollower(cfg FollowerConfig) *Follower {
+func newFollower(cfg FollowerConfig) *Follower {
 	if cfg.Member == nil {
 		return nil
 	}

@@ -42,8 +42,8 @@ func ToGroups(m map[int][]string) []shardcast.Group {
 	return out
 }
 
-// CheckAgreement is a coordinator's check of the agreement it was given.
-func CheckAgreement(a shardcast.Agreement) error {
+// checkAgreement is a coordinator's check of the agreement it was given.
+func checkAgreement(a shardcast.Agreement) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}

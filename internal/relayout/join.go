@@ -17,7 +17,7 @@ func Join(cfg FollowerConfig, reg agreement.Config) (*agreement.Member, *Followe
 		return nil, nil, err
 	}
 	cfg.Member = m
-	f := NewFollower(cfg)
+	f := newFollower(cfg)
 	m.Start(cfg.Core.Ctx(), cfg.Core.Go)
 	return m, f, nil
 }

@@ -99,7 +99,7 @@ func AbortRelayout(ctx context.Context, a shardcast.Agreement, open func(context
 // openMover checks a, then opens the engine's side and returns a
 // coordinator over it, named for this process.
 func openMover(ctx context.Context, a shardcast.Agreement, open func(context.Context) (Mover, error)) (*Coordinator, Mover, error) {
-	if err := CheckAgreement(a); err != nil {
+	if err := checkAgreement(a); err != nil {
 		return nil, nil, err
 	}
 	m, err := open(ctx)
