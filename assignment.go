@@ -33,9 +33,9 @@ func (a Assignment) PartitionsOf(master string) []int {
 	return out
 }
 
-// masters returns the distinct masters that own at least one partition,
+// Masters returns the distinct masters that own at least one partition,
 // sorted.
-func (a Assignment) masters() []string {
+func (a Assignment) Masters() []string {
 	out := make([]string, 0, len(a))
 	for _, owner := range a {
 		if owner != "" {

@@ -13,7 +13,7 @@ func TestAssign(t *testing.T) {
 	require.Len(t, a, 128)
 	assert.Len(t, a.PartitionsOf(addrA), 43)
 	assert.Len(t, a.PartitionsOf(addrB), 43)
-	assert.Equal(t, []string{addrA, addrB, addrC}, a.masters())
+	assert.Equal(t, []string{addrA, addrB, addrC}, a.Masters())
 	partsC := a.PartitionsOf(addrC)
 	require.Len(t, partsC, 42)
 	assert.Equal(t, 86, partsC[0])
@@ -23,7 +23,7 @@ func TestAssign(t *testing.T) {
 
 	u := SlotMap{Ranges: topoHealthy.Ranges[:2]}.Assign(func(p int) uint16 { return uint16(p * 128) }, 128)
 	assert.Equal(t, partsC, u.PartitionsOf(""), "partitions of an unowned shard")
-	assert.Equal(t, []string{addrA, addrB}, u.masters(), "unowned is not a master")
+	assert.Equal(t, []string{addrA, addrB}, u.Masters(), "unowned is not a master")
 
 	l, err := NewLayout(128, "")
 	require.NoError(t, err)

@@ -365,20 +365,19 @@ func (b *Broker) retire(p *pubconn.Pub) {
 // The loss of a moved partition dates from when its old master was last
 // known healthy.
 func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
-	diff := old.Diff(assign)
-	diff.Moved = inUse(old, assign, diff.Moved)
-	if diff.Empty() {
+	moved := inUse(old, assign, old.Diff(assign))
+	if len(moved) == 0 {
 		return
 	}
 	b.topologyChanges.Add(1)
 	now := time.Now()
 	ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: now}
-	for _, mv := range diff.Moved {
+	for _, mv := range moved {
 		ev.Partitions = append(ev.Partitions, mv.Partition)
 	}
-	moves := make([]engine.Move, 0, len(diff.Moved))
+	moves := make([]engine.Move, 0, 2*len(moved))
 	failovers, migrations, ownerless := 0, 0, 0
-	for _, mv := range diff.Moved {
+	for _, mv := range moved {
 		since := now
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
@@ -402,8 +401,9 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 	b.failoverMoves.Add(uint64(failovers))
 	b.migrationMoves.Add(uint64(migrations))
 	b.ownerlessMoves.Add(uint64(ownerless))
-	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(diff.Moved), "failover_partitions", failovers,
-		"added_masters", diff.AddedMasters, "removed_masters", diff.RemovedMasters)
+	added, removed := masterChanges(old, assign)
+	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(moved), "failover_partitions", failovers,
+		"added_masters", added, "removed_masters", removed)
 	b.core.Emitter.Emit(ev)
 	b.core.InterruptMoved(moves, func(from, to string) error {
 		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)

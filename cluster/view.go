@@ -224,6 +224,23 @@ func inUse(old, assign shardcast.Assignment, moved []shardcast.PartitionMove) []
 	return slices.DeleteFunc(moved, func(mv shardcast.PartitionMove) bool { return mv.Partition >= n })
 }
 
+// masterChanges returns, sorted, the masters that own partitions in assign
+// and none in old (added), and the reverse (removed).
+func masterChanges(old, assign shardcast.Assignment) (added, removed []string) {
+	before, after := old.Masters(), assign.Masters()
+	for _, m := range after {
+		if _, found := slices.BinarySearch(before, m); !found {
+			added = append(added, m)
+		}
+	}
+	for _, m := range before {
+		if _, found := slices.BinarySearch(after, m); !found {
+			removed = append(removed, m)
+		}
+	}
+	return added, removed
+}
+
 // countedPoll is poll, counted in polls and pollsDone.
 func (b *Broker) countedPoll(ctx context.Context) {
 	b.polls.Add(1)

@@ -134,3 +134,12 @@ func TestViewSplitBarrier(t *testing.T) {
 		assert.Equal(t, p, path, "partition %d", p)
 	}
 }
+
+func TestMasterChanges(t *testing.T) {
+	added, removed := masterChanges(shardcast.Assignment{"a", "b", "a", ""}, shardcast.Assignment{"c", "b", "a", "d"})
+	assert.Equal(t, []string{"c", "d"}, added)
+	assert.Nil(t, removed)
+	added, removed = masterChanges(shardcast.Assignment{"a", "b"}, shardcast.Assignment{"b", ""})
+	assert.Nil(t, added)
+	assert.Equal(t, []string{"a"}, removed)
+}
