@@ -6,47 +6,22 @@ import (
 	"time"
 )
 
-// Agreement configures the layout record: how the brokers of one
-// application make sure they all route channels the same way. Both
-// engines take it as Config.Agreement; the zero value turns it on with
-// the defaults.
+// Agreement configures the layout record, which makes the brokers of one
+// application route channels the same way. Brokers whose layouts differ
+// (instance list, partition count or prefix) would lose the messages
+// between them without an error, so at New each broker compares its layout
+// with the record in Redis, in one script, and registers with a heartbeat:
+// with no record or no live broker it writes its own; with the same layout
+// it joins; otherwise New fails with a *LayoutMismatchError, or with Follow
+// set adopts the record. Change a running fleet's layout with an online
+// re-layout (docs/RELAYOUT.md) or stop it whole first; a crashed broker
+// holds the record until its heartbeat expires.
 //
-// Brokers whose layouts differ (another instance list, partition count or
-// prefix) put some channels on different instances or keys and lose the
-// messages between them without any error. So at New every broker, a
-// publish-only one included (it publishes under its layout), runs one
-// atomic script in Redis that compares its layout with the record the
-// running brokers share and, while it lives, keeps itself in a registry of
-// live brokers with a heartbeat:
-//
-//   - no record yet, or no live broker left (the whole old fleet stopped or
-//     died: a coordinated restart with a new layout): the broker writes its
-//     layout as the record and registers;
-//   - the record equals its layout: it registers;
-//   - otherwise New fails with a *LayoutMismatchError (errors.Is
-//     ErrLayoutMismatch) naming both layouts and the live brokers, or,
-//     with Follow set, adopts the recorded layout.
-//
-// To change the layout, move the running fleet with an online re-layout
-// (sharded.Relayout, cluster.Relayout, `shardcast relayout`;
-// docs/RELAYOUT.md), or stop every broker of the old one first; a broker
-// that stops without Close (a crash) holds the record until its heartbeat
-// expires, 3 heartbeat intervals after its last. A rolling restart into a
-// new layout therefore stalls with that error instead of losing messages
-// (unless Follow is set, when the new nodes join the recorded layout).
-//
-// It is on by default because the failure it prevents is silent and the
-// node that would need to opt in is precisely the misconfigured one. The
-// cost is two small keys in the application's Redis (see RecordKey and
-// RegistryKey; docs/LAYOUT.md §9 gives their format), two small script
-// calls per Heartbeat per broker (the registration's renewal and the
-// re-layout poll), and the permission to run scripts on those keys. The
-// sharded engine runs them over a connection of its own to the control
-// instance; the cluster engine runs them on its publishing connection to
-// the master of the record's slot, redirected like Eval. Either way they
-// do not count in NodeStats.
-// Set Off where that is not wanted, for instance under an ACL that allows
-// only Pub/Sub commands.
+// Both engines take it as Config.Agreement; the zero value turns it on.
+// It costs two small keys (RecordKey, RegistryKey; docs/LAYOUT.md §9), two
+// script calls per Heartbeat and the permission to run scripts. Set Off
+// where that is not wanted, for instance under an ACL that allows only
+// Pub/Sub commands.
 type Agreement struct {
 	// Off turns the layout record off: the broker neither checks nor
 	// writes it, and registers nowhere.

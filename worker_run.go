@@ -8,25 +8,15 @@ import (
 	"github.com/shardcast/shardcast/internal/observe"
 )
 
-// work runs w's messages through the handler and records the lag of each
-// message that has a PublishedAt and the duration of sampled handler
-// calls. It reads the monotonic clock once per batch it takes, after
-// every timed call, and after every lagEvery-th untimed one. Timed are the
-// first call of a batch, the call after each read, and, once a timed call
-// took exactDuration or longer (a clock read is then a few percent of a
-// call at most), every later call of the batch. A lag is therefore short
-// by at most the durations of the lagEvery-1 calls before it, and exact
-// while handlers are slow.
-//
-// The worker's counters are atomics that stats calls read concurrently,
-// and on amd64 every atomic store is a locked instruction that costs more
-// than the rest of recording a lag; so the worker publishes them where it
-// reads the clock before a timed call, and at the end of each batch,
-// rather than per call: delivered and the lags gathered since (lags
-// first, so that a reader who sees a delivery sees its lag), and held.
-// Between two such points, at most lagEvery calls apart, Delivered and
-// the lag histogram trail by the calls since, and QueueDepth still counts
-// the messages handed over since.
+// work runs w's messages through the handler, recording each message's
+// lag and sampled handler durations. To keep clock reads and atomic stores
+// (locked instructions on amd64) off the per-message cost, it reads the
+// clock once per batch, after each timed call and after every lagEvery-th
+// untimed one (every call, once one took exactDuration: lags are exact
+// while handlers are slow), and publishes its counters at those points:
+// lags before deliveries, so that a reader who sees a delivery sees its
+// lag. A lag is short by at most the lagEvery-1 calls before it, and the
+// Stats trail by at most lagEvery calls.
 func (p *WorkerPool) work(w *poolWorker) {
 	defer p.workersDone.Done()
 	var r batchRunner

@@ -9,9 +9,8 @@ import (
 // sharedDeadlines hands out the contexts that bound publishes, one of
 // Centrifuge's calls per message: the publishes that start within slack
 // of each other share one context, so that a publish costs no timer of
-// its own. A context.WithTimeout per publish (a timer started and
-// stopped, a Done channel made) cost as much CPU as decoding a received
-// message used to.
+// its own (a context.WithTimeout per publish starts and stops a timer
+// and makes a Done channel: about as much CPU as decoding a message).
 type sharedDeadlines struct {
 	timeout, slack time.Duration
 	cur            atomic.Pointer[sharedDeadline]
