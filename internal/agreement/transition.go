@@ -179,10 +179,13 @@ type AdvanceResult struct {
 // The registry expires by the control instance's clock, so after that
 // instance did not answer for a while every registration may have expired
 // although the brokers live. The script therefore notes the server time
-// of each call in the transition, and when the last call is more than a
-// heartbeat old (the coordinator calls every half heartbeat), it prunes
-// and advances nothing for HeartbeatsToExpire heartbeats, the
-// time every live broker needs to register again. It never moves on to
+// of each call in the transition, and when the last call is more than
+// HeartbeatsToExpire-1 heartbeats old, it prunes and advances nothing for
+// HeartbeatsToExpire heartbeats, the time every live broker needs to
+// register again. A shorter gap cannot have expired a broker that renews
+// each heartbeat, and the coordinator calls every half heartbeat: a bound
+// of one heartbeat took every slow poll on a loaded machine for an
+// outage, and a coordinator whose polls were all slow never advanced. It never moves on to
 // switch, drain or finish with no live broker unless withoutBrokers is
 // set (an empty registry is more likely a registry not refilled than a
 // fleet gone); abort and finish end ("done") without one, the record then
@@ -327,7 +330,7 @@ if tr[1] ~= ARGV[1] then
 end
 local refill = tonumber(tr[5]) or 0
 local seen = tonumber(tr[4]) or 0
-if now - seen > tonumber(ARGV[5]) then
+if now - seen > tonumber(ARGV[5]) * math.max(1, tonumber(ARGV[6]) - 1) then
   refill = now + tonumber(ARGV[5]) * tonumber(ARGV[6])
   redis.call('HSET', KEYS[3], 'refill_until', string.format('%d', refill))
 end

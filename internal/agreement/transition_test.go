@@ -2,6 +2,7 @@ package agreement
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,8 +43,24 @@ func TestAdvanceRules(t *testing.T) {
 	_, err = Advance(ctx, run, a, tr, shardcast.PhasePrepare, shardcast.PhaseDrain, "test", false)
 	assert.ErrorContains(t, err, "in phase switch, not prepare")
 
-	// A gap of more than a heartbeat since the last call: nothing moves
-	// for HeartbeatsToExpire heartbeats.
+	// A call slower than a heartbeat but within HeartbeatsToExpire-1 of
+	// the last is no gap: no broker can have expired meanwhile.
+	now, err := s.Do(ctx, "TIME")
+	require.NoError(t, err)
+	secs, err := strconv.ParseInt(now.([]any)[0].(string), 10, 64)
+	require.NoError(t, err)
+	slow := strconv.FormatInt(secs*1000-int64(a.Heartbeat/time.Millisecond)*3/2, 10)
+	_, err = s.Do(ctx, "HSET", a.TransitionKey(), "seen_at", slow)
+	require.NoError(t, err)
+	got, err = Advance(ctx, run, a, tr, shardcast.PhaseSwitch, shardcast.PhaseSwitch, "test", true)
+	require.NoError(t, err)
+	assert.True(t, got.Advanced, "1.5 heartbeats since the last call is no gap")
+	refill, err := s.Do(ctx, "HGET", a.TransitionKey(), "refill_until")
+	require.NoError(t, err)
+	assert.Nil(t, refill, "no refill began")
+
+	// A gap of more than HeartbeatsToExpire-1 heartbeats since the last
+	// call: nothing moves for HeartbeatsToExpire heartbeats.
 	_, err = s.Do(ctx, "HSET", a.TransitionKey(), "seen_at", "1")
 	require.NoError(t, err)
 	got, err = Advance(ctx, run, a, tr, shardcast.PhaseSwitch, shardcast.PhaseDrain, "test", true)

@@ -69,8 +69,9 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord) (*ag
 }
 
 // Drive takes transition t from its phase to the end. Before every poll
-// of the drain phase it sends every barrier at once (see sendAll). If ctx ends before the finish, or the transition was
-// aborted, it aborts (waiting, without ctx's bound, for every broker) and
+// of the drain phase it sends every barrier at once (see sendAll). If ctx
+// ends before the finish, or the transition was aborted, it aborts
+// (waiting for every broker past ctx's end, see abortContext) and
 // returns an error wrapping shardcast.ErrRelayoutAborted; if the
 // transition vanishes, it returns at once with one wrapping
 // shardcast.ErrRelayoutVanished. A phase waits, besides for every live
@@ -98,7 +99,9 @@ func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *s
 		pr, err := c.await(ctx, t, s.from, s.to, each)
 		if err != nil {
 			if errors.Is(err, shardcast.ErrRelayoutAborted) || (ctx.Err() != nil && s.from != shardcast.PhaseFinish) {
-				abortErr := c.Abort(context.WithoutCancel(ctx), t, rep)
+				abortCtx, cancel := c.abortContext(ctx)
+				abortErr := c.Abort(abortCtx, t, rep)
+				cancel()
 				return errors.Join(shardcast.ErrRelayoutAborted, err, abortErr)
 			}
 			if s.from == shardcast.PhaseFinish && ctx.Err() != nil {
@@ -115,6 +118,22 @@ func (c *Coordinator) Drive(ctx context.Context, t *agreement.Transition, rep *s
 	}
 	return nil
 }
+
+// abortContext bounds the abort that follows the end of ctx: ctx's
+// values without its end, for abortWait heartbeats (at least
+// minAbortWait). That covers a refill, every live broker's acknowledgement
+// and the expiry of dead ones many times over; past it the abort stays
+// recorded, brokers still roll back on their own, and running the same
+// re-layout again, or an abort, waits for the rest.
+func (c *Coordinator) abortContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), max(abortWait*c.Agreement.Heartbeat, minAbortWait))
+}
+
+// abortWait (in heartbeats) and minAbortWait bound the abort a coordinator
+// runs after its ctx ended (see abortContext); tests shorten minAbortWait.
+const abortWait = 30
+
+var minAbortWait = 15 * time.Second
 
 // AbortCurrent aborts the re-layout under way and waits until every live
 // broker acknowledged, bounded by ctx.

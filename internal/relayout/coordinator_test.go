@@ -402,3 +402,29 @@ func TestWaitedFor(t *testing.T) {
 	other := errors.New("boom")
 	assert.Same(t, other, waitedFor(other, shardcast.PhaseDrain, agreement.AdvanceResult{Waiting: []string{"b1"}}))
 }
+
+// TestCoordinatorAbortIsBounded: when the coordinator's ctx ends and a
+// live broker never acknowledges the abort, the abort gives up after its
+// bound, saying which brokers it waited for, and leaves the transition in
+// its abort phase for the brokers to roll back and a later run to end.
+func TestCoordinatorAbortIsBounded(t *testing.T) {
+	defer func(d time.Duration) { minAbortWait = d }(minAbortWait)
+	minAbortWait = 0 // abortWait heartbeats: 1.5 s here
+	srv, f, c, _ := newCoordinatorTest(t, 2)
+	f.setHold(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := relayout(ctx, c)
+	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "phase abort: waiting for the acknowledgement of brokers")
+	phase, err := srv.Do(context.Background(), "HGET", testAgreement.TransitionKey(), "phase")
+	require.NoError(t, err)
+	assert.Equal(t, shardcast.PhaseAbort, phase, "the abort stays recorded")
+
+	f.setHold(false) // the brokers acknowledge; running the abort again ends it
+	require.NoError(t, c.AbortCurrent(context.Background()))
+	n, err := srv.Do(context.Background(), "EXISTS", testAgreement.TransitionKey())
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n, "the transition ended")
+}

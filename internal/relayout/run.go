@@ -79,7 +79,9 @@ func Relayout(ctx context.Context, a shardcast.Agreement, onPhase func(shardcast
 	rep = begun
 	barriers, err := m.Barriers(rep.From, t)
 	if err != nil {
-		return rep, errors.Join(err, c.Abort(context.WithoutCancel(ctx), t, &rep))
+		abortCtx, cancel := c.abortContext(ctx)
+		defer cancel()
+		return rep, errors.Join(err, c.Abort(abortCtx, t, &rep))
 	}
 	return rep, c.Drive(ctx, t, &rep, barriers)
 }
