@@ -43,6 +43,19 @@
 //     "topology_changed", "error", "hot_channel", "relayout"), each
 //     exported at 0 before its first event.
 //
+// A Grafana dashboard over these families ships beside the package, in
+// dashboard/shardcast.json (import it and pick the Prometheus data
+// source): published, received and delivered rates, lag and handler-time
+// percentiles, drops, interruptions and restorations, outage time per
+// Redis node, reconnects, queue depth, channels, hot-channel events and,
+// with Options.Partitions, the most interrupted partitions. A test checks
+// that every series it queries is one the Collector exports, under the
+// PromQL its type needs. It selects the scrape target by its instance
+// label; ConstLabels need no change to it. The hot channels themselves
+// are not exported (their names would be an unbounded label): the
+// dashboard counts hot_channel events, whose Event.Channels and the
+// broker's HotChannels method name them.
+//
 // The package is named shardcastprom rather than prometheus so that it
 // sits beside client_golang's prometheus package in one file without an
 // import alias.
