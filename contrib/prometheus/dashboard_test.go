@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shardcast/shardcast"
@@ -28,19 +29,30 @@ type exportedSeries struct {
 }
 
 // exportedByCluster gathers a collector with every family on (nodes,
-// partitions, events) over a live cluster broker.
+// partitions, hot channels, events) over a live cluster broker.
 func exportedByCluster(t *testing.T) exportedSeries {
 	t.Helper()
 	cl := redistest.StartCluster(t, 1, 0)
 	var events shardcastprom.Events
 	b, err := cluster.New(cluster.Config{Addrs: cl.Seeds(), Partitions: 16,
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.OnEvent}})
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, OnEvent: events.OnEvent,
+			HotSampleRate: 1, HotWindow: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	pubSub(t, b, channelNames("dashboard", 4), 1)
-	mfs := gather(t, shardcastprom.NewCollector(b, shardcastprom.Options{Partitions: true, Events: &events}))
+	chans := channelNames("dashboard", 4)
+	c := shardcastprom.NewCollector(b, shardcastprom.Options{Partitions: true, HotChannels: true, Events: &events})
+	// The hot-channel families exist from the end of a window with
+	// traffic to the end of the next; windows end on traffic, so keep it
+	// going.
+	var mfs map[string]*dto.MetricFamily
+	waitFor(t, func() bool {
+		pubSub(t, b, chans, 1)
+		mfs = gather(t, c)
+		_, ok := mfs["shardcast_hot_channel_share"]
+		return ok
+	}, "a hot-channel window")
 	ex := exportedSeries{types: map[string]dto.MetricType{}, labels: map[string][]string{}}
 	for name, mf := range mfs {
 		var labels []string
@@ -98,7 +110,8 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"shardcast_published_total", "shardcast_delivered_total", "shardcast_lag_seconds_bucket",
-		"shardcast_dropped_total", "shardcast_events_total", "shardcast_node_down_seconds_total", "shardcast_queue_depth"} {
+		"shardcast_dropped_total", "shardcast_events_total", "shardcast_node_down_seconds_total", "shardcast_queue_depth",
+		"shardcast_hot_channel_messages_per_second"} {
 		if !used[name] {
 			t.Errorf("the dashboard does not query %s", name)
 		}
