@@ -6,7 +6,7 @@
 //
 // Register wraps any broker with a Stats method; the figures of the
 // optional interfaces it also implements (LatencySource, NodeStatsSource,
-// PartitionStatsSource) come along. One callback reads the broker at each
+// PartitionStatsSource, HotChannelsSource) come along. One callback reads the broker at each
 // collection; Unregister removes it:
 //
 //	var events shardcastotel.Events // shardcast.events{shardcast.event.kind}
@@ -61,6 +61,8 @@
 //	shardcast.partition.stale.messages     {message}   counter         partition_stale_total
 //	shardcast.partition.interrupted.time   s           counter         partition_interrupted_seconds_total
 //	shardcast.partition.owner              1           gauge           partition_info
+//	shardcast.hot_channel.rate             {message}/s gauge           hot_channel_messages_per_second
+//	shardcast.hot_channel.share            1           gauge           hot_channel_share
 //	shardcast.events                       {event}     counter         events_total
 //
 // Attributes: Options.Attributes on every measurement (the collector's
@@ -68,12 +70,16 @@
 // server.port where the collector has node="host:port"; the
 // shardcast.partition.* ones shardcast.partition (an int) where it has
 // partition, and shardcast.partition.owner also the master's
-// server.address and server.port where partition_info has master;
+// server.address and server.port where partition_info has master; the
+// shardcast.hot_channel.* ones shardcast.channel, shardcast.direction and,
+// but for a publish-only broker's publishes, the node's server.address and
+// server.port where the collector has channel, direction and node;
 // shardcast.events carries shardcast.event.kind, shardcast.EventKind's
 // String, where events_total has kind. Each known kind is observed at 0
 // before its first event.
 //
 // The node instruments are left out with Options.OmitNodes, the
-// histograms and negative-lag counters with Options.OmitLatency, and the
-// partition instruments are present only with Options.Partitions.
+// histograms and negative-lag counters with Options.OmitLatency; the
+// partition instruments are present only with Options.Partitions, the
+// hot-channel ones only with Options.HotChannels.
 package shardcastotel

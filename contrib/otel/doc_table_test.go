@@ -41,9 +41,10 @@ func TestDocTable(t *testing.T) {
 	var events shardcastotel.Events
 	fb := &fakeBroker{latency: shardcast.LatencyStats{Lag: h, HandlerTime: h},
 		nodes:      []shardcast.NodeStats{{Addr: "a:1"}},
-		partitions: []shardcast.PartitionStats{{Partition: 0, Master: "a:1"}}}
+		partitions: []shardcast.PartitionStats{{Partition: 0, Master: "a:1"}},
+		hot:        []shardcast.HotChannel{{Channel: "c", Direction: shardcast.HotIn, Node: "a:1"}}}
 	mp, r := newReader(t)
-	register(t, mp, fb, shardcastotel.Options{Partitions: true, Events: &events})
+	register(t, mp, fb, shardcastotel.Options{Partitions: true, HotChannels: true, Events: &events})
 	ms := collect(t, r)
 	for name, m := range ms {
 		want, ok := doc[name]

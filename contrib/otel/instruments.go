@@ -225,6 +225,20 @@ func (b *builder) partitionInstruments() ([]intPartition, floatPartition, metric
 	return ints, interrupted, owner
 }
 
+// hotInstruments creates the two hot-channel gauges.
+func (b *builder) hotInstruments() (rate, share metric.Float64Observable) {
+	gauge := func(s spec) metric.Float64Observable {
+		inst, err := b.meter.Float64ObservableGauge(s.name, metric.WithUnit(s.unit), metric.WithDescription(s.desc))
+		b.add(inst, err)
+		return inst
+	}
+	rate = gauge(spec{name: "shardcast.hot_channel.rate", unit: "{message}/s",
+		desc: "Estimated messages per second of one of the busiest channels in the broker's last complete hot-channel window."})
+	share = gauge(spec{name: "shardcast.hot_channel.share", unit: "1",
+		desc: "The channel's share, from 0 to 1, of the messages the broker exchanged with the node in that direction during the window."})
+	return rate, share
+}
+
 // eventsInstrument creates shardcast.events.
 func (b *builder) eventsInstrument() metric.Int64Observable {
 	return b.int64(spec{"shardcast.events", "{event}", "Events the broker raised, by kind.", counter})

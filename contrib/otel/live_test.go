@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
@@ -301,6 +302,68 @@ func TestTwoReadersConcurrentCollect(t *testing.T) {
 	for i, r := range []*sdkmetric.ManualReader{r1, r2} {
 		if got := value(t, collect(t, r), "shardcast.lag.duration"); got != want {
 			t.Errorf("reader %d: lag count %v, want %v", i+1, got, want)
+		}
+	}
+}
+
+// TestHotChannelsLive: one channel gets most of a broker's traffic; once a
+// hot-channel window ended, it is observed for both directions, with its
+// instance as the node and most of the node's share.
+func TestHotChannelsLive(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	b, err := sharded.New(sharded.Config{Addrs: []string{s.Addr()}, Options: shardcast.Options{
+		Handler:       func(shardcast.Message) {},
+		HotSampleRate: 1,
+		HotWindow:     100 * time.Millisecond,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	cold := channelNames("cold", 4)
+	if err := b.Subscribe(ctx, append(cold, "hot")...); err != nil {
+		t.Fatal(err)
+	}
+	mp, r := newReader(t)
+	register(t, mp, b, shardcastotel.Options{HotChannels: true})
+	hot := func(dir string) []attribute.KeyValue {
+		return append(node(t, s), shardcastotel.AttrChannel.String("hot"), shardcastotel.AttrDirection.String(dir))
+	}
+	found := func(ms map[string]metricdata.Metrics, dir string) (share, rate float64, ok bool) {
+		for _, p := range points(ms["shardcast.hot_channel.share"]) {
+			if has(p.attrs, hot(dir)) {
+				share, ok = p.value, true
+			}
+		}
+		for _, p := range points(ms["shardcast.hot_channel.rate"]) {
+			if has(p.attrs, hot(dir)) {
+				rate = p.value
+			}
+		}
+		return share, rate, ok
+	}
+	// Windows end on traffic, so keep it going: 80% to one channel.
+	var ms map[string]metricdata.Metrics
+	waitFor(t, func() bool {
+		for i := range 100 {
+			ch := "hot"
+			if i%5 == 0 {
+				ch = cold[i/5%len(cold)]
+			}
+			if err := b.Publish(ctx, ch, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ms = collect(t, r)
+		_, _, in := found(ms, "in")
+		_, _, out := found(ms, "out")
+		return in && out
+	}, "the hot channel observed in both directions")
+	for _, dir := range []string{"in", "out"} {
+		share, rate, _ := found(ms, dir)
+		if share <= 0.5 || share > 1 || rate <= 0 {
+			t.Errorf("%s: share %v, rate %v; want a share above 0.5 and a rate above 0", dir, share, rate)
 		}
 	}
 }

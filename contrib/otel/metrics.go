@@ -25,6 +25,8 @@ const (
 	AttrServerPort    = attribute.Key("server.port")
 	AttrPartition     = attribute.Key("shardcast.partition")
 	AttrEventKind     = attribute.Key("shardcast.event.kind")
+	AttrChannel       = attribute.Key("shardcast.channel")
+	AttrDirection     = attribute.Key("shardcast.direction")
 )
 
 // StatsSource is what Register needs from a broker: its cumulative
@@ -50,6 +52,12 @@ type NodeStatsSource interface {
 // (the cluster engine does).
 type PartitionStatsSource interface {
 	PartitionStats() []shardcast.PartitionStats
+}
+
+// HotChannelsSource is implemented by brokers that detect hot channels
+// (both engines do; see shardcast.Options.HotSampleRate).
+type HotChannelsSource interface {
+	HotChannels() []shardcast.HotChannel
 }
 
 // Options tune Register. The zero value observes the broker, latency and
@@ -92,6 +100,17 @@ type Options struct {
 	// cardinality.
 	Partitions bool
 
+	// HotChannels adds shardcast.hot_channel.rate and
+	// shardcast.hot_channel.share, with shardcast.channel,
+	// shardcast.direction ("in", "out") and the node's server.address and
+	// server.port, for the busiest channels of the broker's last complete
+	// hot-channel window, if the broker implements HotChannelsSource: at
+	// most shardcast.Options.HotTopK streams each (32 by default),
+	// estimated from sampled messages. Off by default: the channel
+	// attribute takes a new value for every channel that is ever among
+	// the busiest.
+	HotChannels bool
+
 	// Events, if set, is observed as shardcast.events. Chain
 	// Events.OnEvent into the broker's shardcast.Options.OnEvent.
 	Events *Events
@@ -106,6 +125,7 @@ type Metrics struct {
 	latency    LatencySource        // nil if the broker has none
 	nodes      NodeStatsSource      // nil if absent or omitted
 	partitions PartitionStatsSource // nil if absent or not asked for
+	hot        HotChannelsSource    // nil if absent or not asked for
 	events     *Events
 
 	common []attribute.KeyValue
@@ -118,6 +138,8 @@ type Metrics struct {
 	partitionInsts []intPartition
 	partitionTime  floatPartition
 	partitionOwner metric.Int64Observable
+	hotRate        metric.Float64Observable
+	hotShare       metric.Float64Observable
 	eventsInst     metric.Int64Observable
 
 	once sync.Once
@@ -129,8 +151,8 @@ type Metrics struct {
 // ScopeName) and registers the callback that observes b at each
 // collection. A nil mp means the global MeterProvider (otel.GetMeterProvider).
 // It observes b's Stats, and the figures of the optional interfaces b
-// implements (LatencySource, NodeStatsSource, PartitionStatsSource) as opts
-// allows; the package documentation lists them.
+// implements (LatencySource, NodeStatsSource, PartitionStatsSource,
+// HotChannelsSource) as opts allows; the package documentation lists them.
 //
 // An error from mp (an invalid instrument, a failed registration) is
 // returned with the Metrics if the callback could still be registered;
@@ -154,6 +176,9 @@ func Register(mp metric.MeterProvider, b StatsSource, opts Options) (*Metrics, e
 	if opts.Partitions {
 		m.partitions, _ = b.(PartitionStatsSource)
 	}
+	if opts.HotChannels {
+		m.hot, _ = b.(HotChannelsSource)
+	}
 
 	bld := &builder{meter: mp.Meter(ScopeName)}
 	m.statInsts = bld.statsInstruments()
@@ -165,6 +190,9 @@ func Register(mp metric.MeterProvider, b StatsSource, opts Options) (*Metrics, e
 	}
 	if m.partitions != nil {
 		m.partitionInsts, m.partitionTime, m.partitionOwner = bld.partitionInstruments()
+	}
+	if m.hot != nil {
+		m.hotRate, m.hotShare = bld.hotInstruments()
 	}
 	if m.events != nil {
 		m.eventsInst = bld.eventsInstrument()
@@ -206,6 +234,9 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 	}
 	if m.partitions != nil {
 		m.observePartitions(o)
+	}
+	if m.hot != nil {
+		m.observeHot(o)
 	}
 	if m.events != nil {
 		for _, e := range m.events.snapshot() {
@@ -255,6 +286,26 @@ func (m *Metrics) observePartitions(o metric.Observer) {
 		if p.Master != "" {
 			o.ObserveInt64(m.partitionOwner, 1, m.with(append(serverAttrs(p.Master), part)...))
 		}
+	}
+}
+
+func (m *Metrics) observeHot(o metric.Observer) {
+	// One stream per channel, direction and node, should a list name one
+	// twice.
+	seen := make(map[[3]string]bool)
+	for _, h := range m.hot.HotChannels() {
+		key := [3]string{h.Channel, h.Direction.String(), h.Node}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		kvs := []attribute.KeyValue{AttrChannel.String(h.Channel), AttrDirection.String(key[1])}
+		if h.Node != "" {
+			kvs = append(kvs, serverAttrs(h.Node)...)
+		}
+		opt := m.with(kvs...)
+		o.ObserveFloat64(m.hotRate, h.Rate, opt)
+		o.ObserveFloat64(m.hotShare, h.Share, opt)
 	}
 }
 

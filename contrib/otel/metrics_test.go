@@ -26,6 +26,7 @@ type fakeBroker struct {
 	latency    shardcast.LatencyStats
 	nodes      []shardcast.NodeStats
 	partitions []shardcast.PartitionStats
+	hot        []shardcast.HotChannel
 	reads      atomic.Int64
 }
 
@@ -33,6 +34,7 @@ func (f *fakeBroker) Stats() shardcast.Stats                     { f.reads.Add(1
 func (f *fakeBroker) Latency() shardcast.LatencyStats            { return f.latency }
 func (f *fakeBroker) NodeStats() []shardcast.NodeStats           { return f.nodes }
 func (f *fakeBroker) PartitionStats() []shardcast.PartitionStats { return f.partitions }
+func (f *fakeBroker) HotChannels() []shardcast.HotChannel        { return f.hot }
 
 // statsOnly has Stats and nothing else, as a future engine might.
 type statsOnly struct{}
@@ -187,7 +189,7 @@ func TestExponentialView(t *testing.T) {
 
 func TestOptionalInterfaces(t *testing.T) {
 	mp, r := newReader(t)
-	register(t, mp, statsOnly{}, shardcastotel.Options{Partitions: true})
+	register(t, mp, statsOnly{}, shardcastotel.Options{Partitions: true, HotChannels: true})
 	ms := collect(t, r)
 	if len(ms) != 10 {
 		t.Errorf("%d metrics, want the 10 of Stats: %v", len(ms), names(ms))
@@ -341,4 +343,38 @@ type failingMeter struct{ noop.Meter }
 
 func (failingMeter) RegisterCallback(metric.Callback, ...metric.Observable) (metric.Registration, error) {
 	return nil, errRefused
+}
+
+// A publish-only broker's publishes name no node; a list that names one
+// channel twice for one node and direction gives one stream.
+func TestHotChannelsListed(t *testing.T) {
+	f := &fakeBroker{hot: []shardcast.HotChannel{
+		{Channel: "a", Direction: shardcast.HotOut, Rate: 10, Share: 0.5},
+		{Channel: "a", Direction: shardcast.HotOut, Rate: 9, Share: 0.4},
+		{Channel: "a", Direction: shardcast.HotIn, Node: "n:1", Rate: 7, Share: 0.7},
+	}}
+	mp, r := newReader(t)
+	register(t, mp, f, shardcastotel.Options{})
+	if _, ok := collect(t, r)["shardcast.hot_channel.rate"]; ok {
+		t.Error("hot channels observed without Options.HotChannels")
+	}
+	mp, r = newReader(t)
+	register(t, mp, f, shardcastotel.Options{HotChannels: true})
+	ms := collect(t, r)
+	if n := len(points(ms["shardcast.hot_channel.share"])); n != 2 {
+		t.Errorf("%d share streams, want 2", n)
+	}
+	out := []attribute.KeyValue{shardcastotel.AttrChannel.String("a"), shardcastotel.AttrDirection.String("out")}
+	if got := value(t, ms, "shardcast.hot_channel.rate", out...); got != 10 {
+		t.Errorf("out rate = %v, want 10 (the first listed)", got)
+	}
+	for _, p := range points(ms["shardcast.hot_channel.rate"]) {
+		if has(p.attrs, out) && p.attrs.HasValue(shardcastotel.AttrServerAddress) {
+			t.Errorf("publish-only stream names a server: %v", p.attrs.ToSlice())
+		}
+	}
+	in := []attribute.KeyValue{shardcastotel.AttrDirection.String("in"), shardcastotel.AttrServerAddress.String("n"), shardcastotel.AttrServerPort.Int(1)}
+	if got := value(t, ms, "shardcast.hot_channel.share", in...); got != 0.7 {
+		t.Errorf("in share = %v, want 0.7", got)
+	}
 }
