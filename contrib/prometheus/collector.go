@@ -35,6 +35,12 @@ type PartitionStatsSource interface {
 	PartitionStats() []shardcast.PartitionStats
 }
 
+// HotChannelsSource is implemented by brokers that detect hot channels
+// (both engines do; see shardcast.Options.HotSampleRate).
+type HotChannelsSource interface {
+	HotChannels() []shardcast.HotChannel
+}
+
 // Options tune a Collector. The zero value exports the broker, latency
 // and per-node families with classic histogram buckets.
 type Options struct {
@@ -74,6 +80,17 @@ type Options struct {
 	// implements PartitionStatsSource. Off by default for that
 	// cardinality.
 	Partitions bool
+
+	// HotChannels adds shardcast_hot_channel_messages_per_second and
+	// shardcast_hot_channel_share, labelled channel, direction ("in",
+	// "out") and node, for the busiest channels of the broker's last
+	// complete hot-channel window, if the broker implements
+	// HotChannelsSource: at most shardcast.Options.HotTopK series each (32
+	// by default), estimated from sampled messages. Off by default: the
+	// channel label takes a new value for every channel that is ever
+	// among the busiest, and each stays a series in Prometheus's memory
+	// for a while after it left the list.
+	HotChannels bool
 
 	// Events, if set, is exported as shardcast_events_total{kind}. Chain
 	// Events.OnEvent into the broker's shardcast.Options.OnEvent.
@@ -135,6 +152,7 @@ type Collector struct {
 	latency    LatencySource        // nil if the broker has none
 	nodes      NodeStatsSource      // nil if absent or omitted
 	partitions PartitionStatsSource // nil if absent or not asked for
+	hot        HotChannelsSource    // nil if absent or not asked for
 	events     *Events
 
 	bounds   []float64
@@ -148,6 +166,8 @@ type Collector struct {
 	nodeDescs      []nodeMetric
 	partitionDescs []partitionMetric
 	partitionInfo  *prometheus.Desc
+	hotRate        *prometheus.Desc
+	hotShare       *prometheus.Desc
 	eventsDesc     *prometheus.Desc
 }
 
@@ -172,7 +192,7 @@ type partitionMetric struct {
 
 // NewCollector returns a Collector over b. It exports b's Stats, and the
 // families of the optional interfaces b implements (LatencySource,
-// NodeStatsSource, PartitionStatsSource) as opts allows. A nil b yields a
+// NodeStatsSource, PartitionStatsSource, HotChannelsSource) as opts allows. A nil b yields a
 // Collector that exports nothing.
 func NewCollector(b StatsSource, opts Options) *Collector {
 	c := &Collector{stats: b, events: opts.Events, native: opts.NativeHistograms}
@@ -184,6 +204,9 @@ func NewCollector(b StatsSource, opts Options) *Collector {
 		}
 		if opts.Partitions {
 			c.partitions, _ = b.(PartitionStatsSource)
+		}
+		if opts.HotChannels {
+			c.hot, _ = b.(HotChannelsSource)
 		}
 	}
 	cl := opts.ConstLabels
@@ -259,6 +282,10 @@ func NewCollector(b StatsSource, opts Options) *Collector {
 		}
 		c.partitionInfo = desc("partition_info", "Always 1: the master that carries the partition now (absent while its slot has no master).", "partition", "master")
 	}
+	if c.hot != nil {
+		c.hotRate = desc("hot_channel_messages_per_second", "Estimated messages per second of one of the busiest channels in the broker's last complete hot-channel window.", "channel", "direction", "node")
+		c.hotShare = desc("hot_channel_share", "The channel's share, from 0 to 1, of the messages the broker exchanged with the node in that direction during the window.", "channel", "direction", "node")
+	}
 	if c.events != nil {
 		c.eventsDesc = desc("events_total", "Events the broker raised, by kind.", "kind")
 	}
@@ -286,6 +313,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.partitionInfo != nil {
 		ch <- c.partitionInfo
 	}
+	if c.hot != nil {
+		ch <- c.hotRate
+		ch <- c.hotShare
+	}
 	if c.eventsDesc != nil {
 		ch <- c.eventsDesc
 	}
@@ -307,6 +338,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.partitions != nil {
 		c.collectPartitions(ch)
+	}
+	if c.hot != nil {
+		c.collectHot(ch)
 	}
 	if c.eventsDesc != nil {
 		c.events.collect(ch, c.eventsDesc)
@@ -358,6 +392,21 @@ func (c *Collector) collectPartitions(ch chan<- prometheus.Metric) {
 		if p.Master != "" {
 			ch <- constMetric(c.partitionInfo, prometheus.GaugeValue, 1, label, p.Master)
 		}
+	}
+}
+
+func (c *Collector) collectHot(ch chan<- prometheus.Metric) {
+	// One series per channel, direction and node: a list that named one
+	// twice would otherwise fail the scrape with duplicate series.
+	seen := make(map[[3]string]bool)
+	for _, h := range c.hot.HotChannels() {
+		labels := [3]string{h.Channel, h.Direction.String(), h.Node}
+		if seen[labels] {
+			continue
+		}
+		seen[labels] = true
+		ch <- constMetric(c.hotRate, prometheus.GaugeValue, h.Rate, labels[:]...)
+		ch <- constMetric(c.hotShare, prometheus.GaugeValue, h.Share, labels[:]...)
 	}
 }
 
