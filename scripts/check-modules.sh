@@ -38,6 +38,9 @@ outside_go "$tmp"
 # which checks what is fetched; the checksum database is not asked, so
 # that the check runs offline (it checks resolution, not the database).
 export GOSUMDB=off
+# The module cache here is new each run, so its directories differ from
+# run to run: without -trimpath, every compile would miss the build cache.
+export GOFLAGS="$GOFLAGS -trimpath"
 mkdir -p "$tmp/bin"
 
 # The workspace's modules and replacements, as committed.
@@ -125,6 +128,7 @@ for m in $mods; do
 	fi
 
 	# What a user does.
+	start=$SECONDS
 	user=$tmp/user-${m//\//-}
 	mkdir -p "$user"
 	(cd "$user" && go mod init example.com/user >/dev/null 2>&1)
@@ -139,9 +143,9 @@ for m in $mods; do
 	what="it requires shardcast $lib"
 	libc=$(pseudo_commit "$lib")
 	[ -n "$libc" ] && what="$what (commit $libc of $(git show -s --format=%cs "$libc"))"
-	pkgs=$(cd "$user" && go list -e -f '{{if .GoFiles}}{{.Name}} {{.ImportPath}}{{end}}' "$path/..." 2>&1) || {
+	pkgs=$(cd "$user" && go list -e -f '{{if .GoFiles}}{{.Name}} {{.ImportPath}}{{end}}' "$path/..." 2>"$tmp/list.err") || {
 		fail "go list $path/... failed:"
-		echo "$pkgs" | indent
+		indent <"$tmp/list.err"
 		continue
 	}
 	imports=$(awk '$1 != "main" { print $2 }' <<<"$pkgs" | grep -vE '/internal(/|$)' || true)
@@ -167,7 +171,7 @@ for m in $mods; do
 		ok=0
 	fi
 	if [ "$ok" = 1 ]; then
-		echo "ok   $m: go get $path@$short builds $(wc -w <<<"$imports") package(s) and $(wc -w <<<"$cmds") command(s); $what"
+		echo "ok   $m: go get $path@$short builds $(wc -w <<<"$imports") package(s) and $(wc -w <<<"$cmds") command(s); $what ($((SECONDS - start)) s)"
 		passed=$((passed + 1))
 	fi
 done
