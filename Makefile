@@ -29,6 +29,9 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# Each module runs in the workspace (go.work): in a module's directory ./... names that module's
+# packages only, nested modules excluded, so every package is vetted and tested once, against the
+# working tree. modules-check covers the GOWORK=off builds a user gets.
 vet:
 	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
