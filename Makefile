@@ -15,8 +15,9 @@ FUZZTIME ?= 100000x
 demo: redis
 	$(GO) run ./examples/demo $(ARGS)
 
-## test: gofmt check, go vet and the race-enabled tests of every module, plus a brief fuzz run.
-test: redis cc fmt-check vet unit fuzz
+## test: gofmt check, go vet and the race-enabled tests of every module, a brief fuzz run, and the
+## check that each nested module installs for a user (modules-check).
+test: redis cc fmt-check vet unit fuzz modules-check
 
 redis:
 	@./scripts/ensure-redis.sh
@@ -28,6 +29,9 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# Each module runs in the workspace (go.work): in a module's directory ./... names that module's
+# packages only, nested modules excluded, so every package is vetted and tested once, against the
+# working tree. modules-check covers the GOWORK=off builds a user gets.
 vet:
 	@for m in $(MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
@@ -40,6 +44,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./envelope/
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/resp/
 	cd contrib/centrifugebroker && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) .
+
+## modules-check: for each nested module, what a user does: go get MODULE@HEAD from a new module outside
+## the repository, without the workspace, and build a program that imports it (docs/MODULES.md). Fails,
+## naming the module and what to run, when its go.mod requires a library version that lacks what it uses.
+.PHONY: modules-check
+modules-check:
+	@./scripts/check-modules.sh
 
 generate:
 	$(GO) generate ./...

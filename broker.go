@@ -200,7 +200,14 @@ type Options struct {
 	// (default 512).
 	SubscribeBatch int
 	// MaxPayload is the largest payload Publish accepts, in bytes (default
-	// 1 MiB).
+	// 1 MiB). Keep it well below the servers' output-buffer limit for
+	// Pub/Sub clients, client-output-buffer-limit pubsub (32 MB hard and
+	// 8 MB for 60 s soft, by default): Redis disconnects a subscriber
+	// whose unsent output passes that limit, so a single payload above the
+	// hard limit makes Redis drop every subscriber of its channel, while
+	// the publish itself succeeds; each subscriber then reconnects and
+	// loses whatever was published meanwhile. Raise the servers' limit
+	// before raising MaxPayload near it.
 	MaxPayload int
 	// MaxAsyncPublishes bounds the messages of PublishAsync (see
 	// AsyncPublisher) in flight per broker (default

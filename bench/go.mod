@@ -4,19 +4,14 @@ module github.com/shardcast/shardcast/bench
 // golang.org/x/sys v0.49.0 (through centrifuge) declare go 1.26.0.
 go 1.26.0
 
-replace (
-	github.com/shardcast/shardcast => ../
-	github.com/shardcast/shardcast/contrib/centrifugebroker => ../contrib/centrifugebroker
-)
-
 require (
 	github.com/centrifugal/centrifuge v0.40.1
 	github.com/centrifugal/centrifuge-go v0.12.1
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast v0.0.0-20261202010409-8bd4922f2680
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261202010409-8bd4922f2680
 	github.com/stretchr/testify v1.12.1
 )
 

@@ -115,6 +115,10 @@ func (c Config) settings() (settings, error) {
 	if c.SlotsTimeout == 0 {
 		c.SlotsTimeout = DefaultSlotsTimeout
 	}
+	// A seed listed twice is most often a typo for another node.
+	if err := redisaddr.Distinct("cluster.Config.Addrs", c.Addrs); err != nil {
+		return settings{}, err
+	}
 	s := settings{Config: c}
 	for i, a := range c.Addrs {
 		d, err := redisaddr.ParseAddr(a, c.Conn)

@@ -74,6 +74,12 @@ func (c Config) validate() error {
 	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
 		return fmt.Errorf("%w: sharded.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
+	// Two entries for one instance would give it two shares of the
+	// channels, and make every channel's place depend on how it is
+	// written.
+	if err := redisaddr.Distinct("sharded.Config.Addrs", c.Addrs); err != nil {
+		return err
+	}
 	if c.ControlAddr != "" {
 		if _, err := redisaddr.ParseAddr(c.ControlAddr, c.Conn); err != nil {
 			return fmt.Errorf("%w (sharded.Config.ControlAddr)", err)

@@ -4,33 +4,156 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/sharded"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestUsage(t *testing.T) {
+// TestExitCodes: help that was asked for exits 0 with the usage on
+// stdout; a wrong command line exits 2 with one message and the usage on
+// stderr; a command that fails exits 1 with one message and no usage.
+func TestExitCodes(t *testing.T) {
 	ctx := context.Background()
-	r := runCmd(ctx, "", nil)
-	assert.Error(t, r.runErr)
-	assert.Contains(t, r.err, "inspect")
-	r = runCmd(ctx, "", nil, "-h")
-	assert.ErrorIs(t, r.runErr, flag.ErrHelp)
-	r = runCmd(ctx, "", nil, "bogus")
-	assert.ErrorContains(t, r.runErr, `unknown command "bogus"`)
-	r = runCmd(ctx, "", nil, "inspect", "-h")
-	assert.ErrorIs(t, r.runErr, flag.ErrHelp)
-	assert.Contains(t, r.err, "-sample")
+	for _, tc := range []struct {
+		args []string
+		code int
+		// out and errOut must each contain every string listed; msg is
+		// stderr's first line.
+		out, errOut []string
+		msg         string
+	}{
+		{args: nil, code: exitUsage, msg: "shardcast: no command given", errOut: []string{"commands:", "inspect", "version"}},
+		{args: []string{"-h"}, code: exitOK, out: []string{"usage: shardcast <command>", "commands:", "relayout", "help"}},
+		{args: []string{"--help"}, code: exitOK, out: []string{"commands:"}},
+		{args: []string{"help"}, code: exitOK, out: []string{"commands:", "shardcast help <command>"}},
+		{args: []string{"help", "key"}, code: exitOK, out: []string{"usage: shardcast key", "-partitions"}},
+		{args: []string{"inspect", "-h"}, code: exitOK, out: []string{"usage: shardcast inspect", "-sample"}},
+		{args: []string{"version", "-help"}, code: exitOK, out: []string{"usage: shardcast version"}},
+		{args: []string{"bogus"}, code: exitUsage, msg: `shardcast: unknown command "bogus"`, errOut: []string{"commands:"}},
+		{args: []string{"-cluster", "a:1"}, code: exitUsage, msg: "shardcast: flag -cluster before the command; flags follow it"},
+		{args: []string{"help", "bogus"}, code: exitUsage, msg: `shardcast help: unknown command "bogus"`, errOut: []string{"usage: shardcast help [COMMAND]"}},
+		{args: []string{"help", "key", "sub"}, code: exitUsage, msg: "shardcast help: give one COMMAND at most"},
+		{args: []string{"version", "extra"}, code: exitUsage, msg: `shardcast version: takes no arguments, got ["extra"]`},
+		{args: []string{"key"}, code: exitUsage, msg: "shardcast key: give at least one CHANNEL", errOut: []string{"usage: shardcast key", "flags:", "-partitions"}},
+		{args: []string{"key", "-nope", "c"}, code: exitUsage, msg: "shardcast key: flag provided but not defined: -nope", errOut: []string{"usage: shardcast key"}},
+		{args: []string{"tags", "-partitions", "3"}, code: exitUsage, msg: "shardcast tags: ", errOut: []string{"usage: shardcast tags"}},
+		{args: []string{"sub", "-shards", "redis//127.0.0.1:6379", "c"}, code: exitUsage,
+			msg: `shardcast sub: invalid config: address "redis//127.0.0.1:6379": host "redis//127.0.0.1" holds '/', which no host name or IP address does; a URL is written redis://host:port`},
+		{args: []string{"pub", "-shards", "127.0.0.1:6379,redis://127.0.0.1", "c", "m"}, code: exitUsage,
+			msg: `shardcast pub: invalid config: -shards lists the instance 127.0.0.1:6379 twice (entries 0 and 1: "127.0.0.1:6379" and "redis://127.0.0.1")`},
+		{args: []string{"inspect", "-cluster", "a:7000,A:7000"}, code: exitUsage, msg: "shardcast inspect: invalid config: -cluster lists the instance A:7000 twice"},
+		{args: []string{"sub", "-shards", "127.0.0.1:6379", "-app", "a{b}", "c"}, code: exitUsage,
+			msg: `shardcast sub: -app: invalid config: Agreement.App "a{b}" contains a brace`},
+		{args: []string{"relayout", "-cluster", "a:1"}, code: exitUsage, msg: "shardcast relayout: give -partitions and/or -prefix with the new layout"},
+		{args: []string{"key", "-tls-ca", "/nonexistent.pem", "-shards", "127.0.0.1:6379", "c"}, code: exitFailed,
+			msg: "shardcast key: -tls-ca: open /nonexistent.pem: no such file or directory"},
+	} {
+		code, out, errOut := runCLI(ctx, tc.args...)
+		assert.Equal(t, tc.code, code, "%q: exit status; stderr:\n%s", tc.args, errOut)
+		for _, want := range tc.out {
+			assert.Contains(t, out, want, "%q: stdout", tc.args)
+		}
+		for _, want := range tc.errOut {
+			assert.Contains(t, errOut, want, "%q: stderr", tc.args)
+		}
+		first, rest, _ := strings.Cut(errOut, "\n")
+		switch tc.code {
+		case exitOK:
+			assert.Empty(t, errOut, "%q: help goes to stdout", tc.args)
+		case exitUsage:
+			assert.Empty(t, out, "%q: a usage error prints nothing on stdout", tc.args)
+			assert.True(t, strings.HasPrefix(first, tc.msg), "%q: message %q, want it to start with %q", tc.args, first, tc.msg)
+			assert.Contains(t, rest, "usage: shardcast", "%q: the usage follows the message", tc.args)
+		case exitFailed:
+			assert.Equal(t, tc.msg, first, "%q", tc.args)
+			assert.NotContains(t, rest, "usage:", "%q: a failure is no usage error", tc.args)
+		}
+		if tc.code != exitOK {
+			assert.Equal(t, 1, strings.Count(first, "shardcast"), "%q: one prefix in %q", tc.args, first)
+		}
+	}
 }
 
+// TestMessage: the library's own "shardcast: " is dropped wherever it
+// starts a part of the message, so that each message has one prefix.
+func TestMessage(t *testing.T) {
+	_, err := sharded.New(sharded.Config{})
+	require.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+	require.True(t, strings.HasPrefix(err.Error(), "shardcast: "), "the library's errors carry their prefix: %q", err)
+	assert.Equal(t, "shardcast sub: invalid config: sharded.Config.Addrs is empty", message(&commandError{name: "sub", err: err}))
+	assert.Equal(t, "shardcast: subscribe: broker closed", message(fmt.Errorf("subscribe: %w", shardcast.ErrClosed)))
+	assert.Equal(t, "shardcast pub: a: broker closed\nb: not sent",
+		message(&commandError{name: "pub", err: errors.Join(fmt.Errorf("a: %w", shardcast.ErrClosed), errors.New("b: shardcast: not sent"))}))
+	assert.Equal(t, "shardcast: room shardcast:1: gone", message(errors.New("room shardcast:1: gone")), "a channel name is left alone")
+}
+
+// TestProcessExit runs the command as a process: main passes cli's status
+// to os.Exit.
+func TestProcessExit(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string // stderr's first line, or stdout's for code 0
+	}{
+		{[]string{"-h"}, exitOK, "usage: shardcast <command> [flags] [arguments]"},
+		{[]string{"version"}, exitOK, "shardcast "},
+		{[]string{"bogus"}, exitUsage, `shardcast: unknown command "bogus"`},
+		{[]string{"key", "-tls-ca", "/nonexistent.pem", "-shards", "127.0.0.1:6379", "c"}, exitFailed, "shardcast key: -tls-ca: open /nonexistent.pem"},
+	} {
+		cmd := exec.Command(os.Args[0], tc.args...)
+		cmd.Env = append(os.Environ(), runAsMainEnv+"=1")
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else {
+			require.NoError(t, err, "%q", tc.args)
+		}
+		assert.Equal(t, tc.code, code, "%q: exit status; stderr:\n%s", tc.args, errOut.String())
+		text := errOut.String()
+		if tc.code == exitOK {
+			text = out.String()
+		}
+		assert.True(t, strings.HasPrefix(text, tc.msg), "%q: %q, want it to start with %q", tc.args, text, tc.msg)
+	}
+}
+
+// TestVersion: the version line names the module version the binary was
+// built at, the commit when Go stamped one, and the Go version.
+func TestVersion(t *testing.T) {
+	plat := " " + runtime.GOOS + "/" + runtime.GOARCH
+	installed := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/shardcast/shardcast", Version: "v0.0.0-20261202004229-3a0f839abcde"}}
+	assert.Equal(t, "shardcast v0.0.0-20261202004229-3a0f839abcde go1.26.8"+plat, versionLine(installed, true))
+	clone := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "3a0f839abcdef0123456789abcdef0123456789a"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	assert.Equal(t, "shardcast (devel) commit 3a0f839abcdef0123456789abcdef0123456789a (modified) go1.26.8"+plat, versionLine(clone, true))
+	assert.Equal(t, "shardcast (unknown) "+runtime.Version()+plat, versionLine(nil, false))
+
+	out := mustRun(t, context.Background(), "version")
+	info, ok := debug.ReadBuildInfo()
+	require.True(t, ok)
+	assert.Equal(t, versionLine(info, ok)+"\n", out)
+	assert.Contains(t, out, runtime.Version())
+}
+
+// TestBadFlags: each wrong command line is refused before anything is
+// dialled, as a usage error.
 func TestBadFlags(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -43,20 +166,29 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"inspect", "-cluster", "a:1", "-partitions", "100"}, "100 partitions has no tag table"},
 		{[]string{"inspect", "-cluster", "ftp://a:1"}, "scheme"},
 		{[]string{"inspect", "-cluster", "a:1", "extra"}, "no arguments"},
+		{[]string{"inspect", "-cluster", "a:1", "-timeout", "0s"}, "-timeout 0s: want > 0"},
 		{[]string{"key"}, "at least one CHANNEL"},
 		{[]string{"key", ""}, "empty channel"},
 		{[]string{"key", "-shards", "nohost", "c"}, "not host:port"},
+		{[]string{"key", "-shards", "a:1,b:1", "-control", "redis//a:1", "c"}, "-control: shardcast: invalid config"},
 		{[]string{"sub", "-cluster", "a:1"}, "at least one CHANNEL"},
 		{[]string{"sub", "c"}, "give -cluster"},
+		{[]string{"sub", "-cluster", "a:1", "-n", "-1", "c"}, "-n -1"},
 		{[]string{"pub", "-shards", "a:1"}, "give a CHANNEL"},
 		{[]string{"pub", "-shards", "a:1", "-keyed", "c"}, "give no arguments"},
+		{[]string{"pub", "-shards", "a:1", ""}, "empty channel"},
 		{[]string{"tags", "-partitions", "3"}, "3 partitions"},
 		{[]string{"relayout", "-cluster", "a:1", "-shards", "b:1,c:1", "-control", "b:1"}, "not both"},
 		{[]string{"relayout", "-cluster", "a:1", "-control", "b:1", "-partitions", "256"}, "-control is for a sharded application"},
-		{[]string{"key", "-tls-ca", "/nonexistent.pem", "-shards", "a:1", "c"}, "-tls-ca"},
+		{[]string{"relayout", "-shards", "b:1", "-partitions", "256", "-control", "b:1"}, "-partitions and -prefix are for a cluster"},
+		{[]string{"relayout", "-shards", "b:1,c:1"}, "give -control"},
+		{[]string{"relayout", "-control", "b:1"}, "give -shards with the new instance list"},
+		{[]string{"relayout", "-shards", "b:1,c:1,b:1", "-control", "b:1"}, "-shards lists the instance b:1 twice"},
 	} {
 		r := runCmd(ctx, "", nil, tc.args...)
 		assert.ErrorContains(t, r.runErr, tc.want, tc.args)
+		var u *usageError
+		assert.True(t, errors.As(r.runErr, &u), "%q is a usage error: %v", tc.args, r.runErr)
 	}
 }
 

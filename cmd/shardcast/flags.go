@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -85,6 +84,28 @@ func (t *target) dialer(addr string, getenv func(string) string) (subconn.Dialer
 	return redisaddr.ParseAddr(addr, o)
 }
 
+// check refuses what the flags cannot mean before anything is dialled:
+// both engines or (unless noneOK) neither, a -timeout that is not
+// positive, an address that does not parse and an instance listed twice.
+// Its errors are the command line's, for usageErr.
+func (t *target) check(noneOK bool) error {
+	if err := t.oneEngine(noneOK); err != nil {
+		return err
+	}
+	if t.timeout <= 0 {
+		return fmt.Errorf("-timeout %v: want > 0", t.timeout)
+	}
+	for _, l := range []struct {
+		flag  string
+		addrs []string
+	}{{"-cluster", t.seeds()}, {"-shards", t.instances()}} {
+		if err := redisaddr.Distinct(l.flag, l.addrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // oneEngine checks that exactly one of -cluster and -shards is set, unless
 // neither is allowed.
 func (t *target) oneEngine(noneOK bool) error {
@@ -105,18 +126,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting and
-// prints its usage to w.
-func newFlagSet(name, synopsis string, w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.Usage = func() {
-		fmt.Fprintf(w, "usage: shardcast %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
 }
 
 // layoutFlags are the cluster engine's layout settings and, for both

@@ -33,26 +33,29 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 		sample time.Duration
 		asJSON bool
 	)
-	fs := newFlagSet("inspect", "(-cluster host:port | -shards a,b,c) [flags]", io.err)
+	fs := newFlagSet("inspect", "(-cluster host:port | -shards a,b,c) [flags]")
 	t.register(fs)
 	lf.register(fs)
 	rf.register(fs)
 	fs.DurationVar(&sample, "sample", time.Second, "how long to sample the command counters and CPU")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
 	}
-	if err := t.oneEngine(false); err != nil {
-		return err
+	if err := t.check(false); err != nil {
+		return usageErr(fs, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("inspect takes no arguments, got %q", fs.Args())
+		return usageErrorf(fs, "takes no arguments, got %q", fs.Args())
 	}
 	if sample <= 0 {
-		return fmt.Errorf("-sample %v: want > 0", sample)
+		return usageErrorf(fs, "-sample %v: want > 0", sample)
 	}
 	if err := rf.check(&t); err != nil {
-		return err
+		return usageErr(fs, err)
+	}
+	if _, err := lf.layout(); err != nil {
+		return usageErr(fs, err)
 	}
 	if t.shards != "" {
 		v, err := readShards(ctx, &t, rf, io.getenv, sample)
@@ -64,9 +67,6 @@ func runInspect(ctx context.Context, args []string, io stdio) error {
 			return err
 		}
 		return unreadError(len(r.Instances), func(i int) string { return r.Instances[i].Error })
-	}
-	if _, err := lf.layout(); err != nil {
-		return err
 	}
 	v, err := readCluster(ctx, &t, rf.app, io.getenv, sample)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -18,28 +17,31 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 		rf     recordFlags
 		asJSON bool
 	)
-	fs := newFlagSet("key", "[-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] [-app name] CHANNEL...", io.err)
+	fs := newFlagSet("key", "[-partitions N] [-prefix p] [-cluster host:port | -shards a,b,c] [-app name] CHANNEL...")
 	t.register(fs)
 	lf.register(fs)
 	rf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
 	}
-	if err := t.oneEngine(true); err != nil {
-		return err
+	if err := t.check(true); err != nil {
+		return usageErr(fs, err)
 	}
 	channels := fs.Args()
 	if len(channels) == 0 {
-		return errors.New("key: give at least one CHANNEL")
+		return usageErrorf(fs, "give at least one CHANNEL")
 	}
 	for _, ch := range channels {
 		if err := shardcast.ValidateChannel(ch); err != nil {
-			return err
+			return usageErr(fs, err)
 		}
 	}
 	if err := rf.check(&t); err != nil {
-		return err
+		return usageErr(fs, err)
+	}
+	if _, err := lf.layout(); err != nil {
+		return usageErr(fs, err)
 	}
 	if t.shards != "" {
 		conn, err := t.conn(io.getenv)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,16 @@ import (
 	"go.uber.org/goleak"
 )
 
+// runAsMainEnv, set to 1, makes the test binary run main instead of the
+// tests: TestProcessExit runs the command as a process that way.
+const runAsMainEnv = "SHARDCAST_TEST_RUN_MAIN"
+
 // TestMain fails the package if a command leaves a goroutine behind.
 func TestMain(m *testing.M) {
+	if os.Getenv(runAsMainEnv) == "1" {
+		main()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -56,6 +65,14 @@ func runCmd(ctx context.Context, stdin string, env map[string]string, args ...st
 	var out, errOut syncBuffer
 	err := run(ctx, args, stdio{in: strings.NewReader(stdin), out: &out, err: &errOut, getenv: func(k string) string { return env[k] }})
 	return result{out: out.String(), err: errOut.String(), runErr: err}
+}
+
+// runCLI runs the command line as the process would and returns its exit
+// status, stdout and stderr.
+func runCLI(ctx context.Context, args ...string) (code int, out, errOut string) {
+	var o, e syncBuffer
+	code = cli(ctx, args, stdio{in: strings.NewReader(""), out: &o, err: &e, getenv: func(string) string { return "" }})
+	return code, o.String(), e.String()
 }
 
 // mustRun runs the command and fails the test if it returns an error.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	goio "io"
 
@@ -18,27 +17,36 @@ func runPub(ctx context.Context, args []string, io stdio) error {
 		raw   bool
 		keyed bool
 	)
-	fs := newFlagSet("pub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL [MESSAGE...]  (without MESSAGE: one message per stdin line)", io.err)
+	fs := newFlagSet("pub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL [MESSAGE...]  (without MESSAGE: one message per stdin line)")
 	t.register(fs)
 	lf.register(fs)
 	lf.registerAgreement(fs)
 	fs.BoolVar(&raw, "raw", false, "publish payloads without the shardcast envelope (for subscribers that are not shardcast)")
 	fs.BoolVar(&keyed, "keyed", false, "stdin lines are \"CHANNEL PAYLOAD\" (split at the first space); no CHANNEL argument")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
+	}
+	if err := t.check(false); err != nil {
+		return usageErr(fs, err)
 	}
 	var channel string
 	var messages []string
 	switch {
 	case keyed && fs.NArg() > 0:
-		return errors.New("pub -keyed: the channels come from stdin; give no arguments")
+		return usageErrorf(fs, "-keyed: the channels come from stdin; give no arguments")
 	case !keyed && fs.NArg() == 0:
-		return errors.New("pub: give a CHANNEL")
+		return usageErrorf(fs, "give a CHANNEL")
 	case !keyed:
 		channel, messages = fs.Arg(0), fs.Args()[1:]
 		if err := shardcast.ValidateChannel(channel); err != nil {
-			return err
+			return usageErr(fs, err)
 		}
+	}
+	if _, err := lf.layout(); err != nil {
+		return usageErr(fs, err)
+	}
+	if err := lf.agreement().Validate(); err != nil {
+		return usageErr(fs, fmt.Errorf("-app: %w", err))
 	}
 	b, desc, err := openBroker(&t, &lf, shardcast.Options{Raw: raw}, io.getenv)
 	if err != nil {

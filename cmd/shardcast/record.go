@@ -12,6 +12,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -38,6 +39,11 @@ func (r recordFlags) check(t *target) error {
 	}
 	if r.control != "" && t.shards == "" {
 		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
+	}
+	if r.control != "" {
+		if _, err := redisaddr.ParseAddr(r.control, shardcast.ConnOptions{}); err != nil {
+			return fmt.Errorf("-control: %w", err)
+		}
 	}
 	return nil
 }

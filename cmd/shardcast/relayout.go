@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -26,7 +26,7 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 		partitions int
 		prefix     string
 	)
-	fs := newFlagSet("relayout", "-shards a,b,c -control host:port | -cluster seeds [-partitions N] [-prefix P]; [-app name] [-abort]", io.err)
+	fs := newFlagSet("relayout", "-shards a,b,c -control host:port | -cluster seeds [-partitions N] [-prefix P]; [-app name] [-abort]")
 	t.register(fs)
 	fs.IntVar(&partitions, "partitions", 0, "cluster: the new partition count (a power of two, 16 to 4096; default: keep the recorded one)")
 	fs.StringVar(&prefix, "prefix", "", "cluster: the new channel prefix (default: keep the recorded one)")
@@ -34,14 +34,22 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	fs.StringVar(&app, "app", "", "Agreement.App of the application")
 	fs.DurationVar(&heartbeat, "heartbeat", shardcast.DefaultHeartbeat, "the brokers' Agreement.Heartbeat (paces the polls)")
 	fs.BoolVar(&abort, "abort", false, "abort the re-layout under way instead")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
 	}
-	if err := t.oneEngine(true); err != nil {
-		return fmt.Errorf("relayout: %w", err)
+	if err := t.check(true); err != nil {
+		return usageErr(fs, err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf(fs, "takes no arguments, got %q", fs.Args())
 	}
 	if t.cluster != "" && control != "" {
-		return errors.New("relayout: -control is for a sharded application (-shards); a cluster's record lives on the cluster")
+		return usageErrorf(fs, "-control is for a sharded application (-shards); a cluster's record lives on the cluster")
+	}
+	if control != "" {
+		if _, err := redisaddr.ParseAddr(control, shardcast.ConnOptions{}); err != nil {
+			return usageErr(fs, fmt.Errorf("-control: %w", err))
+		}
 	}
 	printPhase := func(p shardcast.RelayoutPhaseReport) {
 		fmt.Fprintf(io.out, "phase %-7s done in %v by %d live broker(s)", p.Phase, p.Took.Round(time.Millisecond), p.Brokers)
@@ -53,14 +61,20 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 	if t.cluster != "" {
 		prefixSet := false
 		fs.Visit(func(f *flag.Flag) { prefixSet = prefixSet || f.Name == "prefix" })
+		if !abort && partitions == 0 && !prefixSet {
+			return usageErrorf(fs, "give -partitions and/or -prefix with the new layout")
+		}
 		return relayoutCluster(ctx, t, io, partitions, prefix, prefixSet, abort,
 			shardcast.Agreement{App: app, Heartbeat: heartbeat}, printPhase)
 	}
 	if partitions != 0 || prefix != "" {
-		return errors.New("relayout: -partitions and -prefix are for a cluster application (-cluster)")
+		return usageErrorf(fs, "-partitions and -prefix are for a cluster application (-cluster)")
 	}
 	if control == "" {
-		return errors.New("relayout: give -control host:port, the instance that holds the layout record")
+		return usageErrorf(fs, "give -control host:port, the instance that holds the layout record")
+	}
+	if !abort && t.shards == "" {
+		return usageErrorf(fs, "give -shards with the new instance list")
 	}
 	conn, err := t.conn(io.getenv)
 	if err != nil {
@@ -77,9 +91,6 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 		}
 		fmt.Fprintln(io.out, "re-layout aborted; every live broker is back on the recorded list")
 		return nil
-	}
-	if t.shards == "" {
-		return errors.New("relayout: give -shards with the new instance list")
 	}
 	rep, err := sharded.Relayout(ctx, cfg)
 	if err != nil {
@@ -106,9 +117,6 @@ func relayoutCluster(ctx context.Context, t target, io stdio, partitions int, pr
 		}
 		fmt.Fprintln(io.out, "re-layout aborted; every live broker is back on the recorded layout")
 		return nil
-	}
-	if partitions == 0 && !prefixSet {
-		return errors.New("relayout: give -partitions and/or -prefix with the new layout")
 	}
 	rep, err := cluster.Relayout(ctx, cfg)
 	if err != nil {

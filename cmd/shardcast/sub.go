@@ -20,21 +20,35 @@ func runSub(ctx context.Context, args []string, io stdio) error {
 		count int
 		raw   bool
 	)
-	fs := newFlagSet("sub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL...", io.err)
+	fs := newFlagSet("sub", "(-cluster host:port | -shards a,b,c) [flags] CHANNEL...")
 	t.register(fs)
 	lf.register(fs)
 	lf.registerAgreement(fs)
 	fs.IntVar(&count, "n", 0, "exit after this many messages (0: run until interrupted)")
 	fs.BoolVar(&raw, "raw", false, "payloads carry no shardcast envelope (publishers that are not shardcast); lag is then unknown")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
+	}
+	if err := t.check(false); err != nil {
+		return usageErr(fs, err)
 	}
 	channels := fs.Args()
 	if len(channels) == 0 {
-		return errors.New("sub: give at least one CHANNEL")
+		return usageErrorf(fs, "give at least one CHANNEL")
+	}
+	for _, ch := range channels {
+		if err := shardcast.ValidateChannel(ch); err != nil {
+			return usageErr(fs, err)
+		}
 	}
 	if count < 0 {
-		return fmt.Errorf("-n %d: want >= 0", count)
+		return usageErrorf(fs, "-n %d: want >= 0", count)
+	}
+	if _, err := lf.layout(); err != nil {
+		return usageErr(fs, err)
+	}
+	if err := lf.agreement().Validate(); err != nil {
+		return usageErr(fs, fmt.Errorf("-app: %w", err))
 	}
 
 	p := &printer{w: io.out, limit: int64(count), done: make(chan struct{})}

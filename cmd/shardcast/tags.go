@@ -11,18 +11,18 @@ func runTags(_ context.Context, args []string, io stdio) error {
 		partitions int
 		asJSON     bool
 	)
-	fs := newFlagSet("tags", "[-partitions N] [-json]", io.err)
+	fs := newFlagSet("tags", "[-partitions N] [-json]")
 	fs.IntVar(&partitions, "partitions", 128, "partition count (a power of two, 16 to 4096)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, io.out); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("tags takes no arguments, got %q", fs.Args())
+		return usageErrorf(fs, "takes no arguments, got %q", fs.Args())
 	}
 	table, err := tagTable(partitions)
 	if err != nil {
-		return err
+		return usageErr(fs, err)
 	}
 	if asJSON {
 		return printJSON(io.out, table)

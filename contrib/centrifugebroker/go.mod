@@ -2,14 +2,12 @@ module github.com/shardcast/shardcast/contrib/centrifugebroker
 
 go 1.26.0
 
-replace github.com/shardcast/shardcast => ../..
-
 require (
 	github.com/centrifugal/centrifuge v0.40.1
 	github.com/centrifugal/centrifuge-go v0.12.1
 	github.com/centrifugal/protocol v0.23.1
 	github.com/prometheus/client_golang v1.25.0
-	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast v0.0.0-20261202010409-8bd4922f2680
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

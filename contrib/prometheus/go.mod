@@ -2,13 +2,11 @@ module github.com/shardcast/shardcast/contrib/prometheus
 
 go 1.26.0
 
-replace github.com/shardcast/shardcast => ../..
-
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast v0.0.0-20261202010409-8bd4922f2680
 	go.uber.org/goleak v1.3.0
 )
 
@@ -51,7 +49,6 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect

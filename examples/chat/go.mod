@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/centrifugal/centrifuge v0.40.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast v0.0.0-20261202010409-8bd4922f2680
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261202010409-8bd4922f2680
 	go.uber.org/goleak v1.3.0
 )
 
@@ -30,7 +30,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/shardcast/shardcast => ../..
-
-replace github.com/shardcast/shardcast/contrib/centrifugebroker => ../../contrib/centrifugebroker

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -21,12 +24,19 @@ import (
 // and valkeys:// are the same), without a query or fragment. A URL
 // carries its own credentials and TLS
 // (o.TLS, if set, supplies the certificates for rediss://); its database
-// number is ignored, Pub/Sub has none. Anything else is ErrInvalidConfig.
+// number is ignored, Pub/Sub has none. Anything else is ErrInvalidConfig,
+// and so is a host:port whose host holds a character no host name or IP
+// address does (a slash, as in the mistyped "redis//h:6379") or whose
+// port is not a number from 1 to 65535.
 func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 	d := subconn.Dialer{Timeout: o.DialTimeout}
 	if !strings.Contains(addr, "://") {
-		if _, _, err := net.SplitHostPort(addr); err != nil || addr == "" {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || addr == "" {
 			return d, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", shardcast.ErrInvalidConfig, addr)
+		}
+		if err := checkPlain(addr, host, port); err != nil {
+			return d, err
 		}
 		d.Addr, d.Username, d.Password, d.TLS = addr, o.Username, o.Password, o.TLS
 		return d, nil
@@ -56,6 +66,8 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 	port := u.Port()
 	if port == "" {
 		port = "6379"
+	} else if err := checkPort(addr, port); err != nil {
+		return d, err
 	}
 	d.Addr = net.JoinHostPort(u.Hostname(), port)
 	if u.User != nil {
@@ -63,6 +75,43 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 		d.Password, _ = u.User.Password()
 	}
 	return d, nil
+}
+
+// checkPlain refuses a host:port address whose host could not be a host
+// name or IP address, or whose port is not a number from 1 to 65535:
+// most often a mistyped URL, "redis//h:6379", which net.SplitHostPort
+// splits into the host "redis//h". An empty host or port stays accepted,
+// as the layout spec's address vectors accept them.
+func checkPlain(addr, host, port string) error {
+	if i := strings.IndexFunc(host, badHostRune); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(host[i:])
+		hint := ""
+		if r == '/' || r == '\\' {
+			hint = "; a URL is written redis://host:port"
+		}
+		return fmt.Errorf("%w: address %q: host %q holds %q, which no host name or IP address does%s",
+			shardcast.ErrInvalidConfig, addr, host, r, hint)
+	}
+	if port == "" {
+		return nil
+	}
+	return checkPort(addr, port)
+}
+
+// checkPort refuses a port that is not a decimal number from 1 to 65535.
+func checkPort(addr, port string) error {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || port[0] < '0' || port[0] > '9' {
+		return fmt.Errorf("%w: address %q: port %q is not a number from 1 to 65535", shardcast.ErrInvalidConfig, Redact(addr), port)
+	}
+	return nil
+}
+
+// badHostRune reports the characters no host name or IP literal holds:
+// those of URL syntax (a slash, a backslash, '@', '?', '#'), spaces and
+// control characters. '%' stays allowed for an IPv6 zone.
+func badHostRune(r rune) bool {
+	return strings.ContainsRune("/\\@?#", r) || unicode.IsSpace(r) || unicode.IsControl(r)
 }
 
 // URLDefaults returns o with the credentials and TLS of the URL addresses

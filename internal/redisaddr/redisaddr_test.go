@@ -50,6 +50,9 @@ func TestParseAddr(t *testing.T) {
 	_, err = ParseAddr("ftp://user:hunter2@h:1", o)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2", "the password is not echoed")
+	_, err = ParseAddr("redis://user:hunter2@h:99999", o)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "hunter2", "nor in a port error")
 }
 
 // TestURLDefaults: plain host:port addresses take the credentials and TLS
@@ -71,4 +74,40 @@ func TestURLDefaults(t *testing.T) {
 	}
 	own := shardcast.ConnOptions{Password: "mine"}
 	assert.Equal(t, own, URLDefaults([]string{"redis://:pw@a:1"}, own), "options that set credentials win")
+}
+
+// TestParseAddrMalformed: a host:port whose host could not be a name or an
+// IP address, or whose port is not 1 to 65535, is refused, most often a
+// URL with its colon missing, which net.SplitHostPort alone would take
+// for the host "redis//127.0.0.1".
+func TestParseAddrMalformed(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"redis//127.0.0.1:6379", `host "redis//127.0.0.1" holds '/', which no host name or IP address does; a URL is written redis://host:port`},
+		{`redis:\\127.0.0.1:6379`, `is not host:port or a redis:// URL`},
+		{`redis\\127.0.0.1:6379`, `holds '\\'`},
+		{"rediss//h:6380", "a URL is written redis://host:port"},
+		{"user@h:6379", `holds '@'`},
+		{"h?db=1:6379", `holds '?'`},
+		{"h#x:6379", `holds '#'`},
+		{" h:6379", `holds ' '`},
+		{"h\tx:6379", `holds '\t'`},
+		{"127.0.0.1:6379/0", `port "6379/0" is not a number from 1 to 65535`},
+		{"h:redis", `port "redis"`},
+		{"h:0", `port "0"`},
+		{"h:65536", `port "65536"`},
+		{"h:+1", `port "+1"`},
+		{"h:-1", `port "-1"`},
+		{"redis://h:0", `port "0"`},
+		{"redis://h:70000", `port "70000"`},
+	} {
+		_, err := ParseAddr(tc.addr, shardcast.ConnOptions{})
+		require.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", tc.addr)
+		assert.ErrorContains(t, err, tc.want, "%q", tc.addr)
+	}
+	// The edges that stay valid: the spec's vectors accept an empty host
+	// or port, an IPv6 zone holds '%', and a name may hold '_'.
+	for _, ok := range []string{"h:1", "h:65535", "[fe80::1%eth0]:6379", "redis_1:6379", ":6379", "h:", "redis://h:65535"} {
+		_, err := ParseAddr(ok, shardcast.ConnOptions{})
+		assert.NoError(t, err, "%q", ok)
+	}
 }
