@@ -2,10 +2,8 @@ module github.com/shardcast/shardcast/contrib/otel
 
 go 1.26.0
 
-replace github.com/shardcast/shardcast => ../..
-
 require (
-	github.com/shardcast/shardcast v0.0.0-00010101000000-000000000000
+	github.com/shardcast/shardcast v0.0.0-20261202015407-666ed19eb622
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
