@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -449,6 +450,11 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	res.Channels, res.PayloadBytes = cfg.channels, cfg.payload
 	res.Process, res.HeapBlockMiB, res.FreshPayloads = proc.name(), proc.heapMiB, proc.fresh
 	holdHeap(proc.heapMiB)
+	// The engine's and the publishers' goroutines inherit these labels, so
+	// that a -cpuprofile of a run with both processes can be read for one
+	// (go tool pprof -tagfocus process=reference).
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("engine", k.Name, "process", proc.name())))
+	defer pprof.SetGoroutineLabels(ctx)
 	var win window
 	var hist measure.Histogram
 	var total atomic.Uint64
