@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -65,7 +64,7 @@ type centResult struct {
 	// GCShare is the runtime's estimate of the share of the process's Go
 	// CPU time its collector took in the measured window and the drain;
 	// LiveHeap the heap the last collection found live, without the
-	// -cent-heap block of HeapBlockMiB.
+	// -heap block of HeapBlockMiB.
 	GCShare      float64 `json:"gc_cpu_share"`
 	LiveHeap     uint64  `json:"live_heap_bytes"`
 	HeapBlockMiB int     `json:"heap_block_mib"`
@@ -211,8 +210,8 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"process used 5-10%% less CPU per publication than later ones of the same broker, whichever broker it was (cause not found).\n\n",
 		centReadTimeout, centSettle)
 	heapNote := "without a heap block"
-	if cfg.centHeap > 0 {
-		heapNote = fmt.Sprintf("with a %d MiB heap block", cfg.centHeap)
+	if cfg.heap > 0 {
+		heapNote = fmt.Sprintf("with a %d MiB heap block", cfg.heap)
 	}
 	fmt.Fprintf(&body, "**The heap.** Go's collector runs each time the heap grows by what the last collection found live (GOGC 100), so its "+
 		"CPU cost in a process depends on what else the process holds, not only on what it allocates. This process is a toy server "+
@@ -220,8 +219,8 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 		"under Centrifuge's RedisBroker it is hundreds of MB, nearly all of it rueidis's pointer-free connection buffers (one subscribe "+
 		"connection per partition, %d per node), which then stand in for the rest of a server's heap for that broker alone: its collector "+
 		"runs about once in two seconds, the adapter's about ten times a second (a gctrace of one toy-heap run of each here). A production node holds its connections' buffers and state (tens "+
-		"of KB per WebSocket connection), so both brokers run %s: `-cent-heap` MiB of pointer-free memory held live through every run, "+
-		"standing for the rest of a node's heap, the same for both. *GC* is the runtime's estimate of the share of the process's Go CPU "+
+		"of KB per WebSocket connection), so both brokers run %s: `-heap` MiB of pointer-free memory held live through every run, "+
+		"standing for the rest of a node's heap, the same for both (the throughput section's `-heap` block). *GC* is the runtime's estimate of the share of the process's Go CPU "+
 		"time its collector took in the measured window and drain; *live heap* is what the last collection found live, without the block. "+
 		"The *toy heap* tables at the end run the server path without the block, as a reference.\n\n",
 		cfg.centNodes*cfg.centClients, cfg.centChannels, centPartitions, heapNote)
@@ -233,13 +232,13 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 	if r := centRun(ctx, names[0], variants[0], seeds, servers); r.Error != "" {
 		progress("   warm-up error: %s", r.Error)
 	}
-	main, err := centPass(ctx, names, variants, seeds, servers, cfg.centHeap, false)
+	main, err := centPass(ctx, names, variants, seeds, servers, cfg.heap, false)
 	if err != nil {
 		return sec, err
 	}
 	sec.Targets = append(sec.Targets, main.targets...)
 	body.WriteString(main.body)
-	if cfg.centToyHeap && cfg.centHeap > 0 {
+	if cfg.centToyHeap && cfg.heap > 0 {
 		var toy []centVariant
 		for _, v := range variants {
 			if v.mode == "server" {
@@ -262,10 +261,6 @@ func runCentrifuge(ctx context.Context, e *env) (section, error) {
 	return sec, nil
 }
 
-// centBlock is the -cent-heap block, held live by this variable while a
-// pass runs.
-var centBlock []byte
-
 // centOut is what one pass of the centrifuge scenario reports: its tables
 // (Markdown) and targets.
 type centOut struct {
@@ -279,12 +274,8 @@ type centOut struct {
 // reports the ratios the targets ask for.
 func centPass(ctx context.Context, names []string, variants []centVariant, seeds, servers []string, heapMiB int, toy bool) (centOut, error) {
 	var out centOut
-	centBlock = nil
-	if heapMiB > 0 {
-		centBlock = make([]byte, heapMiB<<20)
-	}
-	defer func() { centBlock = nil }()
-	runtime.GC()
+	holdHeap(heapMiB)
+	defer holdHeap(0)
 	tag, status := "", metStr
 	if toy {
 		tag = ", toy heap"
@@ -697,7 +688,7 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	t0, t1 := win.plan(cfg.warmup, cfg.duration)
 	var pubs *publishers
 	underSide(ctx, side, func() {
-		pubs = startPublishers(ctx, &win, cfg.centPublishers, cfg.payload, channels, time.Millisecond, publish)
+		pubs = startPublishers(ctx, &win, cfg.centPublishers, cfg.payload, false, channels, time.Millisecond, publish)
 	})
 	sleepCtx(ctx, time.Until(t0))
 	var split *measure.CPUSplit
@@ -722,7 +713,7 @@ func centRun(ctx context.Context, name string, v centVariant, seeds, servers []s
 	drain(&total, pubs.sent()*uint64(cfg.centFanout), 5*time.Second)
 	cpu1, rcpu1, rt1 := measure.ProcessCPU(), measure.RedisCPU(servers), measure.ReadRuntime()
 	res.GCShare = rt0.GCShare(rt1)
-	if block := uint64(len(centBlock)); rt1.LiveHeap > block {
+	if block := heldHeap(); rt1.LiveHeap > block {
 		res.LiveHeap = rt1.LiveHeap - block
 	}
 
@@ -855,5 +846,5 @@ func centOwnersTotal(r centResult) float64 {
 // gcCell is the GC column: the collector's share of the Go CPU time.
 func gcCell(r centResult) string { return fmt.Sprintf("%.1f%%", 100*r.GCShare) }
 
-// heapCell is the live heap column, in MB, without the -cent-heap block.
+// heapCell is the live heap column, in MB, without the -heap block.
 func heapCell(r centResult) string { return fmt.Sprintf("%.0f MB", float64(r.LiveHeap)/1e6) }

@@ -52,7 +52,7 @@ func TestConnsCountsPublishConnections(t *testing.T) {
 		}
 	})
 	k, _ := engines.Lookup("go-redis")
-	r := throughputRun(context.Background(), k, engines.Target{Standalone: servers}, servers, 32)
+	r := throughputRun(context.Background(), k, engines.Target{Standalone: servers}, servers, 32, reference())
 	close(stop)
 	wg.Wait()
 	if r.Error != "" {

@@ -70,7 +70,7 @@ func TestLosslessEngineShowsNoLoss(t *testing.T) {
 		return &stallingAsync{recv: r}, nil
 	}}
 	// No Redis: INFO against a closed port reads as 0.
-	r := throughputRun(context.Background(), k, engines.Target{}, []string{"127.0.0.1:1"}, 4)
+	r := throughputRun(context.Background(), k, engines.Target{}, []string{"127.0.0.1:1"}, 4, reference())
 	if r.Error != "" {
 		t.Fatal(r.Error)
 	}

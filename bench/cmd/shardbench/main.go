@@ -59,7 +59,8 @@ type config struct {
 	centPublishers            int
 	centPublish               string
 	centHistory               string
-	centHeap                  int
+	heap                      int
+	reusedBuffer              bool
 	centToyHeap               bool
 	fleetBrokers              int
 	fleetChannels             int
@@ -126,8 +127,9 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.centFanout, "cent-fanout", 3, "subscribed clients per channel, on different nodes when at most -cent-nodes (centrifuge)")
 	fs.IntVar(&cfg.centPublishers, "cent-publishers", 64, "closed-loop publisher goroutines (centrifuge)")
 	fs.StringVar(&cfg.centPublish, "cent-publish", "server,client", "publish paths, comma-separated: server (Node.Publish), client (centrifuge-go Client.Publish over WebSocket) (centrifuge)")
-	fs.IntVar(&cfg.centHeap, "cent-heap", 256, "MiB of pointer-free memory held live through every centrifuge run, standing for the rest of a production node's heap (0: none) (centrifuge)")
-	fs.BoolVar(&cfg.centToyHeap, "cent-toy-heap", true, "also run the server path without the -cent-heap block, as a reference (centrifuge)")
+	fs.IntVar(&cfg.heap, "heap", 256, "MiB of pointer-free memory held live through every run, standing for the rest of a production server's heap (0: none) (throughput, centrifuge)")
+	fs.BoolVar(&cfg.reusedBuffer, "reused-buffer", true, "throughput: also run every engine with publishers that reuse one payload buffer each, in a process without the -heap block, as reference rows")
+	fs.BoolVar(&cfg.centToyHeap, "cent-toy-heap", true, "also run the server path without the -heap block, as a reference (centrifuge)")
 	fs.StringVar(&cfg.centHistory, "cent-history", "off,on", "history, comma-separated: off, on (Node.Publish with HistorySize 100, HistoryTTL 60s; server path only), or both (centrifuge)")
 	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
 	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")

@@ -47,20 +47,48 @@ func (s *publishers) inWindow() uint64 {
 	return total
 }
 
+// payloadSource hands one publisher goroutine its payloads: payload bytes
+// (at least the 8-byte stamp) stamped with the time of the call.
+type payloadSource struct {
+	tmpl  []byte
+	fresh bool
+}
+
+// newPayloadSource returns a source of payload-byte messages. With fresh,
+// every message is a new allocation, as an application's encoder makes
+// one per message; without, it is the same buffer each time, stamped
+// again (the caller is done with the last one when it asks for the next).
+func newPayloadSource(payload int, fresh bool) payloadSource {
+	tmpl := make([]byte, max(payload, 8))
+	for i := range tmpl[8:] {
+		tmpl[8+i] = 'a' + byte(i%26)
+	}
+	return payloadSource{tmpl: tmpl, fresh: fresh}
+}
+
+// next returns the next payload, stamped with now.
+func (p payloadSource) next(now time.Time) []byte {
+	buf := p.tmpl
+	if p.fresh {
+		buf = make([]byte, len(p.tmpl))
+		copy(buf[8:], p.tmpl[8:])
+	}
+	engines.Stamp(buf, now)
+	return buf
+}
+
 // startPublishers starts n publishers of payload-byte messages (at least
-// the 8-byte stamp). After a failed publish a goroutine waits pause.
-func startPublishers(ctx context.Context, win *window, n, payload int, channels []string, pause time.Duration,
+// the 8-byte stamp), each message a fresh allocation when fresh. After a
+// failed publish a goroutine waits pause.
+func startPublishers(ctx context.Context, win *window, n, payload int, fresh bool, channels []string, pause time.Duration,
 	publish func(g int, channel string, buf []byte) error) *publishers {
 	s := &publishers{win: win, counts: make([]pubCount, n)}
 	for g := range n {
 		s.wg.Go(func() {
-			buf := make([]byte, max(payload, 8))
-			for i := range buf[8:] {
-				buf[8+i] = 'a' + byte(i%26)
-			}
+			src := newPayloadSource(payload, fresh)
 			for idx := g; !s.stop.Load() && ctx.Err() == nil; idx += n {
 				now := time.Now()
-				engines.Stamp(buf, now)
+				buf := src.next(now)
 				if err := publish(g, channels[idx%len(channels)], buf); err != nil {
 					s.firstErr.CompareAndSwap(nil, err.Error())
 					if pause > 0 {

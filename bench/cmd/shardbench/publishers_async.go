@@ -13,16 +13,14 @@ const asyncWindow = 16
 
 // startAsyncPublishers is startPublishers for an engine's PublishAsync:
 // goroutine g publishes to channels g, g+n, … keeping up to asyncWindow
-// calls in flight, and counts a message when its done hears nil. halt
-// waits for the outcomes of the calls in flight.
-func startAsyncPublishers(ctx context.Context, win *window, n, payload int, channels []string, eng engines.AsyncEngine) *publishers {
+// calls in flight, and counts a message when its done hears nil; each
+// message is a fresh allocation when fresh. halt waits for the outcomes
+// of the calls in flight.
+func startAsyncPublishers(ctx context.Context, win *window, n, payload int, fresh bool, channels []string, eng engines.AsyncEngine) *publishers {
 	s := &publishers{win: win, counts: make([]pubCount, n)}
 	for g := range n {
 		s.wg.Go(func() {
-			buf := make([]byte, max(payload, 8))
-			for i := range buf[8:] {
-				buf[8+i] = 'a' + byte(i%26)
-			}
+			src := newPayloadSource(payload, fresh)
 			window := make(chan struct{}, asyncWindow)
 			// Two prebuilt callbacks, so that an outcome is counted by
 			// where its stamp lies without a closure per call.
@@ -42,10 +40,10 @@ func startAsyncPublishers(ctx context.Context, win *window, n, payload int, chan
 			doneIn, doneOut := outcome(true), outcome(false)
 			for idx := g; !s.stop.Load() && ctx.Err() == nil; idx += n {
 				window <- struct{}{}
-				// The payload is encoded before PublishAsync returns: buf
-				// may be stamped again for the next call.
+				// The payload is encoded before PublishAsync returns: a
+				// reused buffer may be stamped again for the next call.
 				now := time.Now()
-				engines.Stamp(buf, now)
+				buf := src.next(now)
 				done := doneOut
 				if win != nil && win.contains(now.UnixNano()) {
 					done = doneIn

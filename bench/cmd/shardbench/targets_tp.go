@@ -7,11 +7,12 @@ import (
 )
 
 // throughputTargets renders the ratios between engines and checks the
-// throughput targets of issues 5 and 15 against the medians.
-func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []target) {
+// throughput targets of issues 5 and 15 against the medians m of the
+// production-like rows; ref, the reference rows' medians (nil: none), adds
+// the same ratios between reference rows beside them.
+func throughputTargets(m, ref map[string]map[int]map[string]tpResult) (string, []target) {
 	var b strings.Builder
 	var ts []target
-	b.WriteString("### Ratios (medians of the same run)\n\n")
 	var rows [][]string
 	add := func(topo string, p int, a, c string) (tpResult, tpResult, bool) {
 		ra, okA := m[topo][p][a]
@@ -27,7 +28,23 @@ func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []targ
 		if rc.P99us > 0 && ra.P99us > 0 {
 			p99 = ratio(ra.P99us, rc.P99us)
 		}
-		rows = append(rows, []string{topo, fmt.Sprint(p), a + " / " + c, ratio(ra.Rate, rc.Rate), cpu, p99})
+		row := []string{topo, fmt.Sprint(p), a + " / " + c, ratio(ra.Rate, rc.Rate), cpu, p99}
+		if ref != nil {
+			// The ceiling has no reference run: its process is its own.
+			fa, fc := ref[topo][p][a], ref[topo][p][c]
+			if c == ceiling {
+				fc = rc
+			}
+			rate, rcpu := "–", "–"
+			if fa.Rate > 0 && fc.Rate > 0 {
+				rate = ratio(fa.Rate, fc.Rate)
+			}
+			if fa.ClientCPUns > 0 && fc.ClientCPUns > 0 {
+				rcpu = ratio(fa.ClientCPUns, fc.ClientCPUns)
+			}
+			row = append(row, rate, rcpu)
+		}
+		rows = append(rows, row)
 		return ra, rc, true
 	}
 	for _, topo := range []string{"standalone", "cluster-3", allCores} {
@@ -43,8 +60,6 @@ func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []targ
 			}
 		}
 	}
-	b.WriteString(table([]string{"topology", "publishers", "engines", "delivered/s ratio", "client CPU/msg ratio", "p99 ratio"}, rows))
-	b.WriteString("\n")
 
 	if a, c, ok := add("standalone", 128, "shardcast", "centrifuge"); ok {
 		r := a.Rate / c.Rate
@@ -82,9 +97,13 @@ func throughputTargets(m map[string]map[int]map[string]tpResult) (string, []targ
 			uniq = append(uniq, r)
 		}
 	}
-	b.Reset()
+	head := []string{"topology", "publishers", "engines", "delivered/s ratio", "client CPU/msg ratio", "p99 ratio"}
 	b.WriteString("### Ratios (medians of the same run)\n\n")
-	b.WriteString(table([]string{"topology", "publishers", "engines", "delivered/s ratio", "client CPU/msg ratio", "p99 ratio"}, uniq))
+	if ref != nil {
+		head = append(head, "reference: delivered/s ratio", "reference: client CPU/msg ratio")
+		b.WriteString("Between production-like rows; the last two columns give the same ratios between the reference rows of the same rounds.\n\n")
+	}
+	b.WriteString(table(head, uniq))
 	b.WriteString("\n")
 	return b.String(), ts
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,25 +19,36 @@ import (
 
 // tpResult is one throughput run.
 type tpResult struct {
-	Scenario     string  `json:"scenario"`
-	Topology     string  `json:"topology"`
-	Engine       string  `json:"engine"`
-	Publishers   int     `json:"publishers"`
-	Round        int     `json:"round"`
-	Channels     int     `json:"channels"`
-	PayloadBytes int     `json:"payload_bytes"`
-	Seconds      float64 `json:"seconds"`
-	Published    uint64  `json:"published"`
-	Delivered    uint64  `json:"delivered"`
-	Rate         float64 `json:"delivered_per_sec"`
-	P50us        float64 `json:"p50_us"`
-	P99us        float64 `json:"p99_us"`
-	P999us       float64 `json:"p999_us"`
-	ClientCPUns  float64 `json:"client_cpu_ns_per_msg"`
-	RedisCPUns   float64 `json:"redis_cpu_ns_per_msg"`
-	Connections  int     `json:"connections"`
-	AllocsPerMsg float64 `json:"client_allocs_per_msg"`
-	BytesPerMsg  float64 `json:"client_alloc_bytes_per_msg"`
+	Scenario string `json:"scenario"`
+	Topology string `json:"topology"`
+	Engine   string `json:"engine"`
+	// Process is "production-like" (HeapBlockMiB of the -heap block held,
+	// FreshPayloads: a payload allocated per publish) or "reference" (no
+	// block, one reused payload buffer per publisher); see process.
+	Process       string  `json:"process"`
+	HeapBlockMiB  int     `json:"heap_block_mib"`
+	FreshPayloads bool    `json:"fresh_payloads"`
+	Publishers    int     `json:"publishers"`
+	Round         int     `json:"round"`
+	Channels      int     `json:"channels"`
+	PayloadBytes  int     `json:"payload_bytes"`
+	Seconds       float64 `json:"seconds"`
+	Published     uint64  `json:"published"`
+	Delivered     uint64  `json:"delivered"`
+	Rate          float64 `json:"delivered_per_sec"`
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+	P999us        float64 `json:"p999_us"`
+	ClientCPUns   float64 `json:"client_cpu_ns_per_msg"`
+	RedisCPUns    float64 `json:"redis_cpu_ns_per_msg"`
+	Connections   int     `json:"connections"`
+	AllocsPerMsg  float64 `json:"client_allocs_per_msg"`
+	BytesPerMsg   float64 `json:"client_alloc_bytes_per_msg"`
+	// GCShare is the runtime's estimate of its collector's share of the
+	// process's Go CPU time over window+drain; GCPerSec the collections
+	// per second over that time.
+	GCShare  float64 `json:"gc_cpu_share"`
+	GCPerSec float64 `json:"gc_per_sec"`
 	// Dropped and Reconnects are the shardcast broker's Stats over the
 	// run: messages its worker queues had no room for, subscribe
 	// connections re-established (Redis drops a subscriber at the pubsub
@@ -122,6 +135,8 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 	fmt.Fprintf(&body, "The *shardcast-async* row is the same sharded broker driven through the opt-in `PublishAsync` (shardcast.AsyncPublisher): "+
 		"each publisher goroutine keeps up to %d calls in flight, as redis-benchmark -P %d does per connection, and counts a message when its "+
 		"done func hears nil. *shardcast* stays the headline: the synchronous Publish, one call in flight per goroutine.\n\n", asyncWindow, asyncWindow)
+	procs := processes()
+	body.WriteString(processNote(procs))
 	type topology struct {
 		name    string
 		cluster bool
@@ -136,7 +151,14 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 		topos = append(topos, topology{allCores, false, []string{"shardcast", "centrifuge", "go-redis"}, runtime.NumCPU()})
 	}
 	defer runtime.GOMAXPROCS(clientProcs)
-	medians := map[string]map[int]map[string]tpResult{} // topo → pubs → engine
+	defer holdHeap(0)
+	// medians[i] are the medians of procs[i]: topo → pubs → engine.
+	medians := make([]map[string]map[int]map[string]tpResult, len(procs))
+	for i := range medians {
+		medians[i] = map[string]map[int]map[string]tpResult{}
+	}
+	var topoNames []string
+	engineNames := map[string][]string{}
 	for _, topo := range topos {
 		runtime.GOMAXPROCS(topo.procs)
 		var names []string
@@ -178,56 +200,111 @@ func runThroughput(ctx context.Context, e *env) (section, error) {
 			}
 			target.Standalone, servers = s, s
 		}
-		medians[topo.name] = map[int]map[string]tpResult{}
-		total := len(pubs) * cfg.rounds * len(names)
+		topoNames = append(topoNames, topo.name)
+		engineNames[topo.name] = names
+		for i := range procs {
+			medians[i][topo.name] = map[int]map[string]tpResult{}
+		}
+		// Each round runs every engine in the production-like process,
+		// then every engine in the reference one (one change of heap block
+		// per round: holdHeap's first touch of the headroom takes seconds),
+		// then the ceiling, whose process is its own (its subscriber counts
+		// bytes and allocates nothing per message), once.
+		var engs []string
+		hasCeiling := false
+		for _, name := range names {
+			if name == ceiling {
+				hasCeiling = true
+			} else {
+				engs = append(engs, name)
+			}
+		}
+		perRound := len(engs) * len(procs)
+		if hasCeiling {
+			perRound++
+		}
+		total := len(pubs) * cfg.rounds * perRound
 		n := 0
-		var rows [][]string
+		rows := make([][][]string, len(procs))
 		for _, p := range pubs {
-			runs := map[string][]tpResult{}
+			runs := make([]map[string][]tpResult, len(procs))
+			for i := range runs {
+				runs[i] = map[string][]tpResult{}
+			}
 			for round := 1; round <= cfg.rounds; round++ {
-				for _, name := range names {
-					if ctx.Err() != nil {
-						return sec, ctx.Err()
+				for i, proc := range procs {
+					list := engs
+					if hasCeiling && i == len(procs)-1 {
+						list = append(slices.Clip(engs), ceiling)
 					}
-					n++
-					progress("[%s %d/%d] %s publishers=%d round %d …", topo.name, n, total, name, p, round)
-					var r tpResult
-					if name == ceiling {
-						r = ceilingRun(ctx, servers[0], p)
-					} else {
-						k, _ := engines.Lookup(name)
-						r = throughputRun(ctx, k, target, servers, p)
+					for _, name := range list {
+						if ctx.Err() != nil {
+							return sec, ctx.Err()
+						}
+						n++
+						var r tpResult
+						if name == ceiling {
+							progress("[%s %d/%d] %s publishers=%d round %d …", topo.name, n, total, name, p, round)
+							r = ceilingRun(ctx, servers[0], p)
+						} else {
+							progress("[%s %d/%d] %s (%s) publishers=%d round %d …", topo.name, n, total, name, proc.name(), p, round)
+							k, _ := engines.Lookup(name)
+							r = throughputRun(ctx, k, target, servers, p, proc)
+						}
+						slot := i
+						if name == ceiling {
+							slot = 0 // one set of ceiling runs, beside the production-like rows
+						}
+						r.Scenario, r.Topology, r.Engine, r.Publishers, r.Round = "throughput", topo.name, name, p, round
+						emit(r)
+						if r.Error != "" {
+							progress("   error: %s", r.Error)
+						} else {
+							progress("   %s delivered/s, p99 %s, client %s/msg (%.2f cores), GC %.0f%% (%.0f/s), redis %s/msg (%.2f cores, max output buffer %s), conns %d, dropped %d, reconnects %d", fmtRate(r.Rate),
+								fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)), r.ClientBusy, 100*r.GCShare, r.GCPerSec, fmtDur(time.Duration(r.RedisCPUns)), r.RedisBusy,
+								fmtBytes(r.RedisOutBuf), r.Connections, r.Dropped, r.Reconnects)
+						}
+						runs[slot][name] = append(runs[slot][name], r)
 					}
-					r.Scenario, r.Topology, r.Engine, r.Publishers, r.Round = "throughput", topo.name, name, p, round
-					emit(r)
-					if r.Error != "" {
-						progress("   error: %s", r.Error)
-					} else {
-						progress("   %s delivered/s, p99 %s, client %s/msg (%.2f cores), redis %s/msg (%.2f cores, max output buffer %s), conns %d, dropped %d, reconnects %d", fmtRate(r.Rate),
-							fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)), r.ClientBusy, fmtDur(time.Duration(r.RedisCPUns)), r.RedisBusy,
-							fmtBytes(r.RedisOutBuf), r.Connections, r.Dropped, r.Reconnects)
-					}
-					runs[name] = append(runs[name], r)
 				}
 			}
-			medians[topo.name][p] = map[string]tpResult{}
-			for _, name := range names {
-				m := median(runs[name])
-				if name != ceiling {
-					m.CeilingRatio, m.CeilingPairs = pairedRatio(runs[name], runs[ceiling])
+			for i := range procs {
+				medians[i][topo.name][p] = map[string]tpResult{}
+				for _, name := range names {
+					if name == ceiling && i > 0 {
+						continue
+					}
+					m := median(runs[i][name])
+					if name != ceiling {
+						m.CeilingRatio, m.CeilingPairs = pairedRatio(runs[i][name], runs[0][ceiling])
+					}
+					m.Scenario, m.Round = "throughput-median", 0
+					emit(m)
+					medians[i][topo.name][p][name] = m
+					rows[i] = append(rows[i], tpRow(m, len(runs[i][name])))
 				}
-				m.Scenario, m.Round = "throughput-median", 0
-				emit(m)
-				medians[topo.name][p][name] = m
-				rows = append(rows, tpRow(m, len(runs[name])))
 			}
 		}
 		fmt.Fprintf(&body, "### %s\n\n", topoTitle(topo.name))
-		body.WriteString(table(tpHead, rows))
-		body.WriteString("\n")
-		show(fmt.Sprintf("throughput, %s\n%s", topo.name, table(tpHead, rows)))
+		for i, proc := range procs {
+			caption := fmt.Sprintf("Production-like rows (%s):", proc)
+			if proc.ref {
+				caption = fmt.Sprintf("Reference rows, the same rounds (%s):", proc)
+			}
+			fmt.Fprintf(&body, "%s\n\n", caption)
+			body.WriteString(table(tpHead, rows[i]))
+			body.WriteString("\n")
+			show(fmt.Sprintf("throughput, %s, %s\n%s", topo.name, proc.name(), table(tpHead, rows[i])))
+		}
 	}
-	ratios, targets := throughputTargets(medians)
+	var ref map[string]map[int]map[string]tpResult
+	if len(procs) > 1 {
+		ref = medians[1]
+		cmp := processTable(medians[0], ref, topoNames, engineNames)
+		body.WriteString(cmp)
+		show(cmp)
+	}
+	ratios, targets := throughputTargets(medians[0], ref)
 	body.WriteString(ratios)
 	show(ratios)
 	sec.Body, sec.Targets = body.String(), targets
@@ -248,19 +325,20 @@ func topoTitle(t string) string {
 	return fmt.Sprintf("Redis Cluster, 3 masters, no replicas, 128 partitions (client GOMAXPROCS %d)", clientProcs)
 }
 
-var tpHead = []string{"engine", "publishers", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "client allocs/msg", "Redis CPU/msg", "conns", "loss", "runs"}
+var tpHead = []string{"engine", "publishers", "delivered/s", "p50", "p99", "p99.9", "client CPU/msg", "client allocs/msg", "GC", "Redis CPU/msg", "conns", "loss", "runs"}
 
 func tpRow(r tpResult, runs int) []string {
 	if r.Error != "" && r.Delivered == 0 {
-		return []string{r.Engine, strconv.Itoa(r.Publishers), "error: " + r.Error, "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
+		return []string{r.Engine, strconv.Itoa(r.Publishers), "error: " + r.Error, "", "", "", "", "", "", "", "", "", strconv.Itoa(runs)}
 	}
 	loss := "0"
 	if r.Published > r.Delivered && r.Published > 0 {
 		loss = fmt.Sprintf("%.2f%%", 100*float64(r.Published-r.Delivered)/float64(r.Published))
 	}
 	allocs := fmt.Sprintf("%.1f (%.0f B)", r.AllocsPerMsg, r.BytesPerMsg)
+	gc := fmt.Sprintf("%.0f%% (%.0f/s)", 100*r.GCShare, r.GCPerSec)
 	if r.Engine == ceiling {
-		allocs = "–"
+		allocs, gc = "–", "–"
 	}
 	us := func(v float64) string {
 		if v == 0 {
@@ -269,7 +347,7 @@ func tpRow(r tpResult, runs int) []string {
 		return fmtDur(time.Duration(v * 1e3))
 	}
 	return []string{r.Engine, strconv.Itoa(r.Publishers), fmtRate(r.Rate), us(r.P50us), us(r.P99us), us(r.P999us),
-		fmtDur(time.Duration(r.ClientCPUns)), allocs, fmtDur(time.Duration(r.RedisCPUns)), strconv.Itoa(r.Connections), loss, strconv.Itoa(runs)}
+		fmtDur(time.Duration(r.ClientCPUns)), allocs, gc, fmtDur(time.Duration(r.RedisCPUns)), strconv.Itoa(r.Connections), loss, strconv.Itoa(runs)}
 }
 
 // medianOf returns the median of get over rs (rs not empty).
@@ -333,6 +411,8 @@ func median(rs []tpResult) tpResult {
 	m.RedisCPUns = med(func(r tpResult) float64 { return r.RedisCPUns })
 	m.AllocsPerMsg = med(func(r tpResult) float64 { return r.AllocsPerMsg })
 	m.BytesPerMsg = med(func(r tpResult) float64 { return r.BytesPerMsg })
+	m.GCShare = med(func(r tpResult) float64 { return r.GCShare })
+	m.GCPerSec = med(func(r tpResult) float64 { return r.GCPerSec })
 	m.Connections = int(med(func(r tpResult) float64 { return float64(r.Connections) }))
 	return m
 }
@@ -364,10 +444,17 @@ func (w *window) contains(t int64) bool {
 	return e == 0 || t <= e
 }
 
-// throughputRun runs one engine: subscribe all channels, publish for
-// warm-up + duration from p goroutines, drain, measure.
-func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, servers []string, p int) (res tpResult) {
+// throughputRun runs one engine in proc: subscribe all channels, publish
+// for warm-up + duration from p goroutines, drain, measure.
+func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, servers []string, p int, proc process) (res tpResult) {
 	res.Channels, res.PayloadBytes = cfg.channels, cfg.payload
+	res.Process, res.HeapBlockMiB, res.FreshPayloads = proc.name(), proc.heapMiB, proc.fresh
+	holdHeap(proc.heapMiB)
+	// The engine's and the publishers' goroutines inherit these labels, so
+	// that a -cpuprofile of a run with both processes can be read for one
+	// (go tool pprof -tagfocus process=reference).
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("engine", k.Name, "process", proc.name())))
+	defer pprof.SetGoroutineLabels(ctx)
 	var win window
 	var hist measure.Histogram
 	var total atomic.Uint64
@@ -401,16 +488,16 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	t0, t1 := win.plan(cfg.warmup, cfg.duration)
 	var pubs *publishers
 	if ae, ok := eng.(engines.AsyncEngine); ok {
-		pubs = startAsyncPublishers(ctx, &win, p, cfg.payload, names, ae)
+		pubs = startAsyncPublishers(ctx, &win, p, cfg.payload, proc.fresh, names, ae)
 	} else {
-		pubs = startPublishers(ctx, &win, p, cfg.payload, names, 0, func(_ int, ch string, buf []byte) error {
+		pubs = startPublishers(ctx, &win, p, cfg.payload, proc.fresh, names, 0, func(_ int, ch string, buf []byte) error {
 			return eng.Publish(ctx, ch, buf)
 		})
 	}
 	sleepCtx(ctx, time.Until(t0))
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	cpu0, rcpu0 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	cpu0, rcpu0, rt0, at0 := measure.ProcessCPU(), measure.RedisCPU(servers), measure.ReadRuntime(), time.Now()
 	sleepCtx(ctx, time.Until(t1))
 	wcpu, wrcpu := measure.ProcessCPU(), measure.RedisCPU(servers)
 	res.ClientBusy = (wcpu - cpu0).Seconds() / t1.Sub(t0).Seconds()
@@ -422,12 +509,16 @@ func throughputRun(ctx context.Context, k engines.Kind, t engines.Target, server
 	res.Connections = max(res.Connections, measure.Clients(servers)-base)
 	pubs.halt()
 	drain(&total, pubs.sent(), 5*time.Second)
-	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
+	cpu1, rcpu1, rt1 := measure.ProcessCPU(), measure.RedisCPU(servers), measure.ReadRuntime()
 	if se, ok := eng.(interface{ Stats() shardcast.Stats }); ok {
 		st := se.Stats()
 		res.Dropped, res.Reconnects = st.Dropped, st.Reconnects
 	}
 	runtime.ReadMemStats(&ms1)
+	res.GCShare = rt0.GCShare(rt1)
+	if d := time.Since(at0).Seconds(); d > 0 {
+		res.GCPerSec = float64(ms1.NumGC-ms0.NumGC) / d
+	}
 
 	res.Seconds = t1.Sub(t0).Seconds()
 	// Published and Delivered are the same set, messages stamped inside
