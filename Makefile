@@ -91,3 +91,20 @@ relayout-demo: redis
 .PHONY: chaos
 chaos: redis
 	cd bench && $(GO) run ./cmd/chaos $(ARGS)
+
+## test-matrix: the server-sensitive suites against each Redis-compatible server of SERVERS (folders
+## holding redis-server and redis-cli; the word `path` means those on PATH), by default every folder
+## of SERVERS_DIR, one PASS/FAIL line per server with its time (scripts/test-matrix.sh, logs in
+## bin/matrix/). SERVERS_DIR defaults to ../shared/servers beside this repository, else beside the
+## repository it was cloned from (a CI clone); a missing folder, or a missing server, is reported and
+## skipped, never a failure. Per server: `go test` of ./cluster ./sharded ./brokertest without -race
+## (make test runs them with -race on the PATH server; -race doubles their time), the
+## contrib/centrifugebroker module, and `make chaos` for 1 minute per engine with every fault
+## (CHAOS_DURATION). That took MATRIX_TIME per server here, so .ci/run (make test, then the three
+## servers) stays under 30 minutes on 2 cores. It then rewrites the "Tested on" table of
+## docs/SERVERS.md (and README.md, if it has the markers); TESTED_ON=check fails instead when the
+## table differs from what ran, as .ci/run does.
+.PHONY: test-matrix
+SERVERS ?=
+test-matrix:
+	@./scripts/test-matrix.sh $(SERVERS)

@@ -46,12 +46,13 @@ type busSpread struct {
 }
 
 // measureBusSpread runs publish, which sends n messages of one channel,
-// and waits until every one of want (the channel's master's replicas,
-// where sharded Pub/Sub must send them) received n more Pub/Sub bus
-// messages than before, failing t after 10 s. It returns what every
-// node received meanwhile. The bus is asynchronous, but a node sends a
-// message to all its targets in the same pass, so once the replicas have
-// every message a broadcast would have reached the other nodes too.
+// and waits until every node of want (the channel's master's replicas,
+// where sharded Pub/Sub must send them, or every other node for a
+// broadcast) received n more Pub/Sub bus messages than before, failing t
+// after 10 s. It returns what every node received meanwhile. The bus is
+// asynchronous, but a node sends a message to all its targets in the same
+// pass, so once the replicas have every message a broadcast would have
+// reached the other nodes too.
 func measureBusSpread(ctx context.Context, t *testing.T, nodes, want []*redistest.Server, n int64, publish func()) busSpread {
 	t.Helper()
 	before := busCounters(ctx, t, nodes, busPublishReceived, busPublishShardReceived)

@@ -82,6 +82,7 @@ func TestRelayoutJoinWithNewListThenAbort(t *testing.T) {
 	for _, e := range joinedEv.Of(shardcast.EventError) {
 		if errors.Is(e.Err, shardcast.ErrLayoutMismatch) {
 			mism++
+			t.Logf("at %s: %v", e.Since.Format("15:04:05.000000"), e.Err)
 		}
 	}
 	assert.Zero(t, mism, "EventError(ErrLayoutMismatch) raised while routing and registering the recorded list")
