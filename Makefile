@@ -98,7 +98,7 @@ chaos: redis
 ## bin/matrix/). SERVERS_DIR defaults to ../shared/servers beside this repository, else beside the
 ## repository it was cloned from (a CI clone of a checkout on this machine); a missing folder or
 ## server is reported and skipped, never a failure. Per server: `go test` of ./cluster, ./sharded and
-## ./brokertest and of contrib/centrifugebroker, as three test binaries at once, without -race (make
+## ./brokertest and of contrib/centrifugebroker, as two test binaries at once, without -race (make
 ## test runs them all with -race on the PATH server, and -race would double the time), then `make
 ## chaos` for CHAOS_DURATION (1m) per engine with every fault. One server took 6m20s here (7m10s
 ## with the packages one after the other) on 2 cores shared with three other jobs (load 10-16): .ci/run
