@@ -124,16 +124,24 @@ failed=0
 for srv in "${servers[@]}"; do
 	if [ "$srv" = path ]; then
 		bin=$(command -v redis-server || true)
+		cli=$(command -v redis-cli || true)
 		label="PATH ($bin)"
 	else
 		bin=$srv/redis-server
+		cli=$srv/redis-cli
 		label=$srv
 	fi
-	if [ -z "$bin" ] || [ ! -x "$bin" ] || { [ "$srv" != path ] && [ ! -x "$srv/redis-cli" ]; }; then
+	if [ -z "$bin" ] || [ ! -x "$bin" ] || [ -z "$cli" ] || [ ! -x "$cli" ]; then
 		echo "test-matrix: SKIP $label: no redis-server and redis-cli there"
 		continue
 	fi
+	name='' version=''
 	read -r name version < <("$bin" --version | sed -n 's/^\([^ ]*\) server v=\([0-9.]*\).*/\1 \2/p')
+	if [ -z "$version" ]; then
+		echo "test-matrix: FAIL $label: cannot read the version in: $("$bin" --version 2>&1 | head -1)"
+		failed=1
+		continue
+	fi
 	log=$logs/$(echo "$name-$version" | tr 'A-Z' 'a-z').log
 	began=$(date +%s)
 	if run_server "$srv" "$log"; then
