@@ -27,7 +27,6 @@ func TestSharedCluster(t *testing.T) {
 		}
 	})
 	t.Run("ConnsPerMaster", func(t *testing.T) { testConnsPerMaster(t, c) })
-	t.Run("NoBroadcast", func(t *testing.T) { testNoBroadcast(t, c) })
 	t.Run("Prefix", func(t *testing.T) { testPrefix(t, c) })
 	t.Run("PublishOnlyHoldsNoSubscribeConnection", func(t *testing.T) { testPublishOnly(t, c) })
 	t.Run("Eval", func(t *testing.T) { testEval(t, c) })
@@ -99,43 +98,6 @@ func testOneConnectionPerMaster(t *testing.T, c *redistest.Cluster, partitions i
 	// Close releases the subscribe connections.
 	require.NoError(t, sub.Close())
 	waitNoSubscribers(t, masters)
-}
-
-func testNoBroadcast(t *testing.T, c *redistest.Cluster) {
-	ctx := testCtx(t, time.Minute)
-	const counter = "cluster_stats_messages_publishshard_sent"
-	pub := newBroker(t, Config{Addrs: c.Seeds()})
-	const channel = "no-broadcast"
-	owner, err := c.MasterOfSlot(ctx, pub.Layout().Slot(pub.Layout().Partition(channel)))
-	require.NoError(t, err)
-	masters, err := c.Masters(ctx)
-	require.NoError(t, err)
-
-	read := func() map[string]int64 {
-		out := make(map[string]int64)
-		for _, m := range masters {
-			info, err := clusterInfo(ctx, m)
-			require.NoError(t, err)
-			n, _ := strconv.ParseInt(info[counter], 10, 64) // absent means 0
-			out[m.Addr()] = n
-		}
-		return out
-	}
-	before := read()
-	for i := range 1000 {
-		require.NoError(t, pub.Publish(ctx, channel, []byte(strconv.Itoa(i))))
-	}
-	after := read()
-	for _, m := range masters {
-		d := after[m.Addr()] - before[m.Addr()]
-		t.Logf("master %s: %s +%d (owner: %v)", m.Addr(), counter, d, m == owner)
-		if m == owner {
-			// One bus message per publish per replica of the shard.
-			assert.GreaterOrEqual(t, d, int64(1000), "owner %s", m.Addr())
-		} else {
-			assert.Zero(t, d, "master %s does not own %q and must not see its publishes", m.Addr(), channel)
-		}
-	}
 }
 
 // testPrefix: brokers sharing a Prefix reach each other on every

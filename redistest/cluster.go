@@ -69,8 +69,9 @@ type Cluster struct {
 // master listing all its replicas) and every replica's link to its master
 // is up. The nodes are killed and their directories removed when the test
 // ends. It fails the test if the cluster cannot be built. Unlike redis-cli,
-// it accepts 1 or 2 masters. Clusters always run redis-server from PATH,
-// whatever SHARDCAST_REDIS_BACKEND says.
+// it accepts 1 or 2 masters. Clusters always run redis-server as child
+// processes (from PATH, or the directory ServerDirEnv names), whatever
+// SHARDCAST_REDIS_BACKEND says.
 func StartCluster(tb testing.TB, masters, replicas int, opts ...Option) *Cluster {
 	tb.Helper()
 	requireBinaries(tb)
@@ -152,8 +153,8 @@ func (c *Cluster) build(dirs []string, masters, replicas int) error {
 	if err := c.create(ctx, masters, replicas); err != nil {
 		return fmt.Errorf("redistest: create %d×%d cluster: %w\n%s", masters, replicas, err, c.describe())
 	}
-	c.env.logf("redistest: cluster %d×%d ready in %v: %s", masters, replicas,
-		time.Since(began).Round(time.Millisecond), c.describeShort())
+	c.env.logf("redistest: cluster %d×%d of %s %s ready in %v: %s", masters, replicas,
+		build.Name, build.Version(), time.Since(began).Round(time.Millisecond), c.describeShort())
 	return nil
 }
 

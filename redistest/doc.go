@@ -34,7 +34,11 @@
 //   - Every wait is a poll with a deadline, reporting its last unmet
 //     condition on timeout.
 //
-// Servers run through redis-server from PATH. Standalone servers can run in
+// Servers run through redis-server from PATH, or from the directory the
+// SHARDCAST_REDIS_DIR environment variable names (ServerDirEnv), which is
+// how the server matrix runs the suites on Valkey and other Redis
+// versions; every test binary logs the server it runs on (Build), and
+// each start logs its name and version. Standalone servers can run in
 // Docker containers instead (SHARDCAST_REDIS_BACKEND=docker, a binary built
 // with -tags redistest_docker, and a reachable daemon); clusters cannot.
 // Nothing touches Docker unless asked.

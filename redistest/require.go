@@ -4,19 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strconv"
-	"sync"
 	"testing"
 )
 
 // BackendEnv names the environment variable that selects how standalone
-// servers are run: unset, "" or "process" run redis-server from PATH (the
-// default, always available); "docker" runs them in containers through
+// servers are run: unset, "" or "process" run redis-server as a child
+// process, from PATH or the directory ServerDirEnv names (the default,
+// always available); "docker" runs them in containers through
 // testcontainers-go, which needs a reachable Docker daemon and a test binary
-// built with -tags redistest_docker. Clusters always use redis-server from
-// PATH.
+// built with -tags redistest_docker. Clusters always run redis-server as
+// child processes.
 const BackendEnv = "SHARDCAST_REDIS_BACKEND"
 
 // installHint is the exact remedy printed when Redis is missing.
@@ -25,8 +22,8 @@ const installHint = "install it with: apt-get update && apt-get install -y redis
 // minMajorVersion is the first Redis with sharded Pub/Sub (SSUBSCRIBE).
 const minMajorVersion = 7
 
-// ErrRedisMissing reports that redis-server or redis-cli is not on PATH, or
-// is older than Redis 7.
+// ErrRedisMissing reports that redis-server or redis-cli is not on PATH
+// (or in the directory ServerDirEnv names), or is older than Redis 7.
 var ErrRedisMissing = errors.New("redistest: Redis 7+ (redis-server, redis-cli) not available")
 
 type backend int
@@ -47,49 +44,11 @@ func backendFromEnv() (backend, error) {
 	}
 }
 
-var (
-	binOnce        sync.Once
-	binErr         error
-	redisServerBin string
-)
-
-var versionRE = regexp.MustCompile(`v=(\d+)\.(\d+)\.(\d+)`)
-
-// findBinaries locates redis-server and redis-cli once per process and
-// checks that the server is Redis 7 or newer.
-func findBinaries() error {
-	binOnce.Do(func() { redisServerBin, binErr = lookupBinaries() })
-	return binErr
-}
-
-// lookupBinaries does the work of findBinaries, uncached. redis-cli is not
-// used by the harness, but tests and scripts of the project shell out to it.
-func lookupBinaries() (server string, err error) {
-	if server, err = exec.LookPath("redis-server"); err != nil {
-		return "", fmt.Errorf("%w: redis-server not found on PATH; %s", ErrRedisMissing, installHint)
-	}
-	if _, err = exec.LookPath("redis-cli"); err != nil {
-		return "", fmt.Errorf("%w: redis-cli not found on PATH; %s", ErrRedisMissing, installHint)
-	}
-	out, err := exec.Command(server, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("%w: %s --version: %v; %s", ErrRedisMissing, server, err, installHint)
-	}
-	m := versionRE.FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("%w: cannot read the version in %q", ErrRedisMissing, out)
-	}
-	if major, _ := strconv.Atoi(string(m[1])); major < minMajorVersion {
-		return "", fmt.Errorf("%w: %s is version %s.%s.%s, sharded Pub/Sub needs %d.0+; %s",
-			ErrRedisMissing, server, m[1], m[2], m[3], minMajorVersion, installHint)
-	}
-	return server, nil
-}
-
 // RequireRedis fails the test (never skips it) when the selected backend
 // cannot run Redis: by default when redis-server or redis-cli is missing
-// from PATH or older than Redis 7, with the command that installs them;
-// with SHARDCAST_REDIS_BACKEND=docker when no Docker daemon is reachable.
+// from PATH (or from the directory ServerDirEnv names) or older than
+// Redis 7, with the command that installs them; with
+// SHARDCAST_REDIS_BACKEND=docker when no Docker daemon is reachable.
 // StartStandalone and StartCluster call it themselves.
 func RequireRedis(tb testing.TB) {
 	tb.Helper()

@@ -83,7 +83,7 @@ func StartStandalone(tb testing.TB, opts ...Option) *Server {
 	)
 	if b == backendDocker {
 		if o.certs != nil {
-			tb.Fatal("redistest: WithTLS needs redis-server from PATH, not the Docker backend")
+			tb.Fatal("redistest: WithTLS needs redis-server as a child process, not the Docker backend")
 		}
 		s, err = startDocker(ctx, tbEnv(tb), dir, o)
 	} else {
@@ -93,8 +93,12 @@ func StartStandalone(tb testing.TB, opts ...Option) *Server {
 		tb.Fatalf("redistest: start standalone redis: %v", err)
 	}
 	tb.Cleanup(s.close)
-	tb.Logf("redistest: standalone redis %s (pid %d, dir %s) ready in %v",
-		s.Addr(), s.PID(), dir, time.Since(began).Round(time.Millisecond))
+	server := "in docker"
+	if b != backendDocker {
+		server = build.Name + " " + build.Version()
+	}
+	tb.Logf("redistest: standalone redis %s (%s, pid %d, dir %s) ready in %v",
+		s.Addr(), server, s.PID(), dir, time.Since(began).Round(time.Millisecond))
 	return s
 }
 
@@ -155,7 +159,7 @@ func startProcess(ctx context.Context, e env, dir string, cluster bool, o option
 		if err != nil {
 			return nil, err
 		}
-		inst := newProcessInstance(redisServerBin, dir, serverArgs(res.port, dir, cluster, o))
+		inst := newProcessInstance(build.Path, dir, serverArgs(res.port, dir, cluster, o))
 		s := &Server{env: e, dir: dir, port: res.port, cluster: cluster, res: res, inst: inst}
 		if o.certs != nil {
 			s.tls = o.certs.ClientTLS()
