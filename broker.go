@@ -210,7 +210,13 @@ type Options struct {
 	// Message.PublishedAt is zero. Use it to interoperate with publishers
 	// or subscribers that are not shardcast. Both sides must agree.
 	Raw bool
-	// Logger receives diagnostics (default: discard).
+	// Logger receives the broker's log: every Event, one line each (see
+	// OnEvent), losses, drops and background errors at Warn, restorations,
+	// topology changes and re-layout steps at Info, and the few conditions
+	// that raise no event (a failed health ping, the layout record turned
+	// off) with their cause. A broker in a steady state logs nothing at
+	// Warn. Default: slog.Default() as it is when New runs; use
+	// slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
 	// ReusePayloads lets the broker reuse the memory of a received
 	// message's Payload for a later message once the Handler has returned
@@ -285,7 +291,7 @@ func (o Options) WithDefaults() Options {
 		o.MaxAsyncPublishes = DefaultMaxAsyncPublishes
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	if o.HotSampleRate == 0 {
 		o.HotSampleRate = DefaultHotSampleRate

@@ -443,6 +443,19 @@ func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, chann
 	return ev
 }
 
+// pathsAttr names paths for a log line, compactly (events.Compact): as
+// "partitions" on a cluster, "paths" otherwise.
+func (c *Core) pathsAttr(paths []int) slog.Attr {
+	if !c.partitions {
+		return slog.String("paths", events.Compact(paths))
+	}
+	parts := make([]int, len(paths))
+	for i, p := range paths {
+		parts[i] = c.partitionOf(p)
+	}
+	return slog.String("partitions", events.Compact(parts))
+}
+
 // partitionOf returns the partition path p stands for in events.
 func (c *Core) partitionOf(p int) int {
 	if c.bank > 0 {
