@@ -237,8 +237,10 @@ func (m *Member) heartbeat(parent context.Context) {
 		case err != nil && ctx.Err() != nil:
 			return // Close cut the call short
 		case err != nil:
-			m.cfg.Log.Warn("shardcast: layout heartbeat failed", "err", err)
-			m.cfg.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: m.cfg.Node, Since: time.Now(), Err: err})
+			// The event is the report, logged with its cause by the
+			// broker's emitter.
+			m.cfg.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: m.cfg.Node, Since: time.Now(),
+				Err: fmt.Errorf("layout heartbeat: %w", err)})
 		case wrote:
 			m.cfg.Log.Warn("shardcast: the layout record was gone; wrote it again", "key", m.keys[0], "on", m.cfg.Where)
 		}
