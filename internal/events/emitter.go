@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Emitter delivers Events to the application's OnEvent callback from one
-// background goroutine, in the order they were emitted.
+// Emitter logs Events and delivers them to the application's OnEvent
+// callback from one background goroutine, in the order they were emitted.
 //
 // Engines emit from their socket read loops, which must never wait for
 // application code: Emit only appends to an unbounded in-memory queue and
@@ -50,9 +50,10 @@ type Emitter struct {
 // to applications that set no OnEvent, the other kinds at info level (see
 // eventLevel). A line says what happened in its message and carries the
 // node, the partitions (compact: "0-41,64"), the number of channels, the
-// gap and the cause as attributes.
-//
-// With a nil onEvent no goroutine is started and Emit only logs.
+// gap and the cause as attributes. Lines are written by the background
+// goroutine, just before the event goes to onEvent (which may be nil), so
+// that a slow log writer (a full pipe on stderr) never holds up the
+// engine's read loop.
 func NewEmitter(onEvent func(shardcast.Event), logger *slog.Logger) *Emitter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -63,20 +64,15 @@ func NewEmitter(onEvent func(shardcast.Event), logger *slog.Logger) *Emitter {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	if onEvent == nil {
-		close(e.done)
-		return e
-	}
 	go e.run()
 	return e
 }
 
-// Emit queues ev for delivery and returns at once; it never blocks on the
-// callback. Events emitted after Close are dropped.
+// Emit queues ev for the log and the callback and returns at once; it
+// never blocks on either. Events emitted after Close are dropped.
 func (e *Emitter) Emit(ev shardcast.Event) {
-	e.log(ev)
-	if e.onEvent == nil {
-		return
+	if e.onEvent == nil && !e.logger.Enabled(context.Background(), eventLevel(ev)) {
+		return // nobody would see it
 	}
 	e.mu.Lock()
 	if e.closed {
@@ -125,7 +121,10 @@ func (e *Emitter) run() {
 			continue
 		}
 		for i := range batch {
-			e.deliver(batch[i])
+			e.log(batch[i])
+			if e.onEvent != nil {
+				e.deliver(batch[i])
+			}
 			// Drop references so the app's channel lists can be collected.
 			batch[i] = shardcast.Event{}
 		}

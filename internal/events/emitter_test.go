@@ -199,3 +199,46 @@ func TestEmitterLogLevels(t *testing.T) {
 	assert.Contains(t, logged, `msg="shardcast: subscriptions interrupted; their messages may be lost until they are restored" kind=interrupted node=a:1 partitions=3-5,9 channels=1 since=`)
 	assert.Contains(t, logged, `err="subscribe connection closed by the server: EOF"`)
 }
+
+// blockingWriter holds every Write until release is closed.
+type blockingWriter struct {
+	release chan struct{}
+	lines   atomic.Int64
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	<-w.release
+	w.lines.Add(1)
+	return len(p), nil
+}
+
+// TestEmitterLogNeverBlocksEmit: a log writer that does not return (a
+// full pipe) holds up neither Emit nor, once it returns, loses a line.
+func TestEmitterLogNeverBlocksEmit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	w := &blockingWriter{release: make(chan struct{})}
+	e := NewEmitter(nil, slog.New(slog.NewTextHandler(w, nil)))
+	const n = 1000
+	emitted := make(chan struct{})
+	go func() {
+		defer close(emitted)
+		for range n {
+			e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted, Shard: "a:1"})
+		}
+		e.Emit(shardcast.Event{Kind: shardcast.EventRestored}) // info: still logged by default
+	}()
+	select {
+	case <-emitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit waited for the log writer")
+	}
+	close(w.release)
+	e.Close()
+	assert.Equal(t, int64(n+1), w.lines.Load(), "every event logged once")
+
+	quiet := NewEmitter(nil, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelError})))
+	quiet.Emit(shardcast.Event{Kind: shardcast.EventInterrupted})
+	quiet.Close()
+	assert.Equal(t, int64(n+1), w.lines.Load(), "a level the logger filters is not queued or written")
+}
