@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/compact"
 )
 
 // Message is one delivered Pub/Sub message.
@@ -152,7 +154,8 @@ type Event struct {
 	Phase string
 }
 
-// String renders the event for logs.
+// String renders the event for logs, on one line: partitions as ranges
+// ("0-41,64", or a count past a few), channels as a count.
 func (e Event) String() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.String())
@@ -166,7 +169,8 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " channels=%d", len(e.Channels))
 	}
 	if len(e.Partitions) > 0 {
-		fmt.Fprintf(&b, " partitions=%v", e.Partitions)
+		b.WriteString(" partitions=")
+		b.WriteString(compact.Ints(e.Partitions))
 	}
 	if e.Count > 0 {
 		fmt.Fprintf(&b, " count=%d", e.Count)

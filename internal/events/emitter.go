@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/compact"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -160,7 +161,7 @@ func (e *Emitter) log(ev shardcast.Event) {
 		attrs = append(attrs, slog.String("node", ev.Shard))
 	}
 	if len(ev.Partitions) > 0 {
-		attrs = append(attrs, slog.String("partitions", Compact(ev.Partitions)))
+		attrs = append(attrs, slog.String("partitions", compact.Ints(ev.Partitions)))
 	}
 	if len(ev.Channels) > 0 {
 		attrs = append(attrs, slog.Int("channels", len(ev.Channels)))

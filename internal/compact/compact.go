@@ -1,4 +1,7 @@
-package events
+// Package compact writes lists of small numbers (partitions) for people:
+// ranges and, past a few, a count. It imports nothing of the project, so
+// that the root package (Event.String) and the kit's emitter share it.
+package compact
 
 import (
 	"slices"
@@ -6,17 +9,17 @@ import (
 	"strings"
 )
 
-// maxRuns is how many runs of consecutive numbers Compact writes before
+// maxRuns is how many runs of consecutive numbers Ints writes before
 // it gives the count instead of the rest.
 const maxRuns = 8
 
-// Compact writes a list of partitions (or any small non-negative numbers)
+// Ints writes a list of partitions (or any small non-negative numbers)
 // for a log line: sorted, without repeats, consecutive ones as a range:
 // "0-41,64". Past maxRuns runs it writes the first ones and the count of
 // the whole list: "0,3,5-7,9,12,14,17,20,… (43 in all)". A log line of a
 // master's 43 of 128 partitions stays one short field, not 43 numbers.
 // It does not change ps.
-func Compact(ps []int) string {
+func Ints(ps []int) string {
 	if len(ps) == 0 {
 		return ""
 	}

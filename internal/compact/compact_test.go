@@ -1,4 +1,4 @@
-package events
+package compact
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestCompact(t *testing.T) {
+func TestInts(t *testing.T) {
 	all := make([]int, 128)
 	for i := range all {
 		all[i] = 127 - i
@@ -28,7 +28,7 @@ func TestCompact(t *testing.T) {
 		{[]int{0, 1, 3, 4, 6, 7, 9, 10, 12, 13}, "0-1,3-4,6-7,9-10,12-13"},
 	} {
 		in := append([]int(nil), c.in...)
-		assert.Equal(t, c.want, Compact(c.in), "%v", c.in)
+		assert.Equal(t, c.want, Ints(c.in), "%v", c.in)
 		assert.Equal(t, in, c.in, "the argument is left as it was")
 	}
 }
