@@ -19,9 +19,14 @@ import (
 //
 // Both engines take it as Config.Agreement; the zero value turns it on.
 // It costs two small keys (RecordKey, RegistryKey; docs/LAYOUT.md §9), two
-// script calls per Heartbeat and the permission to run scripts. Set Off
-// where that is not wanted, for instance under an ACL that allows only
-// Pub/Sub commands.
+// script calls per Heartbeat and the permission to run scripts. A server
+// that refuses the scripts with NOPERM (a user allowed Pub/Sub only) does
+// not stop the broker: it runs without the record and logs one Warn; set
+// Off to do so on purpose, without the Warn. The sharded engine also
+// writes an id into each instance once (InstanceKey), so that brokers
+// reaching the same instances under other names (a host name and its
+// address, a TCP proxy) agree. docs/LAYOUT.md, "The layout record", lists
+// every key and the permissions each needs.
 type Agreement struct {
 	// Off turns the layout record off: the broker neither checks nor
 	// writes it, and registers nowhere.
@@ -105,6 +110,16 @@ func (a Agreement) RegistryKey() string { return a.App + agreementKeyBase + "bro
 // (docs/RELAYOUT.md).
 func (a Agreement) TransitionKey() string { return a.App + agreementKeyBase + "transition" }
 
+// InstanceKey returns the name of the string the sharded engine keeps in
+// each of its instances, with the agreement on: App +
+// "{7lw}:shardcast-layout:instance", holding a random id the first broker
+// to reach the instance writes (if absent, so once) and every broker
+// reads back. It names the instance in the layout record
+// (LayoutRecord.InstanceIDs) whatever address a broker reaches it by. It
+// has no TTL; it goes with the instance's data (a restart without
+// persistence, FLUSHALL), and the next broker then writes a new one.
+func (a Agreement) InstanceKey() string { return a.App + agreementKeyBase + "instance" }
+
 // AcksKey returns the name of the hash in which each live broker
 // acknowledges the phase of the re-layout it completed: App +
 // "{7lw}:shardcast-layout:acks".
@@ -138,6 +153,15 @@ type LayoutRecord struct {
 	// routing order (nil for the cluster engine). Credentials are never
 	// recorded.
 	Instances []string
+	// InstanceIDs name the sharded engine's instances, in the order of
+	// Instances, by the id each holds (Agreement.InstanceKey), or by
+	// "addr:" and the host:port where an instance could not keep one
+	// (a replica, a user without the permission). Two instance lists with
+	// the same ids route alike whatever names reach them: a broker whose
+	// Fingerprint differs from the record's only by such names joins it.
+	// Nil for the cluster engine, and in records written before the ids
+	// existed.
+	InstanceIDs []string
 }
 
 // LayoutMismatchError tells which layouts disagree. It wraps

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/shardcast/shardcast/internal/compact"
 )
 
 // Message is one delivered Pub/Sub message.
@@ -152,7 +154,8 @@ type Event struct {
 	Phase string
 }
 
-// String renders the event for logs.
+// String renders the event for logs, on one line: partitions as ranges
+// ("0-41,64", or a count past a few), channels as a count.
 func (e Event) String() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.String())
@@ -166,7 +169,8 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " channels=%d", len(e.Channels))
 	}
 	if len(e.Partitions) > 0 {
-		fmt.Fprintf(&b, " partitions=%v", e.Partitions)
+		b.WriteString(" partitions=")
+		b.WriteString(compact.Ints(e.Partitions))
 	}
 	if e.Count > 0 {
 		fmt.Fprintf(&b, " count=%d", e.Count)
@@ -217,7 +221,13 @@ type Options struct {
 	// Message.PublishedAt is zero. Use it to interoperate with publishers
 	// or subscribers that are not shardcast. Both sides must agree.
 	Raw bool
-	// Logger receives diagnostics (default: discard).
+	// Logger receives the broker's log: every Event, one line each (see
+	// OnEvent), losses, drops and background errors at Warn, restorations,
+	// topology changes and re-layout steps at Info, and the few conditions
+	// that raise no event (a failed health ping, the layout record turned
+	// off) with their cause. A broker in a steady state logs nothing at
+	// Warn. Default: slog.Default() as it is when New runs; use
+	// slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
 	// ReusePayloads lets the broker reuse the memory of a received
 	// message's Payload for a later message once the Handler has returned
@@ -292,7 +302,7 @@ func (o Options) WithDefaults() Options {
 		o.MaxAsyncPublishes = DefaultMaxAsyncPublishes
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	if o.HotSampleRate == 0 {
 		o.HotSampleRate = DefaultHotSampleRate

@@ -36,6 +36,15 @@ var (
 	// EventError a running broker raises when it finds the record replaced by
 	// another layout.
 	ErrLayoutMismatch = errors.New("shardcast: layout differs from the running brokers' layout record")
+	// ErrWrongEngine wraps the error a constructor returns when the
+	// server it reaches is not the kind its engine drives: sharded.New
+	// on a Redis Cluster node (whose classic PUBLISH every node of the
+	// cluster would relay, the cost the cluster engine exists to avoid),
+	// or cluster.New on a standalone instance. The message names the
+	// constructor to use instead. It is checked once, at New, where the
+	// server answers the question (INFO, CLUSTER SLOTS); a user not
+	// allowed to ask is not checked.
+	ErrWrongEngine = errors.New("shardcast: wrong engine for this server")
 	// ErrBadTopology wraps every error ParseClusterSlotsFrom returns: a reply
 	// of the wrong shape, a Redis error inside the reply, an out-of-range or
 	// overlapping slot range, or a node whose address cannot be worked out. A
@@ -89,10 +98,11 @@ var (
 	// emits when the Handler panics; the error also carries the first
 	// panic's value and stack.
 	ErrHandlerPanic = errors.New("shardcast: handler panicked")
-	// ErrSilentPath is the Err of an EventInterrupted raised by a delivery
-	// probe (ConnOptions.ProbeInterval): a probe the broker published through
-	// a partition or instance did not come back on its own subscribe
-	// connection within ProbeTimeout, although the connection answers pings.
+	// ErrSilentPath is wrapped by the Err of an EventInterrupted raised by
+	// a delivery probe (ConnOptions.ProbeInterval), whose message names the
+	// partition or instance: a probe the broker published through it did
+	// not come back on its own subscribe connection within ProbeTimeout,
+	// although the connection answers pings.
 	// The subscriptions are renewed, and EventRestored follows once a probe
 	// returns.
 	ErrSilentPath = errors.New("shardcast: delivery probe not received (path silent)")

@@ -85,7 +85,8 @@ var _ shardcast.Broker = (*Broker)(nil)
 
 // New reads the cluster's slot map from the first seed that answers and
 // returns a broker; it fails if none does (unreachable, a wrong password,
-// not a cluster node). A broker holds at most two connections per master:
+// not a cluster node: a standalone instance gives an error wrapping
+// shardcast.ErrWrongEngine that names sharded.New). A broker holds at most two connections per master:
 // one that publishes and also carries its slot-map polls and health
 // checks, opened on first use, and, with a Handler, one subscribe
 // connection (Conn.SubscribeConns of them), opened in the background;
@@ -144,7 +145,7 @@ func build(s settings) (*Broker, error) {
 	pollCancel()
 	if err != nil {
 		b.core.Close(b.teardown)
-		return nil, fmt.Errorf("shardcast: read cluster slot map: %w", err)
+		return nil, wrongEngine(fmt.Errorf("shardcast: read cluster slot map: %w", err))
 	}
 	b.core.StartProbes(b.publisher.Send)
 	b.applySlots(context.Background(), slots)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
@@ -39,15 +41,51 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
 		return engine.Eval(ctx, pub, s, keys, args)
 	}
+	ours := layoutRecord(r.addrs)
+	var byAddr []string
+	ours.InstanceIDs, byAddr = b.instanceIDs(a, r, conn.CommandTimeout)
 	b.member, b.rel, err = relayout.Join(relayout.FollowerConfig{
 		Agreement: a, Run: run, Core: b.core, Hand: b.hand, Engine: steps{b},
 		BarrierTimeout: cfg.BarrierTimeout, Timeout: conn.CommandTimeout,
 	}, agreement.Config{
 		Where: where,
 		Node:  where,
-		Ours:  layoutRecord(r.addrs),
+		Ours:  ours,
 	})
+	if err == nil && b.member != nil && len(byAddr) > 0 {
+		b.core.Log.Info("shardcast: instances without an instance id are compared with other brokers' by address",
+			"instances", strings.Join(byAddr, "; "))
+	}
 	return err
+}
+
+// instanceIDs reads (and, where missing, writes) the id of every instance
+// of route r, on its publishing connection, all at once, each bounded by
+// timeout (see agreement.InstanceID). It also returns, for people, the
+// instances that could not keep one and are named by address instead,
+// with the reason.
+func (b *Broker) instanceIDs(a shardcast.Agreement, r *route, timeout time.Duration) (ids, byAddr []string) {
+	ids = make([]string, len(r.cur))
+	errs := make([]error, len(r.cur))
+	var wg sync.WaitGroup
+	for i, at := range r.cur {
+		sh := b.slots[at].Load()
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(b.core.Ctx(), timeout)
+			defer cancel()
+			run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
+				return engine.EvalUncounted(ctx, sh.pub, false, s, keys, args)
+			}
+			ids[i], errs[i] = agreement.InstanceID(ctx, run, a, sh.addr)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			byAddr = append(byAddr, err.Error())
+		}
+	}
+	return ids, byAddr
 }
 
 // layoutRecord describes the instance list hosts (host:port, in routing

@@ -69,10 +69,15 @@ var _ shardcast.Broker = (*Broker)(nil)
 
 // New connects to every address in cfg.Addrs and returns a broker. It fails
 // if an address is malformed or an instance cannot be reached within
-// DialTimeout, and, unless cfg.Agreement.Off is set, if the layout record
-// on the control instance holds another instance list that live brokers
-// use (an error wrapping shardcast.ErrLayoutMismatch) or cannot be read
-// within Conn.CommandTimeout. Subscribe connections are opened in the
+// DialTimeout, if an instance is a Redis Cluster node (an error wrapping
+// shardcast.ErrWrongEngine: use cluster.New there), and, unless
+// cfg.Agreement.Off is set, if the layout record on the control instance
+// holds another instance list that live brokers use (an error wrapping
+// shardcast.ErrLayoutMismatch) or cannot be read within
+// Conn.CommandTimeout. A control instance that refuses the record's
+// scripts with NOPERM (a user allowed Pub/Sub only) does not fail New:
+// the broker runs without the record and logs one Warn that says so
+// (see shardcast.Agreement). Subscribe connections are opened in the
 // background; a Subscribe call waits for them. A broker that starts while
 // an online re-layout is under way follows it before New returns (see
 // Relayout). With cfg.Agreement.Follow set, a broker whose instance list
@@ -131,10 +136,15 @@ func build(cfg Config) (*Broker, error) {
 		// rather than every later call.
 		ctx, cancel := context.WithTimeout(b.core.Ctx(), conn.DialTimeout)
 		err := sh.pub.Ping(ctx)
+		if err != nil {
+			err = fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
+		} else {
+			err = checkStandalone(ctx, sh.pub, i)
+		}
 		cancel()
 		if err != nil {
 			b.core.Close(b.teardown)
-			return nil, fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
+			return nil, err
 		}
 	}
 	b.route.Store(r)

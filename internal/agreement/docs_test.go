@@ -15,7 +15,8 @@ import (
 func TestScriptsInLayoutDoc(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/LAYOUT.md")
 	require.NoError(t, err)
-	for name, s := range map[string]*shardcast.Script{"join": joinScript, "leave": leaveScript, "read": readScript} {
+	for name, s := range map[string]*shardcast.Script{"join": joinScript, "leave": leaveScript, "read": readScript,
+		"instance id": instanceIDScript, "refresh ids": refreshIDsScript} {
 		var block strings.Builder
 		for line := range strings.Lines(s.Source()) {
 			if strings.TrimSpace(line) != "" {

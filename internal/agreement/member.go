@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/resp"
 )
 
 // HeartbeatsToExpire is how many heartbeat intervals a registration lasts
@@ -84,13 +85,49 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m.quit, m.stop = context.WithCancel(context.Background())
 	wrote, err := m.join(ctx)
 	if err != nil {
+		if se, ok := Refused(err); ok {
+			cfg.Log.Warn("shardcast: layout record off: the server refused its script, so this broker's layout "+
+				"is not checked against the other brokers'; grant the user the record's commands on "+
+				cfg.Agreement.App+"{7lw}:shardcast-layout:* (docs/LAYOUT.md, The layout record), "+
+				"or set Agreement.Off to run without the record and silence this",
+				"key", m.keys[0], "on", cfg.Where, "err", se.Msg)
+			return nil, nil
+		}
 		return nil, err
 	}
-	if wrote {
+	ours := m.Layout()
+	switch {
+	case wrote:
 		cfg.Log.Info("shardcast: wrote the layout record", "key", m.keys[0], "on", cfg.Where,
-			"fingerprint", cfg.Ours.Fingerprint, "layout", cfg.Ours.Description)
+			"fingerprint", ours.Fingerprint, "layout", ours.Description)
+	case ours.Fingerprint != cfg.Ours.Fingerprint:
+		cfg.Log.Info("shardcast: joined the layout record, which names the same instances otherwise",
+			"key", m.keys[0], "on", cfg.Where, "recorded", ours.Description, "configured", cfg.Ours.Description)
+	case len(ours.InstanceIDs) > 0:
+		m.refreshIDs(ctx)
 	}
 	return m, nil
+}
+
+// Refused reports whether err is, or wraps, the server's refusal of a
+// command for want of permission (NOPERM: an ACL that does not allow
+// scripts, or their keys), and returns the refusal.
+func Refused(err error) (*resp.ServerError, bool) {
+	se, ok := resp.IsServerError(err)
+	return se, ok && strings.Contains(se.Msg, "NOPERM")
+}
+
+// refreshIDs records in the record the instance ids the broker read, when
+// the record holds its layout (see refreshIDsScript). A failure is only
+// logged: the record keeps the ids it had, and brokers that name the
+// instances as it does are not affected.
+func (m *Member) refreshIDs(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	ours := m.Layout()
+	if _, err := m.cfg.Run(ctx, refreshIDsScript, m.keys[:1], []string{ours.Fingerprint, strings.Join(ours.InstanceIDs, "\n")}); err != nil {
+		m.cfg.Log.Info("shardcast: could not record the instance ids in the layout record", "key", m.keys[0], "on", m.cfg.Where, "err", err)
+	}
 }
 
 // ID returns the broker's registry member: host name, process id and a
@@ -143,9 +180,18 @@ func (m *Member) join(ctx context.Context) (wrote bool, err error) {
 	case "mismatch":
 		if len(reply) == 4 {
 			others, _ := reply[1].(int64)
+			recorded := parseRecord(pairs(reply[3]))
+			if sameInstances(ours, recorded) && ours.Fingerprint != recorded.Fingerprint {
+				// The same instances, in the same order, under other
+				// names: the broker routes as the record's brokers do
+				// and registers under the record's layout, which a
+				// heartbeat then writes again should Redis lose it.
+				m.SetLayout(recorded)
+				return m.join(ctx)
+			}
 			return false, &shardcast.LayoutMismatchError{
 				Ours:     ours,
-				Recorded: parseRecord(pairs(reply[3])),
+				Recorded: recorded,
 				Where:    m.cfg.Where,
 				Key:      m.keys[0],
 				Live:     int(others),
@@ -191,8 +237,10 @@ func (m *Member) heartbeat(parent context.Context) {
 		case err != nil && ctx.Err() != nil:
 			return // Close cut the call short
 		case err != nil:
-			m.cfg.Log.Warn("shardcast: layout heartbeat failed", "err", err)
-			m.cfg.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: m.cfg.Node, Since: time.Now(), Err: err})
+			// The event is the report, logged with its cause by the
+			// broker's emitter.
+			m.cfg.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: m.cfg.Node, Since: time.Now(),
+				Err: fmt.Errorf("layout heartbeat: %w", err)})
 		case wrote:
 			m.cfg.Log.Warn("shardcast: the layout record was gone; wrote it again", "key", m.keys[0], "on", m.cfg.Where)
 		}
@@ -289,6 +337,9 @@ func recordFields(r shardcast.LayoutRecord) []string {
 	if r.Instances != nil {
 		f = append(f, "instances", strings.Join(r.Instances, "\n"))
 	}
+	if r.InstanceIDs != nil {
+		f = append(f, "instance_ids", strings.Join(r.InstanceIDs, "\n"))
+	}
 	return f
 }
 
@@ -305,6 +356,9 @@ func parseRecord(f map[string]string) shardcast.LayoutRecord {
 	r.Partitions, _ = strconv.Atoi(f["partitions"])
 	if s, ok := f["instances"]; ok && s != "" {
 		r.Instances = strings.Split(s, "\n")
+	}
+	if s, ok := f["instance_ids"]; ok && s != "" {
+		r.InstanceIDs = strings.Split(s, "\n")
 	}
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardcast/shardcast/internal/compact"
 	"github.com/shardcast/shardcast/internal/events"
 	"github.com/shardcast/shardcast/internal/feed"
 	"github.com/shardcast/shardcast/internal/hot"
@@ -441,6 +442,19 @@ func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, chann
 		}
 	}
 	return ev
+}
+
+// pathsAttr names paths for a log line, compactly (compact.Ints): as
+// "partitions" on a cluster, "paths" otherwise.
+func (c *Core) pathsAttr(paths []int) slog.Attr {
+	if !c.partitions {
+		return slog.String("paths", compact.Ints(paths))
+	}
+	parts := make([]int, len(paths))
+	for i, p := range paths {
+		parts[i] = c.partitionOf(p)
+	}
+	return slog.String("partitions", compact.Ints(parts))
 }
 
 // partitionOf returns the partition path p stands for in events.

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +150,8 @@ func (l *Link) run() {
 			}
 			c.Log.Debug("shardcast: connect failed", "node", l.Addr, "attempt", attempt, "err", err)
 			if attempt%10 == 0 { // the first failure, then every tenth
-				c.Emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: l.Addr, Since: time.Now(), Err: err})
+				c.Emitter.Emit(shardcast.Event{Kind: shardcast.EventError, Shard: l.Addr, Since: time.Now(),
+					Err: fmt.Errorf("subscribe connection: connect attempt %d failed (retrying with backoff): %w", attempt+1, err)})
 			}
 			continue
 		}
@@ -199,6 +202,9 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 	var pingCancel context.CancelFunc // non-nil while a ping is out
 	var pingSent time.Time
 	var readsAtPing uint64
+	// dropped is why the link closed the wire itself, if it did: the
+	// wire's own error then only says it was closed.
+	var dropped error
 	endPing := func() {
 		if pingCancel != nil {
 			pingCancel()
@@ -228,7 +234,7 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 				since = time.Now()
 			}
 			endPing()
-			l.lost(wire, since)
+			l.lost(wire, since, dropped)
 			return true
 		case err := <-pinged:
 			pingCancel()
@@ -240,13 +246,17 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 				c.Log.Debug("shardcast: ping late behind replies still arriving", "node", l.Addr, "err", err)
 			} else if wire.Alive() && l.ctx.Err() == nil {
 				l.slow.Store(true) // the loss below dates from the last answer
-				c.Log.Warn("shardcast: node did not answer ping; dropping its connection", "node", l.Addr, "err", err)
+				// The EventInterrupted that follows reports it, with
+				// this cause.
+				dropped = fmt.Errorf("no answer to a health PING within %v (Conn.HealthTimeout), so the broker dropped the connection: %w",
+					c.Conn.HealthTimeout, err)
 				wire.Close()
 			}
 		case <-tick.C:
 			if pingCancel != nil {
 				if !l.slow.Swap(true) {
-					c.Log.Warn("shardcast: node is slow to answer ping", "node", l.Addr)
+					c.Log.Warn("shardcast: health PING unanswered for a whole Conn.HealthInterval; checking the topology",
+						"node", l.Addr, "waited", time.Since(pingSent).Round(time.Millisecond), "timeout", c.Conn.HealthTimeout)
 					c.RequestRefresh()
 				}
 				continue
@@ -261,18 +271,39 @@ func (l *Link) watch(wire *subconn.Conn) bool {
 
 // lost marks every path carried by wire as interrupted, reports them and
 // asks the engine to check its topology: the node may have failed over.
-func (l *Link) lost(wire *subconn.Conn, since time.Time) {
+// dropped is why the link closed the wire itself, nil when it did not.
+func (l *Link) lost(wire *subconn.Conn, since time.Time, dropped error) {
 	c := l.c
 	l.mu.Lock()
 	l.wire = nil
 	l.mu.Unlock()
 	l.outageBegan(since)
-	err := wire.Err()
+	err := lostCause(wire.Err(), dropped)
 	wire.Close()
-	n := l.interruptPaths(wire, since, err)
-	c.Log.Warn("shardcast: connection lost", "node", l.Addr, "paths", n, "err", err)
+	if l.interruptPaths(wire, since, err) == 0 {
+		// No subscription went with it, so no event reports it.
+		c.Log.Info("shardcast: subscribe connection lost; it carried no subscriptions; reconnecting", "node", l.Addr, "err", err)
+	}
 	c.RequestRefresh()
 	c.signalChange()
+}
+
+// lostCause says what ended a subscribe connection, for the events and
+// the log: the wire's own error ("EOF") says neither which connection it
+// was nor what happened to it. dropped, when set, is why the broker
+// closed it. The wire's error stays in the chain.
+func lostCause(err, dropped error) error {
+	switch {
+	case dropped != nil:
+		return fmt.Errorf("subscribe connection: %w", dropped)
+	case err == nil:
+		return errors.New("subscribe connection closed")
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("subscribe connection closed by the server (it stopped, restarted, or dropped this client): %w", err)
+	case errors.Is(err, subconn.ErrClosed):
+		return fmt.Errorf("subscribe connection closed by the broker after a failed command: %w", err)
+	}
+	return fmt.Errorf("subscribe connection lost: %w", err)
 }
 
 // errLinkStopped is the Err of the EventInterrupted for paths still
@@ -300,8 +331,7 @@ func (l *Link) abandoned(wire *subconn.Conn) {
 	if since.IsZero() {
 		since = time.Now()
 	}
-	if l.interruptPaths(wire, since, errLinkStopped) > 0 {
-		c.Log.Warn("shardcast: subscriptions dropped with the connection to a node no longer used", "node", l.Addr)
+	if l.interruptPaths(wire, since, errLinkStopped) > 0 { // the event is the report
 		c.RequestRefresh()
 		c.signalChange()
 	}

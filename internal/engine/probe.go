@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -179,13 +180,18 @@ func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 	chans, lost := p.dropLocked(since)
 	p.mu.Unlock()
 	pr.forget()
-	c.Log.Warn("shardcast: delivery probe not received; resubscribing", "path", c.router.Describe(p.ID))
+	addr := ""
+	if l := c.router.Carrier(p.ID); l != nil {
+		addr = l.Addr
+	}
 	if first && lost {
-		addr := ""
-		if l := c.router.Carrier(p.ID); l != nil {
-			addr = l.Addr
-		}
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since, shardcast.ErrSilentPath))
+		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since,
+			fmt.Errorf("%s: %w", c.router.Describe(p.ID), shardcast.ErrSilentPath)))
+	} else {
+		// The spell's first miss was reported as an event; the misses
+		// that follow until a probe returns are logged only.
+		c.Log.Warn("shardcast: delivery probe not received again; resubscribing", "node", addr,
+			"path", c.router.Describe(p.ID), "silent_since", since.Format(time.RFC3339Nano))
 	}
 	c.RequestRefresh()
 }

@@ -334,7 +334,12 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 func (c *Core) rollback(ctx context.Context, wire *subconn.Conn, part int, channels []string) {
 	err := FirstError(wire.Unsubscribe(ctx, c.commands(part, channels)...))
 	if err != nil && wire.Alive() && !IsMoved(err) && (!IsIOError(err) || errors.Is(err, resp.ErrProtocol)) {
-		c.Log.Warn("shardcast: unsubscribe failed; reconnecting", "path", c.router.Describe(part), "err", err)
+		node := ""
+		if l := c.router.Carrier(part); l != nil {
+			node = l.Addr
+		}
+		c.Log.Warn("shardcast: unsubscribe failed; dropping the subscribe connection to reconnect clean", "node", node,
+			"path", c.router.Describe(part), "err", err)
 		wire.Close()
 	}
 }

@@ -118,7 +118,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 	}
 	if report.Err != nil {
-		c.Log.Warn("shardcast: resubscribe incomplete", "node", l.Addr, "failed_paths", report.FailedKeys, "err", report.Err)
+		c.Log.Warn("shardcast: resubscribe incomplete; retrying", "node", l.Addr, c.pathsAttr(report.FailedKeys), "err", report.Err)
 		if IsMoved(report.Err) {
 			c.RequestRefresh()
 		}

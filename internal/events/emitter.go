@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/compact"
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
-// Emitter delivers Events to the application's OnEvent callback from one
-// background goroutine, in the order they were emitted.
+// Emitter logs Events and delivers them to the application's OnEvent
+// callback from one background goroutine, in the order they were emitted.
 //
 // Engines emit from their socket read loops, which must never wait for
 // application code: Emit only appends to an unbounded in-memory queue and
@@ -43,12 +45,16 @@ type Emitter struct {
 }
 
 // NewEmitter returns an Emitter that passes events to onEvent. Every event
-// is also logged on logger (nil means discard): EventInterrupted,
-// EventDropped and EventError at warn level, so that losses and
-// background failures are visible even to applications that set no
-// OnEvent, the other kinds at info level.
-//
-// With a nil onEvent no goroutine is started and Emit only logs.
+// is also logged on logger (nil means discard), one line each, written
+// here for both engines: EventInterrupted, EventDropped and EventError
+// at warn level, so that losses and background failures are visible even
+// to applications that set no OnEvent, the other kinds at info level (see
+// eventLevel). A line says what happened in its message and carries the
+// node, the partitions (compact: "0-41,64"), the number of channels, the
+// gap and the cause as attributes. Lines are written by the background
+// goroutine, just before the event goes to onEvent (which may be nil), so
+// that a slow log writer (a full pipe on stderr) never holds up the
+// engine's read loop.
 func NewEmitter(onEvent func(shardcast.Event), logger *slog.Logger) *Emitter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -59,20 +65,15 @@ func NewEmitter(onEvent func(shardcast.Event), logger *slog.Logger) *Emitter {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	if onEvent == nil {
-		close(e.done)
-		return e
-	}
 	go e.run()
 	return e
 }
 
-// Emit queues ev for delivery and returns at once; it never blocks on the
-// callback. Events emitted after Close are dropped.
+// Emit queues ev for the log and the callback and returns at once; it
+// never blocks on either. Events emitted after Close are dropped.
 func (e *Emitter) Emit(ev shardcast.Event) {
-	e.log(ev)
-	if e.onEvent == nil {
-		return
+	if e.onEvent == nil && !e.logger.Enabled(context.Background(), eventLevel(ev)) {
+		return // nobody would see it
 	}
 	e.mu.Lock()
 	if e.closed {
@@ -121,7 +122,10 @@ func (e *Emitter) run() {
 			continue
 		}
 		for i := range batch {
-			e.deliver(batch[i])
+			e.log(batch[i])
+			if e.onEvent != nil {
+				e.deliver(batch[i])
+			}
 			// Drop references so the app's channel lists can be collected.
 			batch[i] = shardcast.Event{}
 		}
@@ -141,29 +145,38 @@ func (e *Emitter) deliver(ev shardcast.Event) {
 }
 
 func (e *Emitter) log(ev shardcast.Event) {
-	level := eventLevel(ev.Kind)
+	level := eventLevel(ev)
 	// The Enabled check keeps Emit cheap when the level is filtered out:
 	// building the attributes would format the whole event.
 	ctx := context.Background()
 	if !e.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 8)
+	attrs := make([]slog.Attr, 0, 10)
 	attrs = append(attrs, slog.String("kind", ev.Kind.String()))
+	if ev.Phase != "" {
+		attrs = append(attrs, slog.String("phase", ev.Phase))
+	}
 	if ev.Shard != "" {
-		attrs = append(attrs, slog.String("shard", ev.Shard))
+		attrs = append(attrs, slog.String("node", ev.Shard))
+	}
+	if len(ev.Partitions) > 0 {
+		attrs = append(attrs, slog.String("partitions", compact.Ints(ev.Partitions)))
 	}
 	if len(ev.Channels) > 0 {
 		attrs = append(attrs, slog.Int("channels", len(ev.Channels)))
 	}
-	if len(ev.Partitions) > 0 {
-		attrs = append(attrs, slog.Any("partitions", ev.Partitions))
+	if ev.Kind == shardcast.EventHotChannel && len(ev.Channels) == 1 {
+		attrs = append(attrs, slog.String("channel", ev.Channels[0]))
 	}
 	if ev.Count > 0 {
 		attrs = append(attrs, slog.Uint64("count", ev.Count))
 	}
-	if !ev.Since.IsZero() && !ev.Until.IsZero() {
-		attrs = append(attrs, slog.Duration("gap", ev.Until.Sub(ev.Since)))
+	switch {
+	case !ev.Since.IsZero() && !ev.Until.IsZero():
+		attrs = append(attrs, slog.Duration("gap", ev.Until.Sub(ev.Since).Round(time.Millisecond)))
+	case !ev.Since.IsZero() && ev.Kind == shardcast.EventInterrupted:
+		attrs = append(attrs, slog.Time("since", ev.Since))
 	}
 	if ev.Truncated {
 		attrs = append(attrs, slog.Bool("truncated", true))
@@ -171,17 +184,47 @@ func (e *Emitter) log(ev shardcast.Event) {
 	if ev.Err != nil {
 		attrs = append(attrs, slog.String("err", ev.Err.Error()))
 	}
-	e.logger.LogAttrs(ctx, level, "shardcast: "+ev.Kind.String(), attrs...)
+	e.logger.LogAttrs(ctx, level, eventMessage(ev), attrs...)
 }
 
-// eventLevel is the level an event is logged at: losses and errors at
-// warn (an operator acts on them), their ends and topology changes at
-// info.
-func eventLevel(k shardcast.EventKind) slog.Level {
-	switch k {
+// eventMessage is the log line's message for ev: what happened, in words;
+// the attributes carry which node, which partitions, and why.
+func eventMessage(ev shardcast.Event) string {
+	switch ev.Kind {
+	case shardcast.EventInterrupted:
+		return "shardcast: subscriptions interrupted; their messages may be lost until they are restored"
+	case shardcast.EventRestored:
+		return "shardcast: subscriptions restored; gap is how long their messages may have been lost"
+	case shardcast.EventDropped:
+		if ev.Err != nil {
+			return "shardcast: messages dropped as stale around a move"
+		}
+		return "shardcast: messages dropped: a worker queue was full (the Handler is slower than the traffic)"
+	case shardcast.EventTopologyChanged:
+		return "shardcast: topology changed"
+	case shardcast.EventError:
+		return "shardcast: background error; the broker retries"
+	case shardcast.EventHotChannel:
+		return "shardcast: hot channel"
+	case shardcast.EventRelayout:
+		return "shardcast: re-layout step"
+	}
+	return "shardcast: " + ev.Kind.String()
+}
+
+// eventLevel is the level an event is logged at: losses, errors and a
+// re-layout step that could not keep order at warn (an operator acts on
+// them), their ends, topology changes, hot channels and the other
+// re-layout steps at info. A broker in a steady state raises none of the
+// warn kinds.
+func eventLevel(ev shardcast.Event) slog.Level {
+	switch ev.Kind {
 	case shardcast.EventInterrupted, shardcast.EventDropped, shardcast.EventError:
 		return slog.LevelWarn
-	default:
-		return slog.LevelInfo
+	case shardcast.EventRelayout:
+		if ev.Err != nil {
+			return slog.LevelWarn
+		}
 	}
+	return slog.LevelInfo
 }

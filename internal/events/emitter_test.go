@@ -173,8 +173,9 @@ func TestEmitterNilCallbackOnlyLogs(t *testing.T) {
 	e.Emit(shardcast.Event{Kind: shardcast.EventDropped}) // after Close: no panic
 
 	logged := sink.String()
-	assert.Contains(t, logged, `level=WARN msg="shardcast: dropped" kind=dropped count=7`, "a loss is logged at warn level")
-	assert.Contains(t, logged, `level=WARN msg="shardcast: error" kind=error err="reconnect failed"`)
+	assert.Contains(t, logged, `level=WARN msg="shardcast: messages dropped: a worker queue was full (the Handler is slower than the traffic)" kind=dropped count=7`,
+		"a loss is logged at warn level")
+	assert.Contains(t, logged, `level=WARN msg="shardcast: background error; the broker retries" kind=error err="reconnect failed"`)
 }
 
 func TestEmitterLogLevels(t *testing.T) {
@@ -185,10 +186,59 @@ func TestEmitterLogLevels(t *testing.T) {
 	e := NewEmitter(func(shardcast.Event) { delivered.Add(1) }, logger)
 	since := time.Now()
 	e.Emit(shardcast.Event{Kind: shardcast.EventRestored, Shard: "a:1", Since: since, Until: since.Add(time.Second)})
-	e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted, Shard: "a:1", Partitions: []int{3, 4}, Channels: []string{"x"}, Since: since})
+	e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted, Shard: "a:1", Partitions: []int{4, 3, 5, 9}, Channels: []string{"x"}, Since: since,
+		Err: errors.New("subscribe connection closed by the server: EOF")})
+	e.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseSwitch})
+	e.Emit(shardcast.Event{Kind: shardcast.EventRelayout, Phase: shardcast.PhaseBarrierTimeout, Err: shardcast.ErrRelayoutOrder})
 	e.Close()
-	assert.Equal(t, int64(2), delivered.Load())
+	assert.Equal(t, int64(4), delivered.Load())
 	logged := sink.String()
-	assert.NotContains(t, logged, "restored", "info-level event logs are filtered at warn")
-	assert.Contains(t, logged, `kind=interrupted shard=a:1 channels=1 partitions="[3 4]"`)
+	assert.NotContains(t, logged, "kind=restored", "info-level event logs are filtered at warn")
+	assert.NotContains(t, logged, "phase="+shardcast.PhaseSwitch, "a re-layout step without an error is info")
+	assert.Contains(t, logged, "phase="+shardcast.PhaseBarrierTimeout, "one that could not keep order is a warn")
+	assert.Contains(t, logged, `msg="shardcast: subscriptions interrupted; their messages may be lost until they are restored" kind=interrupted node=a:1 partitions=3-5,9 channels=1 since=`)
+	assert.Contains(t, logged, `err="subscribe connection closed by the server: EOF"`)
+}
+
+// blockingWriter holds every Write until release is closed.
+type blockingWriter struct {
+	release chan struct{}
+	lines   atomic.Int64
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	<-w.release
+	w.lines.Add(1)
+	return len(p), nil
+}
+
+// TestEmitterLogNeverBlocksEmit: a log writer that does not return (a
+// full pipe) holds up neither Emit nor, once it returns, loses a line.
+func TestEmitterLogNeverBlocksEmit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	w := &blockingWriter{release: make(chan struct{})}
+	e := NewEmitter(nil, slog.New(slog.NewTextHandler(w, nil)))
+	const n = 1000
+	emitted := make(chan struct{})
+	go func() {
+		defer close(emitted)
+		for range n {
+			e.Emit(shardcast.Event{Kind: shardcast.EventInterrupted, Shard: "a:1"})
+		}
+		e.Emit(shardcast.Event{Kind: shardcast.EventRestored}) // info: still logged by default
+	}()
+	select {
+	case <-emitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit waited for the log writer")
+	}
+	close(w.release)
+	e.Close()
+	assert.Equal(t, int64(n+1), w.lines.Load(), "every event logged once")
+
+	quiet := NewEmitter(nil, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelError})))
+	quiet.Emit(shardcast.Event{Kind: shardcast.EventInterrupted})
+	quiet.Close()
+	assert.Equal(t, int64(n+1), w.lines.Load(), "a level the logger filters is not queued or written")
 }

@@ -8,13 +8,14 @@ import "github.com/shardcast/shardcast/internal/agreement"
 // the events and the log come from cfg), with a heartbeat on cfg.Core
 // until the broker closes. It returns the registration and the follower of
 // the broker's re-layouts, which the broker starts once it is built; both
-// are nil with the agreement off.
+// are nil with the agreement off, or turned off because the server refused
+// its scripts (agreement.Join logged why).
 func Join(cfg FollowerConfig, reg agreement.Config) (*agreement.Member, *Follower, error) {
 	reg.Agreement, reg.Run, reg.Timeout = cfg.Agreement, cfg.Run, cfg.Timeout
 	reg.Emit, reg.Log = cfg.Core.Emitter.Emit, cfg.Core.Log
 	m, err := agreement.Join(cfg.Core.Ctx(), reg)
-	if err != nil {
-		return nil, nil, err
+	if err != nil || m == nil {
+		return nil, nil, err // m is nil without error when the server refused the record
 	}
 	cfg.Member = m
 	f := newFollower(cfg)
