@@ -51,7 +51,8 @@ type RelayoutReport = shardcast.RelayoutReport
 // for. No message is lost, duplicated or reordered by the move, short of
 // an instance or broker failing during it, which the brokers report.
 //
-// It fails before changing anything when cfg.To is empty or malformed,
+// It fails before changing anything when cfg.To is empty, malformed or
+// lists an instance twice,
 // names an instance it cannot reach, the record is not a sharded
 // application's, cfg.To is the recorded list
 // (shardcast.ErrSameLayout), or when another re-layout is under way
@@ -66,6 +67,9 @@ type RelayoutReport = shardcast.RelayoutReport
 // shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	return relayout.Relayout(ctx, cfg.Agreement, cfg.OnPhase, func(ctx context.Context) (relayout.Mover, error) {
+		if err := redisaddr.Distinct("sharded.RelayoutConfig.To", cfg.To); err != nil {
+			return nil, err
+		}
 		c, err := openCoordinator(ctx, cfg)
 		if err != nil {
 			return nil, err

@@ -344,6 +344,9 @@ func TestRelayoutRefused(t *testing.T) {
 	assert.ErrorIs(t, err, shardcast.ErrSameLayout)
 	_, err = Relayout(ctx, relayoutConfig(ab[0], nil))
 	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+	_, err = Relayout(ctx, relayoutConfig(ab[0], append(abc, "redis://"+ab[1])))
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "an instance listed twice")
+	assert.ErrorContains(t, err, "sharded.RelayoutConfig.To")
 
 	require.NoError(t, servers[3].Kill())
 	_, err = Relayout(ctx, relayoutConfig(ab[0], append(ab, servers[3].Addr())))
