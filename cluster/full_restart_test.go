@@ -173,8 +173,12 @@ func (r *failoverRig) countMoves() moveCount {
 // and forth once more, and each of those moves must be fenced too. (A
 // failover may also pass through a map where the slots have no master: the
 // move to no master is fenced, the move from it needs no fence.)
+//
+// The counters are added after the new assignment is installed (which is
+// what waitMoved sees), so it waits for them.
 func (c moveCount) requireFailovers(t *testing.T, want int, msg string) {
 	t.Helper()
+	waitFor(10*time.Second, func() bool { return c.b.failoverMoves.Load()-c.failovers >= uint64(want) })
 	failovers := c.b.failoverMoves.Load() - c.failovers
 	migrations := c.b.migrationMoves.Load() - c.migrations
 	ownerless := c.b.ownerlessMoves.Load() - c.ownerless
