@@ -120,6 +120,12 @@ func (a Agreement) TransitionKey() string { return a.App + agreementKeyBase + "t
 // persistence, FLUSHALL), and the next broker then writes a new one.
 func (a Agreement) InstanceKey() string { return a.App + agreementKeyBase + "instance" }
 
+// PlacementKey returns the name of the counter each broker that may
+// subscribe on replicas increments once, at start, to number itself: App
+// + "{7lw}:shardcast-layout:placement". Brokers numbered in turn spread
+// evenly over each shard's nodes (cluster.SubscribeOn).
+func (a Agreement) PlacementKey() string { return a.App + agreementKeyBase + "placement" }
+
 // AcksKey returns the name of the hash in which each live broker
 // acknowledges the phase of the re-layout it completed: App +
 // "{7lw}:shardcast-layout:acks".

@@ -1,9 +1,11 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +41,9 @@ type LoggedPublisher struct {
 	// Name is the publisher's part of each payload.
 	Name string
 	// Log maps a channel to its calls, message seq at index seq-1; read
-	// it once Run returned.
+	// it once Run returned (SentBefore reads it while Run runs).
 	Log      map[string][]SentMessage
+	mu       sync.Mutex // guards Log while Run runs
 	accepted atomic.Int64
 	failed   atomic.Int64
 }
@@ -66,7 +69,9 @@ func (p *LoggedPublisher) Run(b shardcast.Broker, channels []string, stop <-chan
 			err := b.Publish(ctx, ch, []byte(p.Name+":"+strconv.Itoa(seq)))
 			cancel()
 			m.End, m.Failed = time.Now().UnixNano(), err != nil
+			p.mu.Lock()
 			p.Log[ch] = append(p.Log[ch], m)
+			p.mu.Unlock()
 			if err != nil {
 				p.failed.Add(1)
 			} else {
@@ -74,6 +79,19 @@ func (p *LoggedPublisher) Run(b shardcast.Broker, channels []string, stop <-chan
 			}
 		}
 	}
+}
+
+// SentBefore returns, for every channel the publisher published to, how
+// many of its calls began before t; it may be called while Run runs.
+func (p *LoggedPublisher) SentBefore(t time.Time) map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.Log))
+	for ch, log := range p.Log {
+		n, _ := slices.BinarySearchFunc(log, t.UnixNano(), func(m SentMessage, ns int64) int { return cmp.Compare(m.Start, ns) })
+		out[ch] = n
+	}
+	return out
 }
 
 // Accepted returns how many publishes succeeded so far.
@@ -114,6 +132,18 @@ func (s *DeliveryLog) Count(channel, publisher string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.got[channel+"|"+publisher])
+}
+
+// Highest returns the highest seq of publisher delivered on channel (0
+// if none).
+func (s *DeliveryLog) Highest(channel, publisher string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	high := 0
+	for _, seq := range s.got[channel+"|"+publisher] {
+		high = max(high, seq)
+	}
+	return high
 }
 
 // Total returns how many messages were delivered in all.

@@ -138,6 +138,23 @@ func (f *FaultFleet) ReportedPhase(phase string) bool {
 	return false
 }
 
+// Delivering reports whether every broker has received, on each channel
+// every publisher publishes to, a message that publisher began to publish
+// at or after t: delivery resumed everywhere after a fault at t.
+func (f *FaultFleet) Delivering(t time.Time) bool {
+	for _, p := range f.Pubs {
+		before := p.SentBefore(t)
+		for ch, n := range before {
+			for _, s := range f.Subs {
+				if s.Highest(ch, p.Name) <= n {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // Interrupted counts the EventInterrupted the brokers raised.
 func (f *FaultFleet) Interrupted() int {
 	n := 0

@@ -43,11 +43,17 @@ type Broker struct {
 	// the bank counted under an earlier layout.
 	partBase [2]atomic.Pointer[[]shardcast.PartitionStats]
 
-	mu       sync.Mutex
-	slots    shardcast.SlotMap
-	shards   shardMemory // which master each replica serves, across slot maps
-	assign   shardcast.Assignment
-	masters  map[string][]*engine.Link // subscribe links by master address; Conn.SubscribeConns each
+	mu     sync.Mutex
+	slots  shardcast.SlotMap
+	shards shardMemory // which master each replica serves, across slot maps
+	assign shardcast.Assignment
+	// subs maps each partition to the node its subscriptions go to (its
+	// master with SubscribeOn Masters; see placement), placed by
+	// placeSeq, away from the nodes avoid holds until the time given.
+	subs     shardcast.Assignment
+	placeSeq uint64
+	avoid    map[string]time.Time
+	nodes    map[string][]*engine.Link // subscribe links by node address; Conn.SubscribeConns each
 	pubs     map[string]*pubconn.Pub   // publishing connections, by master address
 	stopping bool
 
@@ -126,13 +132,14 @@ func build(s settings) (*Broker, error) {
 	b := &Broker{
 		cfg:     s,
 		layout:  wide,
-		pubs:    make(map[string]*pubconn.Pub),
-		masters: make(map[string][]*engine.Link),
+		pubs:  make(map[string]*pubconn.Pub),
+		nodes: make(map[string][]*engine.Link),
+		avoid: make(map[string]time.Time),
 	}
 	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: s.Options, Conn: s.Conn, Paths: 2 * bankSize, Partitions: true, PartitionBank: bankSize,
-		Mode: subconn.Sharded,
+		Mode: subconn.Sharded, Trouble: b.troubleAt,
 	})
 	b.core.SetRouter(router{b})
 	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
@@ -148,6 +155,9 @@ func build(s settings) (*Broker, error) {
 		return nil, wrongEngine(fmt.Errorf("shardcast: read cluster slot map: %w", err))
 	}
 	b.core.StartProbes(b.publisher.Send)
+	if s.SubscribeOn != Masters && b.core.Paths != nil {
+		b.placeSeq = b.placementSeq(slots)
+	}
 	b.applySlots(context.Background(), slots)
 	b.core.Maintain(s.TopologyInterval, b.countedPoll)
 	b.core.Go(b.watchRoles)
@@ -437,7 +447,7 @@ func (b *Broker) NodeStats() []shardcast.NodeStats {
 	for addr, pub := range b.pubs {
 		node(addr).Published = pub.Published()
 	}
-	for addr, links := range b.masters {
+	for addr, links := range b.nodes {
 		for _, l := range links {
 			node(addr).Add(l.NodeStats())
 		}
@@ -495,17 +505,36 @@ func subStats(s *shardcast.PartitionStats, base shardcast.PartitionStats) {
 	s.Interrupted = max(0, s.Interrupted-base.Interrupted)
 }
 
-// Masters returns the masters the broker currently holds a subscribe
-// connection to (or is connecting to), and the partitions of the layout
-// in force each owns.
+// Masters returns the masters of the slot map the broker follows, and
+// the partitions of the layout in force each owns.
 func (b *Broker) Masters() map[string][]int {
-	n := b.view.Load().cur.Partitions()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string][]int, len(b.masters))
-	for addr := range b.masters {
-		parts := b.assign.PartitionsOf(addr)
-		out[addr] = slices.DeleteFunc(parts, func(p int) bool { return p >= n })
+	return b.byNodeLocked(b.assign)
+}
+
+// SubscribedOn returns the nodes the broker holds subscribe connections
+// to (or is connecting to), and the partitions of the layout in force each
+// carries: the masters of Masters() with SubscribeOn Masters, and the
+// nodes placement chose otherwise. It is empty on a publish-only broker.
+func (b *Broker) SubscribedOn() map[string][]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.nodes) == 0 {
+		return map[string][]int{}
+	}
+	return b.byNodeLocked(b.subs)
+}
+
+// byNodeLocked groups the partitions of the layout in force by their node
+// in a. The caller holds b.mu.
+func (b *Broker) byNodeLocked(a shardcast.Assignment) map[string][]int {
+	n := b.view.Load().cur.Partitions()
+	out := make(map[string][]int)
+	for _, addr := range a.Masters() {
+		if parts := slices.DeleteFunc(a.PartitionsOf(addr), func(p int) bool { return p >= n }); len(parts) > 0 {
+			out[addr] = parts
+		}
 	}
 	return out
 }
@@ -526,8 +555,8 @@ func (b *Broker) teardown() {
 	b.stalls.work.Close() // the checks end with the broker's ctx
 	b.mu.Lock()
 	b.stopping = true
-	masters := b.masters
-	b.masters = map[string][]*engine.Link{}
+	nodes := b.nodes
+	b.nodes = map[string][]*engine.Link{}
 	pubs := b.pubs
 	b.pubs = map[string]*pubconn.Pub{}
 	b.route.Store(nil)
@@ -535,7 +564,7 @@ func (b *Broker) teardown() {
 	for _, p := range pubs {
 		p.Close()
 	}
-	for _, links := range masters {
+	for _, links := range nodes {
 		for _, l := range links {
 			l.Stop()
 		}

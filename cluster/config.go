@@ -14,6 +14,9 @@ const (
 	DefaultPartitions       = 128
 	DefaultTopologyInterval = 30 * time.Second
 	DefaultSlotsTimeout     = time.Second
+	// DefaultRelayProbeInterval is Conn.ProbeInterval when it is zero and
+	// SubscribeOn is not Masters.
+	DefaultRelayProbeInterval = time.Second
 )
 
 // Config configures a cluster Broker. Every zero field except Addrs means
@@ -32,6 +35,17 @@ type Config struct {
 	// Prefix is put in front of every channel name on the wire, after the
 	// partition tag: "{tag}." + Prefix + channel.
 	Prefix string
+	// SubscribeOn says which node of each shard the broker subscribes on:
+	// Masters (the default), Replicas or AllNodes. Publishing always goes
+	// to masters. A replica delivers what its master relays over the
+	// cluster bus, and can go quiet while the master is healthy (cut off
+	// from it, or during a failover): with other than Masters, delivery
+	// probes are on (Conn.ProbeInterval defaults to
+	// DefaultRelayProbeInterval), a subscription a replica confirms is
+	// reported Restored only once a probe came back through it, and a node
+	// whose connection was lost or whose probes stopped is avoided for 10
+	// s while its shard has another.
+	SubscribeOn SubscribeOn
 
 	// Options are the settings shared with the sharded engine: the
 	// Handler, events, workers, batching and payload limits.
@@ -93,6 +107,9 @@ func (c Config) settings() (settings, error) {
 	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
 		return settings{}, fmt.Errorf("%w: cluster.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
+	if c.SubscribeOn < Masters || c.SubscribeOn > AllNodes {
+		return settings{}, fmt.Errorf("%w: cluster.Config.SubscribeOn = %v, want Masters, Replicas or AllNodes", shardcast.ErrInvalidConfig, c.SubscribeOn)
+	}
 	if c.TopologyInterval < 0 || c.SlotsTimeout < 0 {
 		return settings{}, fmt.Errorf("%w: TopologyInterval = %v, SlotsTimeout = %v, want >= 0", shardcast.ErrInvalidConfig, c.TopologyInterval, c.SlotsTimeout)
 	}
@@ -104,6 +121,9 @@ func (c Config) settings() (settings, error) {
 	}
 	if err := c.Agreement.Validate(); err != nil {
 		return settings{}, err
+	}
+	if c.SubscribeOn != Masters && c.Conn.ProbeInterval == 0 {
+		c.Conn.ProbeInterval = DefaultRelayProbeInterval
 	}
 	c.Options, c.Conn = c.Options.WithDefaults(), c.Conn.WithDefaults()
 	if c.Partitions == 0 {
@@ -140,3 +160,17 @@ func (s settings) dialer(addr string) subconn.Dialer {
 	d.Addr = addr
 	return d
 }
+
+// subDialer returns how to reach the node at addr to subscribe: READONLY
+// when the broker may subscribe on replicas.
+func (s settings) subDialer(addr string) subconn.Dialer {
+	d := s.dialer(addr)
+	d.ReadOnly = s.SubscribeOn != Masters
+	return d
+}
+
+// avoidFor is how long a node whose subscribe connection was lost, or
+// whose probes stopped coming back, is avoided while its shard has
+// another (SubscribeOn other than Masters): long enough for a failing
+// replica to be marked failed and left out of the slot map.
+const avoidFor = 10 * time.Second

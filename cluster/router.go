@@ -44,7 +44,7 @@ func (r router) Carried(l *engine.Link) []int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []int
-	for _, p := range b.assign.PartitionsOf(l.Addr) {
+	for _, p := range b.subs.PartitionsOf(l.Addr) {
 		if b.linkForLocked(p) == l {
 			out = append(out, p, bankSize+p)
 		}
@@ -56,7 +56,7 @@ func (r router) Links() []*engine.Link {
 	r.b.mu.Lock()
 	defer r.b.mu.Unlock()
 	var out []*engine.Link
-	for _, links := range r.b.masters {
+	for _, links := range r.b.nodes {
 		out = append(out, links...)
 	}
 	return out
@@ -72,10 +72,10 @@ func (r router) Describe(p int) string {
 // linkForLocked returns the subscribe link that carries partition part,
 // or nil while its slot has no master. The caller holds b.mu.
 func (b *Broker) linkForLocked(part int) *engine.Link {
-	if part >= len(b.assign) {
+	if part >= len(b.subs) {
 		return nil
 	}
-	links := b.masters[b.assign[part]]
+	links := b.nodes[b.subs[part]]
 	if len(links) == 0 {
 		return nil
 	}

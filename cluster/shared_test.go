@@ -147,7 +147,7 @@ func testPublishOnly(t *testing.T, c *redistest.Cluster) {
 	pub := newBroker(t, Config{Addrs: c.Seeds()})
 	require.ErrorIs(t, pub.Subscribe(ctx, "ch"), shardcast.ErrNoHandler)
 	require.NoError(t, pub.Publish(ctx, "ch", []byte("x")))
-	assert.Empty(t, pub.Masters(), "a publish-only broker holds no subscribe connection")
+	assert.Empty(t, pub.SubscribedOn(), "a publish-only broker holds no subscribe connection")
 	for _, m := range masters {
 		n, err := ssubClients(ctx, m)
 		require.NoError(t, err)

@@ -237,20 +237,22 @@ func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) sh
 }
 
 // applySlots installs a new slot map: it recomputes the partition →
-// master assignment, interrupts the partitions that moved so that heal
-// resubscribes them on their new owner, opens connections to new masters
-// and closes those to departed ones.
+// master assignment and where each partition is subscribed (placement),
+// interrupts the partitions whose subscribe node changed so that heal
+// resubscribes them there, opens connections to new nodes and closes
+// those to departed ones.
 //
-// Order on a move: the new owner is subscribed only after it owns the
-// slot (earlier it would answer MOVED), and the old owner has by then
-// dropped the subscriptions itself with a pushed sunsubscribe (or is gone),
-// so the broker never sends an explicit unsubscribe to the old owner. Since
-// a SPUBLISH runs on exactly one master and the broker subscribes only on
-// masters, no message can reach one broker twice; the price is a short gap,
-// reported as Interrupted/Restored.
+// Order on a move: the new node is subscribed only after its shard owns
+// the slot (earlier it would answer MOVED), and the old node has by then
+// dropped the subscriptions itself with a pushed sunsubscribe (or is
+// gone), or carries nothing more and has its connection closed, so the
+// broker never sends an explicit unsubscribe to the old node. A message
+// the old and the new node of one shard both deliver is fenced off (see
+// engine.Move.Failover); the price of a move is a short gap, reported as
+// Interrupted/Restored.
 //
 // Moved partitions are interrupted before any connection is opened or
-// closed: a new master's connection resubscribes its partitions as soon as
+// closed: a new node's connection resubscribes its partitions as soon as
 // it is up, and interrupting them after that would report a loss that did
 // not happen and subscribe them a second time.
 func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
@@ -260,53 +262,61 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 		b.mu.Unlock()
 		return
 	}
-	old, oldSlots := b.assign, b.slots
-	b.slots, b.assign = slots, assign
+	old, oldSlots, oldSubs := b.assign, b.slots, b.subs
+	subs := placement(b.cfg.SubscribeOn, b.placeSeq, slots, assign, b.avoidingLocked(time.Now()))
+	b.slots, b.assign, b.subs = slots, assign, subs
 	failover := b.shards.classifier(old, oldSlots, slots, b.layout.Slot)
 	b.shards = b.shards.update(slots)
 	stale := b.routeLocked(assign)
 	var started, stopped []*engine.Link
-	// keep maps a master to its live wires: a moved partition already
+	// keep maps a node to its live wires: a moved partition already
 	// active there was resubscribed by a Subscribe racing this update.
 	keep := make(map[string][]*subconn.Conn)
-	// healthy maps each master to when its wires last proved healthy: a
+	// healthy maps each node to when its wires last proved healthy: a
 	// partition that moved away stopped delivering at some point after.
 	healthy := make(map[string]time.Time)
 	if b.core.Paths != nil {
-		wantMasters := make(map[string]bool)
-		for _, addr := range assign {
+		want := make(map[string]bool)
+		for _, addr := range subs {
 			if addr != "" {
-				wantMasters[addr] = true
+				want[addr] = true
 			}
 		}
-		for addr, links := range b.masters {
+		for addr, links := range b.nodes {
 			for _, l := range links {
 				if t := l.LastHealthy(); !t.IsZero() && (healthy[addr].IsZero() || t.Before(healthy[addr])) {
 					healthy[addr] = t
 				}
 				keep[addr] = append(keep[addr], l.Current())
 			}
-			if !wantMasters[addr] {
-				delete(b.masters, addr)
+			if !want[addr] {
+				delete(b.nodes, addr)
 				delete(keep, addr)
 				stopped = append(stopped, links...)
 			}
 		}
-		for addr := range wantMasters {
-			if _, ok := b.masters[addr]; !ok {
+		for addr := range want {
+			if _, ok := b.nodes[addr]; !ok {
 				links := make([]*engine.Link, b.cfg.Conn.SubscribeConns)
 				for i := range links {
-					links[i] = b.core.NewLink(b.cfg.dialer(addr), i, b.onMessage, b.onLost)
+					links[i] = b.core.NewLink(b.cfg.subDialer(addr), i, b.onMessage, b.onLost)
 				}
-				b.masters[addr] = links
+				b.nodes[addr] = links
 				started = append(started, links...)
+			}
+		}
+		masters := assign.Masters()
+		for addr, links := range b.nodes {
+			_, master := slices.BinarySearch(masters, addr)
+			for _, l := range links {
+				l.Relayed.Store(!master)
 			}
 		}
 	}
 	b.mu.Unlock()
 
 	if old != nil {
-		b.reportMoves(old, assign, failover, keep, healthy)
+		b.reportMoves(moveSet{old: old, assign: assign, oldSubs: oldSubs, subs: subs}, failover, keep, healthy)
 	}
 	for _, l := range started {
 		l.Start()
@@ -360,37 +370,64 @@ func (b *Broker) retire(p *pubconn.Pub) {
 	})
 }
 
-// reportMoves reports the assignment change and interrupts the moved
-// partitions that are not already active on their new owner's wire (keep).
-// The loss of a moved partition dates from when its old master was last
-// known healthy.
-func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
-	moved := inUse(old, assign, old.Diff(assign))
-	if len(moved) == 0 {
+// moveSet is one slot-map change: the partitions' masters and the nodes
+// they are subscribed on, before and after.
+type moveSet struct {
+	old, assign, oldSubs, subs shardcast.Assignment
+}
+
+// reportMoves reports the assignment change and interrupts the partitions
+// whose subscribe node changed and that are not already active on their
+// new node's wire (keep). The loss of a moved partition dates from when
+// its old node was last known healthy. A move between two nodes of one
+// shard is fenced like a failover (both deliver the shard's messages). A
+// partition whose master failed over while it stays subscribed on a
+// replica is interrupted until a probe comes back through the replica
+// (engine.Core.Unproven): the replica may not yet have been told of its
+// new master, which relays the shard's messages only to the replicas it
+// knows.
+func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
+	masterMoves := inUse(ms.old, ms.assign, ms.old.Diff(ms.assign))
+	subMoves := inUse(ms.oldSubs, ms.subs, ms.oldSubs.Diff(ms.subs))
+	fenced := make(map[int]bool)
+	if len(masterMoves) > 0 {
+		b.topologyChanges.Add(1)
+		ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: time.Now()}
+		failovers, migrations, ownerless := 0, 0, 0
+		for _, mv := range masterMoves {
+			ev.Partitions = append(ev.Partitions, mv.Partition)
+			switch {
+			case failover(mv):
+				fenced[mv.Partition] = true
+				failovers++
+			case mv.From != "" && mv.To != "":
+				migrations++
+			default:
+				ownerless++ // from or to no master
+			}
+		}
+		b.failoverMoves.Add(uint64(failovers))
+		b.migrationMoves.Add(uint64(migrations))
+		b.ownerlessMoves.Add(uint64(ownerless))
+		added, removed := masterChanges(ms.old, ms.assign)
+		b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(masterMoves), "failover_partitions", failovers,
+			"added_masters", added, "removed_masters", removed)
+		b.core.Emitter.Emit(ev)
+	}
+	b.unproven(ms, masterMoves, fenced)
+	if len(subMoves) == 0 {
 		return
 	}
-	b.topologyChanges.Add(1)
 	now := time.Now()
-	ev := shardcast.Event{Kind: shardcast.EventTopologyChanged, Since: now}
-	for _, mv := range moved {
-		ev.Partitions = append(ev.Partitions, mv.Partition)
-	}
-	moves := make([]engine.Move, 0, 2*len(moved))
-	failovers, migrations, ownerless := 0, 0, 0
-	for _, mv := range moved {
+	moves := make([]engine.Move, 0, 2*len(subMoves))
+	for _, mv := range subMoves {
 		since := now
 		if t, ok := healthy[mv.From]; ok && t.Before(since) {
 			since = t
 		}
+		sameMaster := ms.old[mv.Partition] == ms.assign[mv.Partition]
 		m := engine.Move{Path: mv.Partition, From: mv.From, To: mv.To, Since: since,
-			Failover: failover(mv)}
-		if m.Failover {
-			failovers++
-		} else if mv.From != "" && mv.To != "" {
-			migrations++
-		} else {
-			ownerless++ // from or to no master
-		}
+			Failover: fenced[mv.Partition] || (sameMaster && mv.From != "" && mv.To != "")}
 		if wires := keep[mv.To]; len(wires) > 0 {
 			m.Keep = wires[mv.Partition%len(wires)]
 		}
@@ -398,16 +435,27 @@ func (b *Broker) reportMoves(old, assign shardcast.Assignment, failover func(mv 
 		m.Path += bankSize // the partition's path in the other bank
 		moves = append(moves, m)
 	}
-	b.failoverMoves.Add(uint64(failovers))
-	b.migrationMoves.Add(uint64(migrations))
-	b.ownerlessMoves.Add(uint64(ownerless))
-	added, removed := masterChanges(old, assign)
-	b.core.Log.Info("shardcast: topology changed", "moved_partitions", len(moved), "failover_partitions", failovers,
-		"added_masters", added, "removed_masters", removed)
-	b.core.Emitter.Emit(ev)
 	b.core.InterruptMoved(moves, func(from, to string) error {
 		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)
 	})
+}
+
+// unproven interrupts, until a probe comes back, the partitions whose
+// master failed over while they stay subscribed on the same replica.
+func (b *Broker) unproven(ms moveSet, masterMoves []shardcast.PartitionMove, fenced map[int]bool) {
+	byNode := make(map[string][]int)
+	for _, mv := range masterMoves {
+		p := mv.Partition
+		node := ms.subs[p]
+		if !fenced[p] || node == "" || node != ms.oldSubs[p] || node == ms.assign[p] {
+			continue
+		}
+		byNode[node] = append(byNode[node], p, p+bankSize)
+	}
+	for node, paths := range byNode {
+		b.core.Unproven(paths, node, fmt.Errorf("%w: the shard's master failed over; delivery through replica %s is unproven until a probe returns",
+			shardcast.ErrPartitionMoved, node))
+	}
 }
 
 // shardMemory maps each replica the broker saw in a slot map to the master

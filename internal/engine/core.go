@@ -54,6 +54,7 @@ type Core struct {
 	router     Router
 	routing    Routing // nil: a call goes by router.PathOf
 	mode       subconn.Mode
+	onTrouble  func(addr string)
 	partitions bool // paths are cluster partitions: events list them
 	bank       int  // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber
@@ -100,6 +101,10 @@ type CoreConfig struct {
 	PartitionBank int
 	// Mode is the subscribe command family of the engine's wires.
 	Mode subconn.Mode
+	// Trouble, if set, hears of each subscribe connection lost and each
+	// path found silent, by node address, before the refresh they ask
+	// for: an engine that may subscribe elsewhere can avoid the node.
+	Trouble func(addr string)
 }
 
 // NewCore returns a core; SetRouter must be called before it is used.
@@ -109,6 +114,7 @@ func NewCore(cfg CoreConfig) *Core {
 		Conn:       cfg.Conn,
 		Log:        cfg.Options.Logger,
 		mode:       cfg.Mode,
+		onTrouble:  cfg.Trouble,
 		partitions: cfg.Partitions,
 		bank:       cfg.PartitionBank,
 		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
@@ -137,6 +143,13 @@ func NewCore(cfg CoreConfig) *Core {
 		}
 	}
 	return c
+}
+
+// trouble tells the engine's Trouble hook of a failing node.
+func (c *Core) trouble(addr string) {
+	if c.onTrouble != nil && addr != "" {
+		c.onTrouble(addr)
+	}
 }
 
 // SetRouter installs the engine's router.

@@ -25,6 +25,11 @@ type Link struct {
 	Addr string
 	// Index tells a node's links apart when Conn.SubscribeConns > 1.
 	Index int
+	// Relayed is set while the node gets its paths' messages relayed by
+	// another node (a cluster replica, from its master over the bus): a
+	// subscribe it confirms proves nothing until a delivery probe comes
+	// back, so a path it restores is reported Restored only then.
+	Relayed atomic.Bool
 
 	dial  subconn.Dialer
 	hooks subconn.Hooks
@@ -280,6 +285,7 @@ func (l *Link) lost(wire *subconn.Conn, since time.Time, dropped error) {
 	l.outageBegan(since)
 	err := lostCause(wire.Err(), dropped)
 	wire.Close()
+	c.trouble(l.Addr)
 	if l.interruptPaths(wire, since, err) == 0 {
 		// No subscription went with it, so no event reports it.
 		c.Log.Info("shardcast: subscribe connection lost; it carried no subscriptions; reconnecting", "node", l.Addr, "err", err)

@@ -221,7 +221,7 @@ func (p *Path) dropLocked(at time.Time) ([]string, bool) {
 // activate records that every wanted channel is confirmed on wire. It
 // returns when the interruption it ends began (zero if none).
 func (p *Path) activate(wire *subconn.Conn) time.Time {
-	since, _ := p.activateIf(wire, p.lostSeq())
+	since, _ := p.activateIf(wire, p.lostSeq(), false)
 	return since
 }
 
@@ -234,8 +234,10 @@ func (p *Path) lostSeq() uint64 {
 
 // activateIf is activate, unless a server-pushed unsubscribe arrived since
 // lostSeq returned seq: then the confirmation may already be void and the
-// path stays interrupted (ok is false).
-func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok bool) {
+// path stays interrupted (ok is false). On a relayed wire (see
+// Link.Relayed) an interruption it ends turns into a silent spell, ended
+// by the next probe that comes back.
+func (p *Path) activateIf(wire *subconn.Conn, seq uint64, relayed bool) (since time.Time, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lost != seq || !wire.Alive() {
@@ -256,6 +258,9 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64) (since time.Time, ok b
 	p.downSince = time.Time{}
 	if !since.IsZero() {
 		p.interrupted.end(time.Since(since))
+	}
+	if relayed && p.probe != nil && !since.IsZero() && !p.silentSpell {
+		p.silentSpell, p.silentSince = true, since
 	}
 	if p.silentSpell {
 		since = time.Time{} // restored when a probe comes back

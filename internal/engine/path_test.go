@@ -35,11 +35,11 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 
 	seq := p.lostSeq()
 	_, _ = p.noteLost(nil, time.Now()) // a push raced the resubscribe
-	_, ok := p.activateIf(wire, seq)
+	_, ok := p.activateIf(wire, seq, false)
 	assert.False(t, ok, "a push since the resubscribe began voids it")
 	assert.Nil(t, p.ActiveWire())
 
-	_, ok = p.activateIf(wire, p.lostSeq())
+	_, ok = p.activateIf(wire, p.lostSeq(), false)
 	require.True(t, ok)
 	assert.Equal(t, wire, p.ActiveWire())
 	chans, lost := p.interrupt(wire, time.Now())
@@ -52,7 +52,7 @@ func TestActivateRefusesVoidedConfirmations(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("wire did not die with its server")
 	}
-	_, ok = p.activateIf(wire, p.lostSeq())
+	_, ok = p.activateIf(wire, p.lostSeq(), false)
 	assert.False(t, ok, "a dead wire is never activated")
 	assert.Nil(t, p.ActiveWire())
 }

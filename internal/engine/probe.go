@@ -167,10 +167,7 @@ func (c *Core) sendProbe(publish func(ctx context.Context, channel string, paylo
 // resubscribed; its Restored waits for a probe to return.
 func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 	pr := p.probe
-	since := probeTime(pr.sentAt.Load())
-	if at := pr.gotAt.Load(); at != 0 {
-		since = probeTime(at) // messages may be lost from the last probe seen
-	}
+	since := pr.lastSeen()
 	p.mu.Lock()
 	first := !p.silentSpell
 	p.silentSpell = true
@@ -193,6 +190,65 @@ func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 		c.Log.Warn("shardcast: delivery probe not received again; resubscribing", "node", addr,
 			"path", c.router.Describe(p.ID), "silent_since", since.Format(time.RFC3339Nano))
 	}
+	c.trouble(addr)
+	c.RequestRefresh()
+}
+
+// lastSeen is when messages may have been lost from on the probe's path:
+// when the last probe seen came back, or was sent if none came back yet
+// (now if none was sent).
+func (pr *probeState) lastSeen() time.Time {
+	if at := pr.gotAt.Load(); at != 0 {
+		return probeTime(at)
+	}
+	if at := pr.sentAt.Load(); at != 0 {
+		return probeTime(at)
+	}
+	return time.Now()
+}
+
+// Unproven interrupts the paths ids that are active, on node addr, as a
+// probe that did not come back would (see silent): messages may be lost
+// from the last probe seen on each, they are resubscribed where they are
+// carried, and each is reported Restored once a probe comes back. It is
+// for subscriptions that still stand on a node that may not have been
+// sent their messages for a while: a replica whose master failed over.
+// Without probes it does nothing.
+func (c *Core) Unproven(ids []int, addr string, cause error) {
+	if c.Paths == nil {
+		return
+	}
+	var paths []*Path
+	var lists [][]string
+	var since time.Time
+	for _, id := range ids {
+		p := c.Paths[id]
+		pr := p.probe
+		if pr == nil {
+			continue
+		}
+		at := pr.lastSeen()
+		p.mu.Lock()
+		if p.wire == nil || p.silentSpell {
+			p.mu.Unlock()
+			continue // interrupted already: its window is open
+		}
+		p.silentSpell, p.silentSince = true, at
+		chans, lost := p.dropLocked(at)
+		p.mu.Unlock()
+		pr.forget()
+		if !lost {
+			continue
+		}
+		paths, lists = append(paths, p), append(lists, chans)
+		if since.IsZero() || at.Before(since) {
+			since = at
+		}
+	}
+	if len(paths) == 0 {
+		return
+	}
+	c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, paths, concat(lists), since, cause))
 	c.RequestRefresh()
 }
 

@@ -278,7 +278,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 			return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, err)
 		}
 	}
-	since, ok := p.activateIf(wire, seq)
+	since, ok := p.activateIf(wire, seq, l.Relayed.Load())
 	if !ok {
 		c.RequestRefresh()
 		return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, errVoided)

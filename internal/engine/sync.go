@@ -102,7 +102,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 			p.keepOwner(prev[g.Key], failover[g.Key])
 			continue
 		}
-		s, ok := p.activateIf(wire, seqs[g.Key])
+		s, ok := p.activateIf(wire, seqs[g.Key], l.Relayed.Load())
 		if !ok {
 			p.keepOwner(prev[g.Key], failover[g.Key])
 			// A slot move overtook the confirmation; the next heal retries

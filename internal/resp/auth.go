@@ -20,6 +20,13 @@ func Auth(ctx context.Context, nc net.Conn, username, password string) error {
 	if username != "" {
 		args = []string{username, password}
 	}
+	return ExpectOK(ctx, nc, "AUTH", args)
+}
+
+// ExpectOK sends command name with args on a connection nothing else
+// reads from yet and reads its reply, which must be +OK, bounded by ctx
+// as Auth is.
+func ExpectOK(ctx context.Context, nc net.Conn, name string, args []string) error {
 	// ctx's own timer ends it at its deadline, so the func covers the
 	// deadline too; no socket deadline fires before ctx reports its end.
 	expired := make(chan struct{})
@@ -35,17 +42,18 @@ func Auth(ctx context.Context, nc net.Conn, username, password string) error {
 			_ = nc.SetDeadline(time.Time{})
 		}
 	}()
-	err := exchangeAuth(nc, args)
+	err := exchangeOK(nc, name, args)
 	if _, refused := IsServerError(err); err != nil && !refused && !errors.Is(err, ErrProtocol) && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
 
-// exchangeAuth writes AUTH args and reads its one-line reply. Nothing else
-// is in flight, so the small reader cannot take bytes meant for another.
-func exchangeAuth(nc net.Conn, args []string) error {
-	if _, err := nc.Write(AppendCommand(nil, "AUTH", args)); err != nil {
+// exchangeOK writes command name with args and reads its one-line reply.
+// Nothing else is in flight, so the small reader cannot take bytes meant
+// for another.
+func exchangeOK(nc net.Conn, name string, args []string) error {
+	if _, err := nc.Write(AppendCommand(nil, name, args)); err != nil {
 		return err
 	}
 	line, err := NewReader(bufio.NewReaderSize(nc, 512)).Line()
@@ -56,7 +64,7 @@ func exchangeAuth(nc net.Conn, args []string) error {
 	case line[0] == '-':
 		return &ServerError{Msg: string(line[1:])}
 	case string(line) != "+OK":
-		return fmt.Errorf("%w: AUTH answered %q", ErrProtocol, line)
+		return fmt.Errorf("%w: %s answered %q", ErrProtocol, name, line)
 	}
 	return nil
 }

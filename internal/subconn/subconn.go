@@ -70,6 +70,9 @@ type Dialer struct {
 	// Timeout bounds the TCP (and TLS) dial on top of Open's context; zero
 	// leaves it to the context.
 	Timeout time.Duration
+	// ReadOnly sends READONLY after the login: a cluster replica serves
+	// SSUBSCRIBE only on a connection that did (a master ignores it).
+	ReadOnly bool
 }
 
 // ErrClosed is returned by commands on a connection after Close.
@@ -194,10 +197,11 @@ func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 // user without a password, "nopass", takes any: AUTH user ""), bounded by
 // ctx and d.Timeout: the dial timeout covers the login too, so that a
 // server that accepts connections but never answers (a frozen Redis)
-// cannot hold a caller whose ctx has no deadline. A username alone was
-// once ignored, and the connection ran as the default user.
+// cannot hold a caller whose ctx has no deadline. With ReadOnly it then
+// sends READONLY.
 func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
-	if d.Password == "" && d.Username == "" {
+	login := d.Password != "" || d.Username != ""
+	if !login && !d.ReadOnly {
 		return nil
 	}
 	if d.Timeout > 0 {
@@ -205,7 +209,17 @@ func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
 		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
 		defer cancel()
 	}
-	return resp.Auth(ctx, nc, d.Username, d.Password)
+	if login {
+		if err := resp.Auth(ctx, nc, d.Username, d.Password); err != nil {
+			return err
+		}
+	}
+	if d.ReadOnly {
+		if err := resp.ExpectOK(ctx, nc, "READONLY", nil); err != nil {
+			return fmt.Errorf("READONLY: %w", err)
+		}
+	}
+	return nil
 }
 
 // Done is closed when the connection is gone, by error or by Close.
