@@ -130,11 +130,11 @@ func build(s settings) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{
-		cfg:     s,
-		layout:  wide,
-		pubs:  make(map[string]*pubconn.Pub),
-		nodes: make(map[string][]*engine.Link),
-		avoid: make(map[string]time.Time),
+		cfg:    s,
+		layout: wide,
+		pubs:   make(map[string]*pubconn.Pub),
+		nodes:  make(map[string][]*engine.Link),
+		avoid:  make(map[string]time.Time),
 	}
 	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
