@@ -184,7 +184,7 @@ func TestSubscribeOnPlacement(t *testing.T) {
 }
 
 // TestSubscribeOnReplicaFaults: with Replicas, a replica that carries
-// subscriptions is SIGKILLed, and later a master, while three brokers
+// subscriptions is SIGKILLed, another frozen, and then a master, while three brokers
 // publish to every channel: every loss lies inside a window the
 // subscriber reported, nothing is delivered twice or out of order, and
 // the brokers deliver again within 5 s of the replica's death and 10 s of
@@ -226,6 +226,26 @@ func TestSubscribeOnReplicaFaults(t *testing.T) {
 	t.Logf("FIGURE replica SIGKILL: delivering again after %v", time.Since(killed).Round(time.Millisecond))
 	fleet.WaitPublished(2000)
 
+	// A replica frozen (SIGSTOP): its connection answers nothing, and the
+	// broker moves to another node of the shard.
+	var frozen string
+	for addr := range first.SubscribedOn() {
+		if addr != replica && !sameShard(first.slotMap(), addr, replica) {
+			frozen = addr
+			break
+		}
+	}
+	require.NotEmpty(t, frozen)
+	froze := time.Now()
+	require.NoError(t, node(frozen).Pause())
+	require.True(t, waitFor(5*time.Second, func() bool {
+		_, still := first.SubscribedOn()[frozen]
+		return !still && fleet.Delivering(froze)
+	}), "not delivering on another node within 5 s of freezing the replica")
+	t.Logf("FIGURE replica SIGSTOP: delivering again after %v", time.Since(froze).Round(time.Millisecond))
+	require.NoError(t, node(frozen).Resume())
+	fleet.WaitPublished(2000)
+
 	// A master whose shard still has both replicas.
 	masters, err := c.Masters(ctx)
 	require.NoError(t, err)
@@ -233,7 +253,7 @@ func TestSubscribeOnReplicaFaults(t *testing.T) {
 	for _, m := range masters {
 		reps, err := c.ReplicasOf(ctx, m)
 		require.NoError(t, err)
-		if !slices.ContainsFunc(reps, func(s *redistest.Server) bool { return s.Addr() == replica }) {
+		if !slices.ContainsFunc(reps, func(s *redistest.Server) bool { return s.Addr() == replica || s.Addr() == frozen }) {
 			victim = m
 			break
 		}
@@ -256,4 +276,11 @@ func TestSubscribeOnReplicaFaults(t *testing.T) {
 		}
 	}
 	t.Logf("FIGURE SubscribeOn Replicas, replica then master SIGKILLed: %v", fig)
+}
+
+// slotMap returns the slot map the broker follows.
+func (b *Broker) slotMap() shardcast.SlotMap {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.slots
 }

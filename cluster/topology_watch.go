@@ -381,11 +381,11 @@ type moveSet struct {
 // new node's wire (keep). The loss of a moved partition dates from when
 // its old node was last known healthy. A move between two nodes of one
 // shard is fenced like a failover (both deliver the shard's messages). A
-// partition whose master failed over while it stays subscribed on a
-// replica is interrupted until a probe comes back through the replica
-// (engine.Core.Unproven): the replica may not yet have been told of its
-// new master, which relays the shard's messages only to the replicas it
-// knows.
+// partition that stays subscribed on a replica while its master fails
+// over needs nothing here: the replica pushes sunsubscribes as its old
+// master's slots leave it, and the resubscribe is reported Restored only
+// once a probe came back through it (engine.Link.Relayed); were a
+// replica to stay quiet without them, its probes would find it silent.
 func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
 	masterMoves := inUse(ms.old, ms.assign, ms.old.Diff(ms.assign))
 	subMoves := inUse(ms.oldSubs, ms.subs, ms.oldSubs.Diff(ms.subs))
@@ -414,7 +414,6 @@ func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMov
 			"added_masters", added, "removed_masters", removed)
 		b.core.Emitter.Emit(ev)
 	}
-	b.unproven(ms, masterMoves, fenced)
 	if len(subMoves) == 0 {
 		return
 	}
@@ -438,24 +437,6 @@ func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMov
 	b.core.InterruptMoved(moves, func(from, to string) error {
 		return fmt.Errorf("%w: from %s to %s", shardcast.ErrPartitionMoved, from, to)
 	})
-}
-
-// unproven interrupts, until a probe comes back, the partitions whose
-// master failed over while they stay subscribed on the same replica.
-func (b *Broker) unproven(ms moveSet, masterMoves []shardcast.PartitionMove, fenced map[int]bool) {
-	byNode := make(map[string][]int)
-	for _, mv := range masterMoves {
-		p := mv.Partition
-		node := ms.subs[p]
-		if !fenced[p] || node == "" || node != ms.oldSubs[p] || node == ms.assign[p] {
-			continue
-		}
-		byNode[node] = append(byNode[node], p, p+bankSize)
-	}
-	for node, paths := range byNode {
-		b.core.Unproven(paths, node, fmt.Errorf("%w: the shard's master failed over; delivery through replica %s is unproven until a probe returns",
-			shardcast.ErrPartitionMoved, node))
-	}
 }
 
 // shardMemory maps each replica the broker saw in a slot map to the master

@@ -89,3 +89,32 @@ func TestInterruptedForNeverGoesBack(t *testing.T) {
 	assert.Zero(t, time.Duration(fell.Load()), "the total fell")
 	assert.GreaterOrEqual(t, p.interruptedFor(), 20000*time.Hour, "every interruption counted")
 }
+
+// TestRelayedRestoreWaitsForProbe: a path restored on a relayed wire (a
+// cluster replica) is not reported restored by the subscribe's
+// confirmation, which proves nothing of what its master relays to it, but
+// stays in a silent spell dated from its interruption, which the next
+// probe that comes back ends. Without probes, the confirmation restores it.
+func TestRelayedRestoreWaitsForProbe(t *testing.T) {
+	p, wire, _ := pathWithWire(t, 3)
+	p.probe = &probeState{channel: "probe"}
+	_, ok := p.activateIf(wire, p.lostSeq(), true)
+	require.True(t, ok)
+	assert.False(t, p.silentSpell, "a first activation ends no interruption")
+
+	down := time.Now().Add(-time.Second)
+	_, lost := p.interrupt(wire, down)
+	require.True(t, lost)
+	since, ok := p.activateIf(wire, p.lostSeq(), true)
+	require.True(t, ok)
+	assert.True(t, since.IsZero(), "not restored by the confirmation")
+	assert.True(t, p.silentSpell)
+	assert.Equal(t, down, p.silentSince, "the spell keeps the interruption's start")
+
+	p.probe = nil
+	_, _ = p.interrupt(wire, down)
+	p.silentSpell, p.silentSince = false, time.Time{}
+	since, ok = p.activateIf(wire, p.lostSeq(), true)
+	require.True(t, ok)
+	assert.Equal(t, down, since, "without probes the confirmation restores it")
+}

@@ -207,51 +207,6 @@ func (pr *probeState) lastSeen() time.Time {
 	return time.Now()
 }
 
-// Unproven interrupts the paths ids that are active, on node addr, as a
-// probe that did not come back would (see silent): messages may be lost
-// from the last probe seen on each, they are resubscribed where they are
-// carried, and each is reported Restored once a probe comes back. It is
-// for subscriptions that still stand on a node that may not have been
-// sent their messages for a while: a replica whose master failed over.
-// Without probes it does nothing.
-func (c *Core) Unproven(ids []int, addr string, cause error) {
-	if c.Paths == nil {
-		return
-	}
-	var paths []*Path
-	var lists [][]string
-	var since time.Time
-	for _, id := range ids {
-		p := c.Paths[id]
-		pr := p.probe
-		if pr == nil {
-			continue
-		}
-		at := pr.lastSeen()
-		p.mu.Lock()
-		if p.wire == nil || p.silentSpell {
-			p.mu.Unlock()
-			continue // interrupted already: its window is open
-		}
-		p.silentSpell, p.silentSince = true, at
-		chans, lost := p.dropLocked(at)
-		p.mu.Unlock()
-		pr.forget()
-		if !lost {
-			continue
-		}
-		paths, lists = append(paths, p), append(lists, chans)
-		if since.IsZero() || at.Before(since) {
-			since = at
-		}
-	}
-	if len(paths) == 0 {
-		return
-	}
-	c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, paths, concat(lists), since, cause))
-	c.RequestRefresh()
-}
-
 // probeArrived records a probe received on path p. The first one after a
 // silent spell reports the path restored.
 func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
