@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 )
 
 // The broker's subscribe paths come in two banks of bankSize paths: path
@@ -172,7 +173,9 @@ func (v *view) split(key string, wants func(path int, channel string) bool) (pat
 			continue
 		}
 		ch := rest[len(pre):]
-		if v.barrier != "" && ch == v.barrier {
+		if v.barrier != "" && ch == v.barrier || strings.HasPrefix(ch, engine.ProbeChannelPrefix) {
+			// A barrier or a probe (whose path is not its partition
+			// under a layout) is read under the prefix it names.
 			return bank*bankSize + p, ch, true
 		}
 		if best < 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -142,4 +143,25 @@ func TestMasterChanges(t *testing.T) {
 	added, removed = masterChanges(shardcast.Assignment{"a", "b"}, shardcast.Assignment{"b", ""})
 	assert.Nil(t, added)
 	assert.Equal(t, []string{"a"}, removed)
+}
+
+// TestViewSplitProbe: a probe travels on a path of either bank under that
+// bank's prefix; its key reads as the probe channel on that path whichever
+// bank is in force, never as an application channel under the other
+// bank's (shorter) prefix, which would hand the probe to the Handler
+// (chaos soak: 126 probes delivered after a re-layout from "" to "x:").
+func TestViewSplitProbe(t *testing.T) {
+	l, lx := mustLayout(128, ""), mustLayout(128, "x:")
+	during := newView(l, 0, [2]string{}).withNext(lx, "id", "barrier")
+	after := newView(lx, 1, during.prefix)
+	probe := engine.ProbeChannelPrefix + "node:7"
+	for _, v := range []*view{during, after} {
+		for _, bank := range []int{0, 1} {
+			path := bank*bankSize + 5
+			got, ch, ok := v.split(v.key(path, probe), nil)
+			require.True(t, ok)
+			assert.Equal(t, probe, ch)
+			assert.Equal(t, path, got)
+		}
+	}
 }

@@ -45,15 +45,18 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			return c.WaitConverged(ctx)
 		}
 	}
+	replica := func(ctx context.Context) (*redistest.Server, error) {
+		rs, err := c.Replicas(ctx)
+		if err != nil || len(rs) == 0 {
+			return nil, fmt.Errorf("no replica: %v", err)
+		}
+		return rs[rng.IntN(len(rs))], nil
+	}
 	return map[string]fault{
-		// Every master drops its Pub/Sub clients (the subscribing broker's
+		// Every node drops its Pub/Sub clients (the subscribing broker's
 		// connections; the publisher's are normal clients).
 		"clientkill": func(ctx context.Context) error {
-			ms, err := c.Masters(ctx)
-			if err != nil {
-				return err
-			}
-			for _, m := range ms {
+			for _, m := range c.Nodes() {
 				if _, err := m.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 					return err
 				}
@@ -128,6 +131,44 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			to := others[rng.IntN(len(others))]
 			logf("  slot %d (partition %d) %s -> %s", slot, part, from.Addr(), to.Addr())
 			return c.MoveSlot(ctx, slot, to)
+		},
+		// SIGKILL a replica and restart it a second later: a broker
+		// subscribed on it moves to another node of its shard.
+		"killreplica": func(ctx context.Context) error {
+			r, err := replica(ctx)
+			if err != nil {
+				return err
+			}
+			logf("  SIGKILL replica %s", r.Addr())
+			if err := r.Kill(); err != nil {
+				return err
+			}
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return err
+			}
+			if err := c.RestartNode(ctx, r); err != nil {
+				return err
+			}
+			return c.WaitConverged(ctx)
+		},
+		// SIGSTOP a replica for 2 s (past the node timeout), then SIGCONT.
+		"pausereplica": func(ctx context.Context) error {
+			r, err := replica(ctx)
+			if err != nil {
+				return err
+			}
+			logf("  SIGSTOP replica %s for 2s", r.Addr())
+			if err := r.Pause(); err != nil {
+				return err
+			}
+			err = sleepCtx(ctx, 2*time.Second)
+			if rerr := r.Resume(); err == nil {
+				err = rerr
+			}
+			if err != nil {
+				return err
+			}
+			return c.WaitConverged(ctx)
 		},
 		"failover":      failover(false),
 		"failoverforce": failover(true),

@@ -1,6 +1,7 @@
 // Command chaos is a soak that accounts for every lost message. It starts
-// its own Redis (a 3-master cluster with one replica each, or 3 standalone
-// instances), publishes numbered messages on many channels through a
+// its own Redis (a 3-master cluster with one replica each, two with
+// -subscribe-on replicas or allnodes, or 3 standalone instances),
+// publishes numbered messages on many channels through a
 // publish-only broker, receives them through a subscribing broker, injects
 // faults on a schedule, and at the end checks every message: delivered,
 // lost inside a window an event reported, or lost silently; duplicated or
@@ -27,6 +28,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/shardcast/shardcast/cluster"
 )
 
 type config struct {
@@ -44,6 +47,8 @@ type config struct {
 	down, pause    time.Duration
 	verbose        bool
 	eventsFile     string
+	subscribeOn    cluster.SubscribeOn
+	replicas       int
 }
 
 var start = time.Now()
@@ -71,7 +76,26 @@ func main() {
 	flag.DurationVar(&cfg.pause, "pause", 4*time.Second, "sharded pause: how long the instance stays frozen (the health timeout is 3s)")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every event")
 	flag.StringVar(&cfg.eventsFile, "events", "", "write every event to this file (engine name appended)")
+	subscribeOn := flag.String("subscribe-on", "masters", "cluster: which node of each shard the subscriber subscribes on: masters, replicas or allnodes")
+	flag.IntVar(&cfg.replicas, "replicas", 0, "cluster: replicas per master (default 1 with -subscribe-on masters, else 2)")
 	flag.Parse()
+	switch *subscribeOn {
+	case "masters":
+		cfg.subscribeOn = cluster.Masters
+	case "replicas":
+		cfg.subscribeOn = cluster.Replicas
+	case "allnodes":
+		cfg.subscribeOn = cluster.AllNodes
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -subscribe-on must be masters, replicas or allnodes, not %q\n", *subscribeOn)
+		os.Exit(2)
+	}
+	if cfg.replicas == 0 {
+		cfg.replicas = 1
+		if cfg.subscribeOn != cluster.Masters {
+			cfg.replicas = 2
+		}
+	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
 	}
@@ -102,7 +126,7 @@ func main() {
 }
 
 var (
-	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall", "relayout"}
+	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall", "relayout", "killreplica", "pausereplica"}
 	shardedFaultNames = []string{"clientkill", "kill", "pause", "relayout"}
 )
 

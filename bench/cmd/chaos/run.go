@@ -39,12 +39,12 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 	}
 	switch engine {
 	case "cluster":
-		c, stop, err := redistest.StartSharedCluster(3, 1)
+		c, stop, err := redistest.StartSharedCluster(3, cfg.replicas)
 		if err != nil {
 			return nil, err
 		}
 		cleanups = append(cleanups, stop)
-		sub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Options: opts, Agreement: agreement})
+		sub, err := cluster.New(cluster.Config{Addrs: c.Seeds(), Options: opts, Agreement: agreement, SubscribeOn: cfg.subscribeOn})
 		if err != nil {
 			r.close()
 			return nil, err
@@ -200,8 +200,12 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	}
 	rep := check(t.records(), events.snapshot(), r.in, cfg.tolerance)
 	st, pst := r.sub.Stats(), r.pub.Stats()
-	fmt.Printf("== %s engine: %v of traffic, %d channels, target %d/s, seed %d\n",
-		engine, faultsEnded.Round(time.Second), len(t.names), cfg.rate, cfg.seed)
+	mode := ""
+	if engine == "cluster" {
+		mode = fmt.Sprintf(", 3×%d, SubscribeOn %v", cfg.replicas, cfg.subscribeOn)
+	}
+	fmt.Printf("== %s engine%s: %v of traffic, %d channels, target %d/s, seed %d\n",
+		engine, mode, faultsEnded.Round(time.Second), len(t.names), cfg.rate, cfg.seed)
 	printRuns(runs, ferrs)
 	if r.relayout != nil {
 		fmt.Printf("re-layouts      %s\n", r.relayout.summary())
