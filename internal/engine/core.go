@@ -55,6 +55,7 @@ type Core struct {
 	routing    Routing // nil: a call goes by router.PathOf
 	mode       subconn.Mode
 	onTrouble  func(addr string)
+	probeBack  probeRestores // paths probes restored, reported together
 	partitions bool // paths are cluster partitions: events list them
 	bank       int  // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber

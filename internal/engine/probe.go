@@ -85,6 +85,7 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 			last = n
 		}
 	}
+	c.probeBack.kick = make(chan struct{}, 1)
 	c.Go(func() { c.runProbes(publish) })
 }
 
@@ -100,6 +101,9 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 	judge := time.NewTimer(time.Hour)
 	judge.Stop()
 	defer judge.Stop()
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	for {
 		send := false
 		select {
@@ -108,6 +112,12 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 		case <-tick.C:
 			send = true
 		case <-judge.C:
+		case <-c.probeBack.kick:
+			gather.Reset(restoreGather)
+			continue
+		case <-gather.C:
+			c.reportRestores()
+			continue
 		}
 		now := probeNow()
 		next := int64(0) // the earliest deadline of a probe in flight
@@ -224,6 +234,6 @@ func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 	}
 	p.mu.Unlock()
 	if spell && active {
-		c.emitRestored(l.Addr, []*Path{p}, since)
+		c.probeBack.add(l.Addr, p, since)
 	}
 }
