@@ -56,8 +56,8 @@ type Core struct {
 	mode       subconn.Mode
 	onTrouble  func(addr string)
 	probeBack  probeRestores // paths probes restored, reported together
-	partitions bool // paths are cluster partitions: events list them
-	bank       int  // with partitions: path p is partition p % bank (0: p)
+	partitions bool          // paths are cluster partitions: events list them
+	bank       int           // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber
 
 	calls, published, reconnects atomic.Uint64
