@@ -132,7 +132,7 @@ func build(s settings) (*Broker, error) {
 	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: s.Options, Conn: s.Conn, Paths: 2 * bankSize, Partitions: true, PartitionBank: bankSize,
-		Mode: subconn.Sharded,
+		Mode: subconn.Sharded, ConfirmReconnects: true,
 	})
 	b.core.SetRouter(router{b})
 	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
@@ -141,7 +141,7 @@ func build(s settings) (*Broker, error) {
 	b.publisher.Init(b.core, &b.view, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
-	slots, err := b.pollSlots(pollCtx)
+	slots, _, err := b.pollSlots(pollCtx)
 	pollCancel()
 	if err != nil {
 		b.core.Close(b.teardown)

@@ -55,8 +55,10 @@ type Core struct {
 	routing    Routing // nil: a call goes by router.PathOf
 	mode       subconn.Mode
 	partitions bool // paths are cluster partitions: events list them
-	bank       int  // with partitions: path p is partition p % bank (0: p)
-	resub      shardcast.Resubscriber
+	// confirmReconnects: see CoreConfig.ConfirmReconnects.
+	confirmReconnects bool
+	bank              int // with partitions: path p is partition p % bank (0: p)
+	resub             shardcast.Resubscriber
 
 	calls, published, reconnects atomic.Uint64
 
@@ -100,22 +102,28 @@ type CoreConfig struct {
 	PartitionBank int
 	// Mode is the subscribe command family of the engine's wires.
 	Mode subconn.Mode
+	// ConfirmReconnects says that a link that reconnected after losing
+	// its wire subscribes nothing until the engine calls Link.Confirm
+	// (the cluster engine: once a slot map from another node names the
+	// node a master; see Link.unconfirmedAt).
+	ConfirmReconnects bool
 }
 
 // NewCore returns a core; SetRouter must be called before it is used.
 func NewCore(cfg CoreConfig) *Core {
 	c := &Core{
-		Options:    cfg.Options,
-		Conn:       cfg.Conn,
-		Log:        cfg.Options.Logger,
-		mode:       cfg.Mode,
-		partitions: cfg.Partitions,
-		bank:       cfg.PartitionBank,
-		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
-		changed:    make(chan struct{}),
-		refresh:    make(chan struct{}, 1),
-		kick:       make(chan struct{}, 1),
-		closing:    make(chan struct{}),
+		Options:           cfg.Options,
+		Conn:              cfg.Conn,
+		Log:               cfg.Options.Logger,
+		mode:              cfg.Mode,
+		partitions:        cfg.Partitions,
+		confirmReconnects: cfg.ConfirmReconnects,
+		bank:              cfg.PartitionBank,
+		resub:             shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
+		changed:           make(chan struct{}),
+		refresh:           make(chan struct{}, 1),
+		kick:              make(chan struct{}, 1),
+		closing:           make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.Emitter = events.NewEmitter(cfg.Options.OnEvent, c.Log)
