@@ -139,7 +139,7 @@ func build(s settings) (*Broker, error) {
 	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: s.Options, Conn: s.Conn, Paths: 2 * bankSize, Partitions: true, PartitionBank: bankSize,
-		Mode: subconn.Sharded, Trouble: b.troubleAt,
+		Mode: subconn.Sharded, Trouble: b.troubleAt, ConfirmReconnects: true,
 	})
 	b.core.SetRouter(router{b})
 	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
@@ -148,7 +148,7 @@ func build(s settings) (*Broker, error) {
 	b.publisher.Init(b.core, &b.view, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, s.HandoverLimit)
 	pollCtx, pollCancel := context.WithTimeout(b.core.Ctx(), s.Conn.DialTimeout)
-	slots, err := b.pollSlots(pollCtx)
+	slots, _, err := b.pollSlots(pollCtx)
 	pollCancel()
 	if err != nil {
 		b.core.Close(b.teardown)

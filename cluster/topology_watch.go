@@ -18,7 +18,8 @@ import (
 // poll is one topology pass of the maintenance loop: it reads the slot
 // map and applies it. Interrupted partitions are healed after it.
 func (b *Broker) poll(ctx context.Context) {
-	slots, err := b.pollSlots(ctx)
+	asked := time.Now()
+	slots, from, err := b.pollSlots(ctx)
 	if err != nil {
 		if b.core.Ctx().Err() == nil { // not Close cutting the poll short
 			b.core.Log.Warn("shardcast: topology poll failed", "err", err)
@@ -26,20 +27,60 @@ func (b *Broker) poll(ctx context.Context) {
 		return
 	}
 	b.applySlots(ctx, slots)
+	b.confirmReconnected(slots, from, asked)
 }
 
-// pollSlots asks for CLUSTER SLOTS until a node answers: the masters the
+// confirmReconnected lets the links that reconnected to a node no later
+// than asked subscribe again (see engine.Link.Confirm), when slots, read
+// from node from at asked or later, lists their node (as a master, or as
+// a replica placement may subscribe on) and from is another node. A
+// master killed and restarted claims its old slots, in its own slot map
+// too, until the cluster bus tells it that its replica took over; the
+// other nodes knew already. A from of "" (no other node could be asked: a
+// cluster of one master) confirms every node slots lists. (applySlots has
+// stopped the links of the nodes placement no longer chose.)
+func (b *Broker) confirmReconnected(slots shardcast.SlotMap, from string, asked time.Time) {
+	listed := make(map[string]bool)
+	for _, r := range slots.Ranges {
+		listed[r.Master] = true
+		for _, replica := range r.Replicas {
+			listed[replica] = true
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for addr, links := range b.nodes {
+		if addr == from || !listed[addr] {
+			continue
+		}
+		for _, l := range links {
+			l.Confirm(asked)
+		}
+	}
+}
+
+// pollSlots asks for CLUSTER SLOTS until a node answers, and returns the
+// map with the address of the node that answered ("" when it was the only
+// node to ask): the masters the
 // broker publishes to, on their publishing connections, then the
 // replicas of the slot map it holds, the seeds and the replicas it
 // remembers from earlier maps (see shardMemory), each on a connection
 // of its own, closed after the question (when the masters are all gone,
 // or at startup, when none is known yet). See firstSlots for how the
 // nodes share ctx's time.
-func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
+func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, string, error) {
 	b.mu.Lock()
-	var sources []slotSource
+	var sources, last []slotSource
 	for addr, pub := range b.pubs {
-		sources = append(sources, slotSource{addr: addr, pub: pub})
+		src := slotSource{addr: addr, pub: pub}
+		if slices.ContainsFunc(b.nodes[addr], (*engine.Link).Unconfirmed) {
+			// A master that came back may be one restarted with a stale
+			// slot table: asked last, so that its own word does not
+			// stand in for the cluster's (see confirmReconnected).
+			last = append(last, src)
+			continue
+		}
+		sources = append(sources, src)
 	}
 	var others []string
 	for _, r := range b.slots.Ranges {
@@ -55,14 +96,21 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, error) {
 	b.mu.Unlock()
 
 	for _, addr := range others {
-		if !slices.ContainsFunc(sources, func(s slotSource) bool { return s.addr == addr }) {
+		known := func(s slotSource) bool { return s.addr == addr }
+		if !slices.ContainsFunc(sources, known) && !slices.ContainsFunc(last, known) {
 			sources = append(sources, slotSource{addr: addr})
 		}
 	}
+	alone := len(sources) == 0
+	sources = append(sources, last...)
 	if len(sources) == 0 {
-		return shardcast.SlotMap{}, errors.New("no cluster node known")
+		return shardcast.SlotMap{}, "", errors.New("no cluster node known")
 	}
-	return b.firstSlots(ctx, sources)
+	m, from, err := b.firstSlots(ctx, sources)
+	if alone {
+		from = "" // no other node to contradict it: a cluster of one
+	}
+	return m, from, err
 }
 
 // pollStagger is how long firstSlots waits for a node before it asks the
@@ -83,13 +131,15 @@ type slotSource struct {
 // the next one is asked after pollStagger. Asking one after the other
 // would let a few such nodes use up ctx before a live one was reached: a
 // remembered replica whose host is gone would keep every poll from the
-// seeds. It returns once a node answered, or all failed, or ctx ended,
-// after every question it started has ended (they end with it).
-func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcast.SlotMap, error) {
+// seeds. It returns once a node answered (with that node's address), or
+// all failed, or ctx ended, after every question it started has ended
+// (they end with it).
+func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcast.SlotMap, string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type answer struct {
-		m   shardcast.SlotMap
-		err error
+		m    shardcast.SlotMap
+		from string
+		err  error
 	}
 	answers := make(chan answer, len(sources))
 	var wg sync.WaitGroup
@@ -101,7 +151,7 @@ func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcas
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var a answer
+			a := answer{from: src.addr}
 			if src.pub != nil {
 				a.m, a.err = b.slotsFrom(ctx, src.pub)
 			} else {
@@ -121,13 +171,13 @@ func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcas
 			stagger.Reset(min(pollStagger, b.cfg.SlotsTimeout))
 		}
 		if pending == 0 {
-			return shardcast.SlotMap{}, errors.Join(errs...)
+			return shardcast.SlotMap{}, "", errors.Join(errs...)
 		}
 		select {
 		case a := <-answers:
 			pending--
 			if a.err == nil {
-				return a.m, nil
+				return a.m, a.from, nil
 			}
 			errs = append(errs, a.err)
 		case <-stagger.C:
@@ -141,7 +191,7 @@ func (b *Broker) firstSlots(ctx context.Context, sources []slotSource) (shardcas
 			for ; pending > 0; pending-- {
 				errs = append(errs, (<-answers).err)
 			}
-			return shardcast.SlotMap{}, errors.Join(errs...)
+			return shardcast.SlotMap{}, "", errors.Join(errs...)
 		}
 	}
 }

@@ -59,6 +59,8 @@ type Core struct {
 	partitions bool          // paths are cluster partitions: events list them
 	bank       int           // with partitions: path p is partition p % bank (0: p)
 	resub      shardcast.Resubscriber
+	// confirmReconnects: see CoreConfig.ConfirmReconnects.
+	confirmReconnects bool
 
 	calls, published, reconnects atomic.Uint64
 
@@ -106,23 +108,29 @@ type CoreConfig struct {
 	// path found silent, by node address, before the refresh they ask
 	// for: an engine that may subscribe elsewhere can avoid the node.
 	Trouble func(addr string)
+	// ConfirmReconnects says that a link that reconnected after losing
+	// its wire subscribes nothing until the engine calls Link.Confirm
+	// (the cluster engine: once a slot map from another node names the
+	// node a master; see Link.unconfirmedAt).
+	ConfirmReconnects bool
 }
 
 // NewCore returns a core; SetRouter must be called before it is used.
 func NewCore(cfg CoreConfig) *Core {
 	c := &Core{
-		Options:    cfg.Options,
-		Conn:       cfg.Conn,
-		Log:        cfg.Options.Logger,
-		mode:       cfg.Mode,
-		onTrouble:  cfg.Trouble,
-		partitions: cfg.Partitions,
-		bank:       cfg.PartitionBank,
-		resub:      shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
-		changed:    make(chan struct{}),
-		refresh:    make(chan struct{}, 1),
-		kick:       make(chan struct{}, 1),
-		closing:    make(chan struct{}),
+		Options:           cfg.Options,
+		Conn:              cfg.Conn,
+		Log:               cfg.Options.Logger,
+		mode:              cfg.Mode,
+		onTrouble:         cfg.Trouble,
+		confirmReconnects: cfg.ConfirmReconnects,
+		partitions:        cfg.Partitions,
+		bank:              cfg.PartitionBank,
+		resub:             shardcast.Resubscriber{Batch: cfg.Options.SubscribeBatch},
+		changed:           make(chan struct{}),
+		refresh:           make(chan struct{}, 1),
+		kick:              make(chan struct{}, 1),
+		closing:           make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.Emitter = events.NewEmitter(cfg.Options.OnEvent, c.Log)

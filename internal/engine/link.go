@@ -58,6 +58,16 @@ type Link struct {
 	// pushed its sunsubscribe ahead of the PONG). Messages are lost from
 	// then on, not from when the broker noticed.
 	healthyAt atomic.Int64
+	// unconfirmedAt is when the link reconnected after losing its wire,
+	// in Unix nanoseconds, while the engine has yet to confirm that the
+	// node still serves what the link carries (0 once confirmed, or when
+	// the engine does not ask: see CoreConfig.ConfirmReconnects). Until
+	// then nothing is subscribed on the wire: a cluster master that was
+	// killed and restarted loads its old slot table and takes SSUBSCRIBE
+	// for the slots its promoted replica now owns until the cluster bus
+	// tells it otherwise, and a partition subscribed there in that moment
+	// was reported Restored while its messages went to the replica.
+	unconfirmedAt atomic.Int64
 
 	// ctx ends when the link is stopped or the broker closes; it bounds
 	// every dial, ping and resubscribe so that stopping never waits for a
@@ -120,6 +130,27 @@ func (l *Link) Current() *subconn.Conn {
 	return l.wire
 }
 
+// Unconfirmed reports whether the link reconnected and waits for the
+// engine to confirm its node (see Confirm).
+func (l *Link) Unconfirmed() bool { return l.unconfirmedAt.Load() != 0 }
+
+// Confirm lets the link subscribe on its wire again, if it reconnected
+// no later than asOf: the engine learned, from a source it asked at asOf
+// or later other than the node itself, that the node still serves what
+// the link carries. The next heal resubscribes the link's paths.
+func (l *Link) Confirm(asOf time.Time) {
+	for {
+		at := l.unconfirmedAt.Load()
+		if at == 0 || at > asOf.UnixNano() {
+			return
+		}
+		if l.unconfirmedAt.CompareAndSwap(at, 0) {
+			l.c.signalChange()
+			return
+		}
+	}
+}
+
 // Slow reports whether a health ping has been unanswered for a whole
 // HealthInterval.
 func (l *Link) Slow() bool { return l.slow.Load() }
@@ -164,6 +195,11 @@ func (l *Link) run() {
 		if connected {
 			c.reconnects.Add(1)
 			l.reconnects.Add(1)
+			if c.confirmReconnects {
+				// Before the wire is visible, so that no heal subscribes
+				// on it first.
+				l.unconfirmedAt.Store(connectedAt.UnixNano())
+			}
 		}
 		l.outageEnded(connectedAt)
 		connected = true
@@ -172,7 +208,11 @@ func (l *Link) run() {
 		l.wire = wire
 		l.mu.Unlock()
 		c.signalChange()
-		c.Sync(l, wire, c.router.Carried(l))
+		if l.Unconfirmed() {
+			c.RequestRefresh() // its confirmation; a heal then resubscribes
+		} else {
+			c.Sync(l, wire, c.router.Carried(l))
+		}
 		if !l.watch(wire) {
 			return
 		}

@@ -87,3 +87,27 @@ func TestLinkDownNeverFalls(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestLinkConfirm: a reconnected link stays unconfirmed, and Sync
+// subscribes nothing on it, until a confirmation from a question asked
+// no earlier than the reconnect; a confirmation wakes the waiters.
+func TestLinkConfirm(t *testing.T) {
+	c := &Core{changed: make(chan struct{}), Paths: []*Path{newPath(0)}}
+	l := &Link{c: c}
+	reconnected := time.Now()
+	l.unconfirmedAt.Store(reconnected.UnixNano())
+	require.True(t, l.Unconfirmed())
+	c.Sync(l, nil, []int{0}) // returns at once: nothing to dial or lock
+
+	changed := c.changes()
+	l.Confirm(reconnected.Add(-time.Millisecond)) // asked before the reconnect
+	assert.True(t, l.Unconfirmed(), "a slot map asked for before the reconnect may predate a failover")
+	l.Confirm(reconnected)
+	assert.False(t, l.Unconfirmed())
+	select {
+	case <-changed:
+	default:
+		t.Error("the confirmation woke no waiter")
+	}
+	l.Confirm(time.Now()) // confirmed already: a no-op
+}

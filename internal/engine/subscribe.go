@@ -268,6 +268,9 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 	if wire == nil {
 		return nil, fmt.Errorf("no connection to %s", l.Addr)
 	}
+	if l.Unconfirmed() {
+		return nil, fmt.Errorf("%s reconnected; waiting for the topology to confirm that it still serves the path", l.Addr)
+	}
 	seq := p.lostSeq()
 	p.setOwner(l)
 	if wanted := p.subscribed(); len(wanted) > 0 {

@@ -15,8 +15,8 @@ import (
 // over the resubscriber's workers. Paths that fail stay interrupted and
 // are retried by the maintenance loop.
 func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
-	if len(ids) == 0 || c.Paths == nil {
-		return
+	if len(ids) == 0 || c.Paths == nil || l.Unconfirmed() {
+		return // an unconfirmed link's paths wait for its confirmation
 	}
 	sort.Ints(ids)
 	var locked []*Path
@@ -173,10 +173,11 @@ func (c *Core) heal() {
 }
 
 // Degraded reports whether some wanted path is interrupted, or some link
-// is down or slow to answer its health ping.
+// is down, slow to answer its health ping or waiting for its
+// confirmation (see Link.Confirm).
 func (c *Core) Degraded() bool {
 	for _, l := range c.router.Links() {
-		if l.Current() == nil || l.Slow() {
+		if l.Current() == nil || l.Slow() || l.Unconfirmed() {
 			return true
 		}
 	}
