@@ -88,16 +88,37 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			if err != nil {
 				return err
 			}
+			reps, err := c.ReplicasOf(ctx, m)
+			if err != nil {
+				return err
+			}
 			logf("  SIGSTOP master %s", m.Addr())
 			if err := m.Pause(); err != nil {
 				return err
 			}
 			span := frozenSpan{addr: m.Addr(), parts: parts, from: time.Now()}
+			// The span ends when a replica is promoted: from then on a
+			// publisher may rightly be acknowledged by the new master.
+			promoted := make(chan time.Time, 1)
+			watchCtx, stopWatch := context.WithCancel(ctx)
+			go func() {
+				for watchCtx.Err() == nil {
+					for _, r := range reps {
+						if role(watchCtx, r) == "master" {
+							promoted <- time.Now()
+							return
+						}
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				promoted <- time.Now()
+			}()
 			p, err := c.WaitFailover(ctx, m)
 			if err == nil {
 				logf("  %s took over; SIGCONT %s", p.Addr(), m.Addr())
 			}
-			span.to = time.Now()
+			stopWatch()
+			span.to = <-promoted
 			if rerr := m.Resume(); err == nil {
 				err = rerr
 			}
