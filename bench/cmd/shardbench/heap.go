@@ -16,9 +16,15 @@ var heapBlock []byte
 // holdHeap makes the block mib MiB (0: none) and collects, so that the
 // pacer's goal follows the new live heap from the next run's first
 // allocation on. A new block's headroom is touched first, which takes a
-// second or more: callers change the block as seldom as they can.
+// second or more: callers change the block as seldom as they can. A block
+// already held has its headroom touched again: between runs the runtime's
+// scavenger returns the idle part of it to the kernel, and the next run
+// would fault those pages in inside its window.
 func holdHeap(mib int) {
 	if len(heapBlock) == mib<<20 {
+		if mib > 0 {
+			touchHeadroom(mib + mib/4)
+		}
 		runtime.GC()
 		return
 	}
