@@ -182,6 +182,32 @@ func TestRelayoutAbort(t *testing.T) {
 	}
 }
 
+// TestAbortRelayoutEndedBetweenPolls: an operator's AbortRelayout that
+// takes the abort to its end before the coordinator polls again leaves no
+// transition behind; the coordinator reports the re-layout aborted (it
+// reported its transition vanished, CI saw it once in TestAbortRelayout),
+// and the fleet stays on the old list.
+func TestAbortRelayoutEndedBetweenPolls(t *testing.T) {
+	_, ab, abc, _, f := twoToThree(t, 2, "opabort2-", 100)
+	f.WaitPublished(500)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var abortErr error
+	cfg := relayoutConfig(ab[0], abc)
+	cfg.OnPhase = func(p PhaseReport) {
+		if p.Phase == shardcast.PhasePrepare {
+			// On the coordinator's goroutine: it polls again only after.
+			abortErr = AbortRelayout(ctx, relayoutConfig(ab[0], nil))
+		}
+	}
+	_, err := Relayout(ctx, cfg)
+	require.NoError(t, abortErr)
+	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
+	f.WaitPublished(500)
+	brokertest.CheckCounts(t, f.Finish([]int{0, 1}, waitTimeout), true)
+	f.checkOn(ab)
+}
+
 // TestAbortRelayout: AbortRelayout, run by another process's operator
 // while a re-layout is under way, returns the fleet to the old list (the
 // re-layout's own coordinator then reports it aborted), and with none
