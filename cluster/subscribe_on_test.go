@@ -290,3 +290,23 @@ func (b *Broker) slotMap() shardcast.SlotMap {
 	defer b.mu.Unlock()
 	return b.slots
 }
+
+// TestAvoidExpires: a node the engine reports in trouble is avoided for
+// avoidFor with SubscribeOn other than Masters, then forgotten; with
+// Masters nothing is recorded.
+func TestAvoidExpires(t *testing.T) {
+	b := &Broker{avoid: map[string]time.Time{}}
+	b.cfg.SubscribeOn = Masters
+	b.troubleAt("r1:1")
+	assert.Empty(t, b.avoid, "Masters: no node is avoided")
+
+	b.cfg.SubscribeOn = Replicas
+	b.troubleAt("r1:1")
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	assert.True(t, b.avoidingLocked(now)("r1:1"))
+	assert.False(t, b.avoidingLocked(now)("r2:1"))
+	assert.False(t, b.avoidingLocked(now.Add(avoidFor+time.Millisecond))("r1:1"), "forgotten after avoidFor")
+	assert.Empty(t, b.avoid)
+}
