@@ -117,7 +117,17 @@ type fanoutResult struct {
 	SubConns map[string]int `json:"subscribe_connections_per_node"`
 	SubMin   int            `json:"subscribe_connections_min"`
 	SubMax   int            `json:"subscribe_connections_max"`
-	Error    string         `json:"error,omitempty"`
+	// SetupSecs is from creating the first subscriber to every Subscribe
+	// returning; CloseSecs from closing the brokers until the nodes are
+	// back to the connections and shard channels they had before.
+	SetupSecs float64 `json:"setup_secs"`
+	CloseSecs float64 `json:"close_secs"`
+	// LeftConns and LeftShardChannels are what the brokers left on the
+	// nodes 20 s after Close: connections over the count before the row,
+	// and shard channels still subscribed.
+	LeftConns         int    `json:"left_connections,omitempty"`
+	LeftShardChannels int    `json:"left_shard_channels,omitempty"`
+	Error             string `json:"error,omitempty"`
 }
 
 // fanoutNode is one redis-server of the cluster.
@@ -169,6 +179,7 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 		for _, row := range rows {
 			progress("fanout: round %d, %s, %d subscribers × %d channels, %d publishes/s …", round, row.label(), cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutRate)
 			r := fanoutRun(ctx, row, seeds, nodes, tick)
+			progress("   set up in %.1fs, closed in %.1fs", r.SetupSecs, r.CloseSecs)
 			r.Scenario, r.Row, r.Round, r.Redis = "fanout", row.label(), round, version
 			if r.Error != "" {
 				progress("   error: %s", r.Error)
@@ -352,14 +363,33 @@ func fanoutRun(ctx context.Context, row fanoutRow, seeds []string, nodes []fanou
 	}
 	var engs []engines.Engine
 	defer func() {
+		c0 := time.Now()
 		for _, eng := range engs {
 			_ = eng.Close()
 		}
+		// Wait until the nodes hold no shard channel and the connections
+		// are back to their count before the row, or have stayed the same
+		// for a second (Centrifuge's RedisShard.Close leaves its replica
+		// client open), for at most 20 s.
 		deadline := time.Now().Add(20 * time.Second)
-		for (measure.Clients(addrs) > base || shardChannels(addrs) > 0) && time.Now().Before(deadline) {
+		last, since := -1, time.Now()
+		for time.Now().Before(deadline) {
+			conns, sch := measure.Clients(addrs), shardChannels(addrs)
+			if conns != last {
+				last, since = conns, time.Now()
+			}
+			if sch == 0 && (conns <= base || time.Since(since) >= time.Second) {
+				break
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		res.CloseSecs = time.Since(c0).Seconds()
+		if extra, sch := measure.Clients(addrs)-base, shardChannels(addrs); extra > 0 || sch > 0 {
+			res.LeftConns, res.LeftShardChannels = extra, sch
+			progress("   after Close: %d connections more than before the row, %d shard channels still subscribed", extra, sch)
+		}
 	}()
+	s0 := time.Now()
 	subs := make([]engines.Engine, n)
 	for i := range n {
 		eng, err := newEngine(false)
@@ -391,6 +421,7 @@ func fanoutRun(ctx context.Context, row fanoutRow, seeds []string, nodes []fanou
 		res.Error = e
 		return res
 	}
+	res.SetupSecs = time.Since(s0).Seconds()
 	pub, err := newEngine(true)
 	if err != nil {
 		res.Error = fmt.Sprintf("publisher: %v", err)
