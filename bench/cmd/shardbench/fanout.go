@@ -123,7 +123,7 @@ type fanoutResult struct {
 	SetupSecs float64 `json:"setup_secs"`
 	CloseSecs float64 `json:"close_secs"`
 	// LeftConns and LeftShardChannels are what the brokers left on the
-	// nodes 20 s after Close: connections over the count before the row,
+	// nodes once Close settled: connections over the count before the row,
 	// and shard channels still subscribed.
 	LeftConns         int    `json:"left_connections,omitempty"`
 	LeftShardChannels int    `json:"left_shard_channels,omitempty"`
