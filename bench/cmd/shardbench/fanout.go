@@ -174,6 +174,11 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 		version = m["redis_version"]
 	}
 	tick := clockTicks()
+	idleLo, idleHi, err := idleCPU(ctx, nodes, tick, fanoutIdle)
+	if err != nil {
+		return sec, err
+	}
+	progress("fanout: idle cluster: %.1f–%.1f ms of CPU per second per node", idleLo, idleHi)
 	var results []fanoutResult
 	for round := 1; round <= max(1, cfg.rounds); round++ {
 		for _, row := range rows {
@@ -228,7 +233,9 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 		"subscribers (below 100%% means loss or a backlog). CPU is utime+stime from /proc/PID/stat of every redis-server before and after the "+
 		"window (%d ticks/s), divided by the messages delivered in it: *busiest* is the node that used the most, *masters* and *replicas* sum "+
 		"each role. *× Masters* is the busiest CPU/msg over the shardcast Masters row of the same round. *Subscribe conns per node* counts "+
-		"CLIENT LIST entries with `ssub` > 0 on each of the nine nodes at the end of the window, min–max.\n\n", tick)
+		"CLIENT LIST entries with `ssub` > 0 on each of the nine nodes at the end of the window, min–max. For scale: with no broker "+
+		"connected, over %s before the first row, each node used %.1f–%.1f ms of CPU per second (cron, cluster bus, replication).\n\n",
+		tick, fanoutIdle, idleLo, idleHi)
 	b.WriteString(tbl)
 	b.WriteString("\n")
 	for _, r := range results {
@@ -240,6 +247,35 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 	}
 	sec.Body = b.String()
 	return sec, nil
+}
+
+// fanoutIdle is how long the scenario measures the idle cluster's CPU.
+const fanoutIdle = 2 * time.Second
+
+// idleCPU returns the least and the most CPU, in ms per second, that a
+// node used over d with nothing connected.
+func idleCPU(ctx context.Context, nodes []fanoutNode, tick int, d time.Duration) (lo, hi float64, err error) {
+	c0, err := nodeTicks(nodes)
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	sleepCtx(ctx, d)
+	c1, err := nodeTicks(nodes)
+	if err != nil {
+		return 0, 0, err
+	}
+	secs := time.Since(t0).Seconds()
+	for i := range nodes {
+		v := float64(c1[i]-c0[i]) * 1000 / float64(tick) / secs
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	return lo, hi, nil
 }
 
 // redisServerBin resolves -fanout-redis: a redis-server binary, a folder
