@@ -112,6 +112,9 @@ type fanoutResult struct {
 	MasterCPUPerMsg  float64            `json:"masters_cpu_ns_per_msg"`
 	ReplicaCPUPerMsg float64            `json:"replicas_cpu_ns_per_msg"`
 	NodeCPUms        map[string]float64 `json:"node_cpu_ms"`
+	// ClientCPUPerMsg is the benchmark process's CPU (every broker and
+	// the publishers) per delivered message, in ns.
+	ClientCPUPerMsg float64 `json:"client_cpu_ns_per_msg"`
 	// Ratio is BusiestCPUPerMsg over the Masters row's of the same round.
 	Ratio    float64        `json:"ratio_to_masters,omitempty"`
 	SubConns map[string]int `json:"subscribe_connections_per_node"`
@@ -189,8 +192,8 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 			if r.Error != "" {
 				progress("   error: %s", r.Error)
 			} else {
-				progress("   %s delivered/s (%.1f%% of published × subscribers), busiest %s (%s) %.0f ns/msg, subscribe conns per node %d–%d",
-					fmtRate(r.Delivered), 100*r.DeliveredShare, r.Busiest, r.BusiestRole, r.BusiestCPUPerMsg, r.SubMin, r.SubMax)
+				progress("   %s delivered/s (%.1f%% of published × subscribers), busiest %s (%s) %.0f ns/msg, subscribe conns per node %d–%d, %.0f publishes/s, client CPU %.0f ns/msg",
+					fmtRate(r.Delivered), 100*r.DeliveredShare, r.Busiest, r.BusiestRole, r.BusiestCPUPerMsg, r.SubMin, r.SubMax, r.PubRate, r.ClientCPUPerMsg)
 			}
 			results = append(results, r)
 			if ctx.Err() != nil {
@@ -209,7 +212,7 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 			tr = append(tr, []string{strconv.Itoa(r.Round), r.Row, "error: " + r.Error})
 			continue
 		}
-		tr = append(tr, []string{strconv.Itoa(r.Round), r.Row, fmtRate(r.PubRate), fmtRate(r.Delivered), fmt.Sprintf("%.1f%%", 100*r.DeliveredShare),
+		tr = append(tr, []string{strconv.Itoa(r.Round), r.Row, fmtPubRate(r.PubRate, r.Rate), fmtRate(r.Delivered), fmt.Sprintf("%.1f%%", 100*r.DeliveredShare),
 			fmt.Sprintf("%s (%s)", r.Busiest, r.BusiestRole), fmt.Sprintf("%.0f ns", r.BusiestCPUPerMsg), fmtRatio(r.Ratio),
 			fmt.Sprintf("%.0f ns", r.MasterCPUPerMsg), fmt.Sprintf("%.0f ns", r.ReplicaCPUPerMsg), fmt.Sprintf("%d–%d", r.SubMin, r.SubMax)})
 	}
@@ -230,7 +233,8 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 		version, cfg.fanoutSubscribers, cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutPublishers, cfg.fanoutPayload, cfg.fanoutRate,
 		cfg.fanoutWarmup, cfg.fanoutDuration, cfg.fanoutCentPartitions)
 	fmt.Fprintf(&b, "*Delivered/s* sums the messages every subscriber received in the window; *delivered share* is that over published × "+
-		"subscribers (below 100%% means loss or a backlog). CPU is utime+stime from /proc/PID/stat of every redis-server before and after the "+
+		"subscribers (below 100%% means loss or a backlog). *Publishes/s* reads \"x of y\" when the publishers fell more than 5%% short of "+
+		"the fixed rate (the benchmark process saturated): such a row puts less load on Redis than the others. CPU is utime+stime from /proc/PID/stat of every redis-server before and after the "+
 		"window (%d ticks/s), divided by the messages delivered in it: *busiest* is the node that used the most, *masters* and *replicas* sum "+
 		"each role. *× Masters* is the busiest CPU/msg over the shardcast Masters row of the same round. *Subscribe conns per node* counts "+
 		"CLIENT LIST entries with `ssub` > 0 on each of the nine nodes at the end of the window, min–max. For scale: with no broker "+
@@ -238,15 +242,45 @@ func runFanout(ctx context.Context, e *env) (section, error) {
 		tick, fanoutIdle, idleLo, idleHi)
 	b.WriteString(tbl)
 	b.WriteString("\n")
-	for _, r := range results {
-		if r.Row == (fanoutRow{On: cluster.AllNodes}).label() && r.Error == "" && r.Ratio > 0 {
-			sec.Targets = append(sec.Targets, target{
-				"fanout: busiest redis-server CPU per delivered message with AllNodes at most 0.7× Masters (Redis 7.4.1)",
-				fmt.Sprintf("%.2f× on redis %s, round %d", r.Ratio, r.Redis, r.Round), metStr(r.Ratio <= 0.7)})
-		}
+	if t, ok := fanoutTarget(results, version); ok {
+		sec.Targets = append(sec.Targets, t)
 	}
 	sec.Body = b.String()
 	return sec, nil
+}
+
+// fanoutTarget judges the issue's target on the median over the rounds of
+// the AllNodes row's ratio to Masters; only Redis 7.4.1 can meet it.
+func fanoutTarget(rs []fanoutResult, version string) (target, bool) {
+	var ratios []float64
+	for _, r := range rs {
+		if r.Row == (fanoutRow{On: cluster.AllNodes}).label() && r.Error == "" && r.Ratio > 0 {
+			ratios = append(ratios, r.Ratio)
+		}
+	}
+	if len(ratios) == 0 {
+		return target{}, false
+	}
+	slices.Sort(ratios)
+	med := ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	}
+	met := metStr(med <= 0.7)
+	if version != "7.4.1" {
+		met = "n/a (needs Redis 7.4.1: -fanout-redis)"
+	}
+	return target{"fanout: busiest redis-server CPU per delivered message with SubscribeOn=AllNodes at most 0.7× Masters (Redis 7.4.1)",
+		fmt.Sprintf("%.2f× (median of %d rounds, Redis %s)", med, len(ratios), version), met}, true
+}
+
+// fmtPubRate renders the achieved publish rate, with the target when it
+// fell more than 5% short.
+func fmtPubRate(got float64, want int) string {
+	if got < 0.95*float64(want) {
+		return fmt.Sprintf("%s of %s", fmtRate(got), fmtRate(float64(want)))
+	}
+	return fmtRate(got)
 }
 
 // fanoutIdle is how long the scenario measures the idle cluster's CPU.
@@ -503,10 +537,10 @@ func fanoutRun(ctx context.Context, row fanoutRow, seeds []string, nodes []fanou
 		pw.Wait()
 		return res
 	}
-	d0, p0, e0, t0 := delivered.Load(), published.Load(), pubErrs.Load(), time.Now()
+	d0, p0, e0, t0, pc0 := delivered.Load(), published.Load(), pubErrs.Load(), time.Now(), measure.ProcessCPU()
 	sleepCtx(ctx, cfg.fanoutDuration)
 	cpu1, err := nodeTicks(nodes)
-	d1, p1, e1, t1 := delivered.Load(), published.Load(), pubErrs.Load(), time.Now()
+	d1, p1, e1, t1, pc1 := delivered.Load(), published.Load(), pubErrs.Load(), time.Now(), measure.ProcessCPU()
 	res.SubConns = map[string]int{}
 	for _, nd := range nodes {
 		if list, err := launch.Command(nd.Addr, "CLIENT", "LIST"); err == nil {
@@ -544,6 +578,9 @@ func fanoutRun(ctx context.Context, row fanoutRow, seeds []string, nodes []fanou
 				res.BusiestRole = "replica"
 			}
 		}
+	}
+	if msgs > 0 {
+		res.ClientCPUPerMsg = float64(pc1-pc0) / msgs
 	}
 	res.BusiestCPUPerMsg = ticksPerMsg(busiest, tick, msgs)
 	res.MasterCPUPerMsg = ticksPerMsg(mastersTicks, tick, msgs)

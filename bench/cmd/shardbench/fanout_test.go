@@ -82,3 +82,22 @@ func TestKeyInSlotsAndMinMax(t *testing.T) {
 	lo, hi := minMax(map[string]int{"a": 3, "b": 0, "c": 7})
 	assert.Equal(t, [2]int{0, 7}, [2]int{lo, hi})
 }
+
+func TestFanoutTargetIsTheMedianAndNeedsRedis74(t *testing.T) {
+	rs := []fanoutResult{
+		{Row: "shardcast AllNodes", Ratio: 0.9},
+		{Row: "shardcast AllNodes", Ratio: 0.5},
+		{Row: "shardcast AllNodes", Ratio: 0.6},
+		{Row: "shardcast Replicas", Ratio: 0.1},
+	}
+	tg, ok := fanoutTarget(rs, "7.4.1")
+	require.True(t, ok)
+	assert.Equal(t, "met", tg.Met)
+	assert.Contains(t, tg.Got, "0.60×")
+	tg, _ = fanoutTarget(rs, "7.0.15")
+	assert.Contains(t, tg.Met, "n/a")
+	_, ok = fanoutTarget(rs[3:], "7.4.1")
+	assert.False(t, ok)
+	assert.Equal(t, "1.0k of 2.0k", fmtPubRate(1000, 2000))
+	assert.Equal(t, "2.0k", fmtPubRate(1990, 2000))
+}

@@ -148,7 +148,7 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.fanoutSubscribers, "fanout-subscribers", 30, "subscriber brokers, each subscribed to every channel (fanout)")
 	fs.IntVar(&cfg.fanoutChannels, "fanout-channels", 300, "channels (fanout)")
 	fs.IntVar(&cfg.fanoutRate, "fanout-rate", 2000, "publishes per second in all, fixed rate; each is delivered to every subscriber (fanout)")
-	fs.IntVar(&cfg.fanoutPublishers, "fanout-publishers", 4, "publisher goroutines sharing -fanout-rate, on one publish-only broker (fanout)")
+	fs.IntVar(&cfg.fanoutPublishers, "fanout-publishers", 16, "publisher goroutines sharing -fanout-rate, on one publish-only broker (fanout)")
 	fs.IntVar(&cfg.fanoutPayload, "fanout-payload", 64, "payload bytes, at least 8 (fanout)")
 	fs.DurationVar(&cfg.fanoutDuration, "fanout-duration", 10*time.Second, "measured window per row (fanout)")
 	fs.DurationVar(&cfg.fanoutWarmup, "fanout-warmup", 2*time.Second, "publishing before the window, unmeasured (fanout)")

@@ -206,6 +206,11 @@ var gapNotes = []struct{ prefix, note string }{
   spreads over as many hosts, and the three masters share the machine's
   two cores with it. Compare the SSUBSCRIBE calls and the like-for-like
   rows at Centrifuge's fleet size.`},
+	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
+  redis-server processes and the benchmark process (30 decoding brokers)
+  share the machine's cores, and CPU is read in 10 ms clock ticks: on a
+  busy machine a node's CPU per message moves between runs. Compare the
+  rounds, and the masters and replicas columns.`},
 	{"speed (issue 15), opt-in PublishAsync", `*Speed (issue 15), opt-in
   PublishAsync.* The asynchronous form removes the park/wake per call and
   the round-trip bound: with 16 calls in flight per publisher, calls made
