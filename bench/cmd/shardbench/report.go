@@ -37,7 +37,7 @@ func metStr(ok bool) string {
 func table(head []string, rows [][]string) string {
 	w := make([]int, len(head))
 	for i, h := range head {
-		w[i] = len(h)
+		w[i] = len([]rune(h))
 	}
 	for _, r := range rows {
 		for i, c := range r {
