@@ -101,3 +101,9 @@ func TestFanoutTargetIsTheMedianAndNeedsRedis74(t *testing.T) {
 	assert.Equal(t, "1.0k of 2.0k", fmtPubRate(1000, 2000))
 	assert.Equal(t, "2.0k", fmtPubRate(1990, 2000))
 }
+
+func TestSkipBacklogBoundsTheCatchUp(t *testing.T) {
+	assert.Equal(t, 5, skipBacklog(8, 5, 10))    // 3 overdue: catch up
+	assert.Equal(t, 90, skipBacklog(100, 5, 10)) // 95 overdue: only the last 10
+	assert.Equal(t, 7, skipBacklog(7, 7, 10))
+}
