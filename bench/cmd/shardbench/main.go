@@ -6,7 +6,7 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, centrifuge, fleet, and all (every scenario, then docs/BENCHMARKS.md via
+// balance, memory, centrifuge, fleet, fanout, and all (every scenario, then docs/BENCHMARKS.md via
 // -out). Without -addrs/-cluster it starts its own redis-server processes
 // on free loopback ports and kills them (by PID) when it ends.
 package main
@@ -65,6 +65,16 @@ type config struct {
 	fleetBrokers              int
 	fleetChannels             int
 	fleetCentBrokers          int
+	fanoutSubscribers         int
+	fanoutChannels            int
+	fanoutRate                int
+	fanoutPublishers          int
+	fanoutPayload             int
+	fanoutDuration            time.Duration
+	fanoutWarmup              time.Duration
+	fanoutRows                string
+	fanoutRedis               string
+	fanoutCentPartitions      int
 }
 
 // clientProcs is the GOMAXPROCS the benchmark process runs with.
@@ -82,10 +92,11 @@ var scenarios = map[string]func(context.Context, *env) (section, error){
 	"memory":      runMemory,
 	"centrifuge":  runCentrifuge,
 	"fleet":       runFleet,
+	"fanout":      runFanout,
 }
 
 // order is the order "all" runs scenarios in (most important first).
-var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet"}
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet", "fanout"}
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
@@ -134,6 +145,16 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
 	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")
 	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 5, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each; 50 need >10 GB (fleet)")
+	fs.IntVar(&cfg.fanoutSubscribers, "fanout-subscribers", 30, "subscriber brokers, each subscribed to every channel (fanout)")
+	fs.IntVar(&cfg.fanoutChannels, "fanout-channels", 300, "channels (fanout)")
+	fs.IntVar(&cfg.fanoutRate, "fanout-rate", 2000, "publishes per second in all, fixed rate; each is delivered to every subscriber (fanout)")
+	fs.IntVar(&cfg.fanoutPublishers, "fanout-publishers", 16, "publisher goroutines sharing -fanout-rate, on one publish-only broker (fanout)")
+	fs.IntVar(&cfg.fanoutPayload, "fanout-payload", 64, "payload bytes, at least 8 (fanout)")
+	fs.DurationVar(&cfg.fanoutDuration, "fanout-duration", 10*time.Second, "measured window per row (fanout)")
+	fs.DurationVar(&cfg.fanoutWarmup, "fanout-warmup", 2*time.Second, "publishing before the window, unmeasured (fanout)")
+	fs.StringVar(&cfg.fanoutRows, "fanout-rows", "masters,replicas,allnodes,centrifuge-replica", "rows, comma-separated: masters, replicas, allnodes (shardcast SubscribeOn), centrifuge-replica (SubscribeOnReplica), centrifuge (its default, masters) (fanout)")
+	fs.StringVar(&cfg.fanoutRedis, "fanout-redis", "", "redis-server binary, or a folder holding redis-server (and redis-cli), for the fanout cluster (default: redis-server in PATH) (fanout)")
+	fs.IntVar(&cfg.fanoutCentPartitions, "fanout-cent-partitions", 128, "Centrifuge's NumShardedPubSubPartitions; each is one subscribe connection per broker (fanout)")
 	return fs
 }
 
@@ -169,6 +190,7 @@ func main() {
 		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
 		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second
 		cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers = 10, 2000, 3
+		cfg.fanoutSubscribers, cfg.fanoutDuration, cfg.fanoutWarmup = 10, 2*time.Second, 500*time.Millisecond
 	}
 
 	set, err := launch.NewSet()

@@ -37,7 +37,7 @@ func metStr(ok bool) string {
 func table(head []string, rows [][]string) string {
 	w := make([]int, len(head))
 	for i, h := range head {
-		w[i] = len(h)
+		w[i] = len([]rune(h))
 	}
 	for _, r := range rows {
 		for i, c := range r {
@@ -206,6 +206,11 @@ var gapNotes = []struct{ prefix, note string }{
   spreads over as many hosts, and the three masters share the machine's
   two cores with it. Compare the SSUBSCRIBE calls and the like-for-like
   rows at Centrifuge's fleet size.`},
+	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
+  redis-server processes and the benchmark process (30 decoding brokers)
+  share the machine's cores, and CPU is read in 10 ms clock ticks: on a
+  busy machine a node's CPU per message moves between runs. Compare the
+  rounds, and the masters and replicas columns.`},
 	{"speed (issue 15), opt-in PublishAsync", `*Speed (issue 15), opt-in
   PublishAsync.* The asynchronous form removes the park/wake per call and
   the round-trip bound: with 16 calls in flight per publisher, calls made
@@ -342,9 +347,11 @@ func sleepCost(d time.Duration) time.Duration {
 
 func flagSummary() string {
 	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d -sc-reuse-payloads=%v -heap %d -reused-buffer=%v "+
-		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d",
+		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d "+
+		"-fanout-subscribers %d -fanout-channels %d -fanout-rate %d -fanout-publishers %d -fanout-payload %d -fanout-duration %s -fanout-warmup %s -fanout-rows %s -fanout-cent-partitions %d",
 		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch, cfg.scReuse, cfg.heap, cfg.reusedBuffer,
-		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.centHistory, cfg.centToyHeap, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers)
+		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.centHistory, cfg.centToyHeap, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers,
+		cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutRate, cfg.fanoutPublishers, cfg.fanoutPayload, cfg.fanoutDuration, cfg.fanoutWarmup, cfg.fanoutRows, cfg.fanoutCentPartitions)
 }
 
 // fmtRate renders msgs/s compactly.

@@ -42,6 +42,20 @@ func (centrifugeHandler) HandleJoin(string, *centrifuge.ClientInfo) error  { ret
 func (centrifugeHandler) HandleLeave(string, *centrifuge.ClientInfo) error { return nil }
 
 func newCentrifuge(t Target, recv Recv, onCluster bool, partitions int, tags bool) (Engine, error) {
+	return newCentrifugeWith(t, recv, onCluster, partitions, tags, false, false)
+}
+
+// NewCentrifugeCluster is Centrifuge's RedisBroker on the cluster seeds
+// with sharded Pub/Sub over partitions partitions. onReplica sets
+// RedisShardConfig.ReplicaClientEnabled and
+// RedisBrokerConfig.SubscribeOnReplica; publishOnly registers no event
+// handler, so the broker opens no Pub/Sub connection (Subscribe then
+// fails; Publish works).
+func NewCentrifugeCluster(seeds []string, recv Recv, partitions int, onReplica, publishOnly bool) (Engine, error) {
+	return newCentrifugeWith(Target{Cluster: seeds}, recv, true, partitions, false, onReplica, publishOnly)
+}
+
+func newCentrifugeWith(t Target, recv Recv, onCluster bool, partitions int, tags, onReplica, publishOnly bool) (Engine, error) {
 	node, err := centrifuge.New(centrifuge.Config{LogLevel: centrifuge.LogLevelNone})
 	if err != nil {
 		return nil, err
@@ -55,6 +69,7 @@ func newCentrifuge(t Target, recv Recv, onCluster bool, partitions int, tags boo
 	default:
 		return nil, errNoTarget
 	}
+	sc.ReplicaClientEnabled = onReplica
 	shard, err := centrifuge.NewRedisShard(node, sc)
 	if err != nil {
 		return nil, fmt.Errorf("centrifuge shard: %w", err)
@@ -63,10 +78,14 @@ func newCentrifuge(t Target, recv Recv, onCluster bool, partitions int, tags boo
 		Shards:                      []*centrifuge.RedisShard{shard},
 		NumShardedPubSubPartitions:  partitions,
 		UsePrecomputedPartitionTags: tags,
+		SubscribeOnReplica:          onReplica,
 	})
 	if err != nil {
 		shard.Close()
 		return nil, fmt.Errorf("centrifuge broker: %w", err)
+	}
+	if publishOnly {
+		return &centrifugeEngine{node: node, shard: shard, broker: broker}, nil
 	}
 	if err := broker.RegisterBrokerEventHandler(centrifugeHandler{recv}); err != nil {
 		_ = broker.Close(context.Background())

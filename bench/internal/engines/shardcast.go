@@ -51,10 +51,16 @@ func newSharded(t Target, tu Tuning, recv Recv) (Engine, error) {
 }
 
 func newCluster(t Target, tu Tuning, recv Recv) (Engine, error) {
+	return NewClusterOn(t, tu, recv, cluster.Masters)
+}
+
+// NewClusterOn is the shardcast-cluster engine (128 partitions) with
+// cluster.Config.SubscribeOn set to on.
+func NewClusterOn(t Target, tu Tuning, recv Recv, on cluster.SubscribeOn) (Engine, error) {
 	if len(t.Cluster) == 0 {
 		return nil, errNoTarget
 	}
-	b, err := cluster.New(cluster.Config{Addrs: t.Cluster, Partitions: 128, Options: options(tu, recv)})
+	b, err := cluster.New(cluster.Config{Addrs: t.Cluster, Partitions: 128, SubscribeOn: on, Options: options(tu, recv)})
 	if err != nil {
 		return nil, err
 	}

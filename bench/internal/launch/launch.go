@@ -124,6 +124,12 @@ func (s *Set) Standalone() (string, error) {
 }
 
 func (s *Set) start(extra []string) (string, error) {
+	return s.startBin("redis-server", extra)
+}
+
+// startBin starts the redis-server binary bin (a path, or a name looked
+// up in PATH) with the set's usual flags and extra.
+func (s *Set) startBin(bin string, extra []string) (string, error) {
 	var lastErr error
 	for range 5 { // a port can be taken between the check and the bind
 		port, err := s.freePort()
@@ -137,7 +143,7 @@ func (s *Set) start(extra []string) (string, error) {
 		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--repl-diskless-sync-delay", "0", "--protected-mode", "no", "--loglevel", "warning"}
 		args = append(args, extra...)
-		cmd := exec.Command("redis-server", args...)
+		cmd := exec.Command(bin, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		logf, err := os.Create(filepath.Join(dir, "log"))
 		if err != nil {
@@ -167,9 +173,28 @@ func (s *Set) start(extra []string) (string, error) {
 // cluster with redis-cli and returns the node addresses once every node
 // reports cluster_state:ok and the same full slot map.
 func (s *Set) Cluster(ctx context.Context, masters int) ([]string, error) {
+	return s.ClusterReplicas(ctx, masters, 0, "")
+}
+
+// ClusterReplicas starts masters*(1+replicas) cluster nodes of the
+// redis-server binary bin ("" for the one in PATH; redis-cli is taken
+// from bin's folder when it holds one), creates the cluster with
+// replicas replicas per master and returns the node addresses (masters
+// and replicas, in start order) once every node reports cluster_state:ok
+// and knows every other. A replica is not listed in CLUSTER SLOTS until
+// its replication offset moves: callers that need it listed write to its
+// shard first.
+func (s *Set) ClusterReplicas(ctx context.Context, masters, replicas int, bin string) ([]string, error) {
+	cli := "redis-cli"
+	if bin == "" {
+		bin = "redis-server"
+	} else if c := filepath.Join(filepath.Dir(bin), "redis-cli"); fileExists(c) {
+		cli = c
+	}
+	nodes := masters * (1 + replicas)
 	var addrs []string
-	for range masters {
-		addr, err := s.start([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+	for range nodes {
+		addr, err := s.startBin(bin, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "1000"})
 		if err != nil {
 			s.Stop(addrs)
@@ -178,8 +203,8 @@ func (s *Set) Cluster(ctx context.Context, masters int) ([]string, error) {
 		addrs = append(addrs, addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
 		s.Stop(addrs)
 		return nil, fmt.Errorf("launch: redis-cli --cluster create: %w: %s", err, out)
@@ -188,7 +213,7 @@ func (s *Set) Cluster(ctx context.Context, masters int) ([]string, error) {
 	for _, a := range addrs {
 		for {
 			info, err := Command(a, "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(masters)) {
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(nodes)) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -199,6 +224,11 @@ func (s *Set) Cluster(ctx context.Context, masters int) ([]string, error) {
 		}
 	}
 	return addrs, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
 
 func waitPing(addr string, d time.Duration) error {
