@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 )
 
 // Failover asks the first responsive Sentinel to fail the named master over
@@ -24,13 +25,18 @@ func (s *Sentinels) Failover(ctx context.Context, name string) error {
 }
 
 // WaitSwitch waits until the named master has moved away from old
-// ("ip:port"): every responsive Sentinel names the same new master, that
-// node of the group says role:master and lists the group's other
-// responsive nodes as online replicas, each of them following it with its
-// link up. The old master is not waited for: a killed one is down, and a
-// live one (after Failover) stays a master until Sentinel converts it,
-// which takes several seconds more (Replicated.WaitLinked waits for that).
-// It returns the new master's address.
+// ("ip:port") and the failover is over: every responsive Sentinel reports
+// the same new master in SENTINEL MASTER, with flags exactly "master" (no
+// failover in progress, so each has announced +switch-master), that node
+// of the group says role:master and lists the group's other responsive
+// nodes as online replicas, each following it with its link up. It
+// returns the new master's address.
+//
+// During the failover GET-MASTER-ADDR-BY-NAME already answers the promoted
+// replica, about a second before +switch-master. The old master is not
+// waited for: a killed one is down, and a live one (after Failover) stays
+// a master for about 10 s more until Sentinel converts it
+// (Replicated.WaitLinked waits for that).
 func (s *Sentinels) WaitSwitch(ctx context.Context, name, old string) (string, error) {
 	g, ok := s.Group(name)
 	if !ok {
@@ -38,20 +44,28 @@ func (s *Sentinels) WaitSwitch(ctx context.Context, name, old string) (string, e
 	}
 	var addr string
 	err := poll(ctx, func(ctx context.Context) error {
-		views := s.Masters(ctx, name)
 		addr = ""
-		for _, v := range views {
-			switch {
-			case v == "":
+		live := 0
+		for _, srv := range s.nodes {
+			if !srv.responsive() {
 				continue
-			case v == old:
-				return fmt.Errorf("%s: sentinels still name %s (%s)", name, old, describeMasters(views))
-			case addr != "" && v != addr:
-				return fmt.Errorf("%s: sentinels disagree on the new master (%s)", name, describeMasters(views))
 			}
-			addr = v
+			live++
+			m, flags, err := masterView(ctx, srv, name)
+			if err != nil {
+				return err
+			}
+			switch {
+			case m == old:
+				return fmt.Errorf("%s: sentinel %s still names %s (flags %s)", name, srv.Addr(), old, flags)
+			case flags != "master":
+				return fmt.Errorf("%s: sentinel %s names %s with flags %s", name, srv.Addr(), m, flags)
+			case addr != "" && m != addr:
+				return fmt.Errorf("%s: sentinels disagree on the new master: %s and %s", name, addr, m)
+			}
+			addr = m
 		}
-		if addr == "" {
+		if live == 0 {
 			return fmt.Errorf("%w (%s)", ErrNoSentinel, name)
 		}
 		node := g.Servers.Node(addr)
@@ -64,6 +78,19 @@ func (s *Sentinels) WaitSwitch(ctx context.Context, name, old string) (string, e
 		return "", fmt.Errorf("redistest: waiting for %s to switch from %s: %w", name, old, err)
 	}
 	return addr, nil
+}
+
+// masterView is one Sentinel's SENTINEL MASTER: the master's address and
+// its flags.
+func masterView(ctx context.Context, srv *Server, name string) (addr, flags string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	reply, err := srv.Do(ctx, "SENTINEL", "MASTER", name)
+	if err != nil {
+		return "", "", fmt.Errorf("sentinel %s SENTINEL MASTER %s: %w", srv.Addr(), name, err)
+	}
+	m := fieldMap(reply)
+	return net.JoinHostPort(m["ip"], m["port"]), m["flags"], nil
 }
 
 // KillMaster SIGKILLs the named group's current master (as the Sentinels
