@@ -22,8 +22,14 @@ const (
 	sentinelStartTimeout = 30 * time.Second
 	// DefaultDownAfter is a SentinelGroup's down-after-milliseconds when
 	// it sets none: a master that does not answer for this long is
-	// subjectively down.
-	DefaultDownAfter = time.Second
+	// subjectively down. Not 1 s: after a switch away from a dead master a
+	// Sentinel may wait up to its 1 s reconnect period (SENTINEL DEBUG
+	// PING-PERIOD) before it dials the new one, whose down timer starts at
+	// the switch; with 1 s it then sees the new master down, and the
+	// other Sentinels' "old master down" replies, which stay valid for
+	// 5 s, make that objective at once: a second failover (seen on Valkey
+	// 8.0.1, 2 runs in 12).
+	DefaultDownAfter = 2 * time.Second
 	// DefaultFailoverTimeout is a SentinelGroup's failover-timeout when it
 	// sets none. Sentinel also waits twice this long before it retries a
 	// failover of the same master.

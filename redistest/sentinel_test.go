@@ -3,6 +3,8 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +100,23 @@ func waitGetMasterAddrMoves(t *testing.T, ctx context.Context, s *Sentinels, nam
 	return time.Since(began)
 }
 
+// switchesUntil reads +switch-master messages until one names final as
+// the new master, and returns them all. A failover whose first elected
+// leader loses to a later one is announced twice.
+func switchesUntil(t *testing.T, ctx context.Context, c *Conn, final string) []SwitchMaster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var seen []SwitchMaster
+	for {
+		sw := receiveSwitch(t, ctx, c)
+		seen = append(seen, sw)
+		if sw.New == final {
+			return seen
+		}
+	}
+}
+
 func TestSentinelFailoverAnnouncesSwitch(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 90*time.Second)
@@ -148,11 +167,21 @@ func TestSentinelKillMasterFailsOver(t *testing.T) {
 	assert.Equal(t, r.Master(), old)
 	assert.NotEqual(t, old.Addr(), newAddr)
 	t.Logf("SIGKILL of the master: switch complete in %v", took.Round(time.Millisecond))
-	// down-after 1 s, then agreement, election and promotion: measured
-	// 3–6 s; the bound leaves room for a loaded machine.
+	// down-after 2 s, then agreement, election and promotion; the bound
+	// leaves room for a loaded machine.
 	assert.Less(t, took, 20*time.Second)
-	for _, c := range subs {
-		assert.Equal(t, SwitchMaster{Name: "g1", Old: old.Addr(), New: newAddr}, receiveSwitch(t, ctx, c))
+	for i, c := range subs {
+		seen := switchesUntil(t, ctx, c, newAddr)
+		if len(seen) > 1 {
+			t.Logf("sentinel %d announced %d switches: %v", i, len(seen), seen)
+			if os.Getenv("SENTINEL_DUMP") != "" {
+				for _, sn := range s.Nodes() {
+					log, _ := os.ReadFile(filepath.Join(sn.Dir(), "redis.log"))
+					t.Logf("=== %s ===\n%s", sn.Addr(), log)
+				}
+			}
+		}
+		assert.Equal(t, SwitchMaster{Name: "g1", Old: old.Addr(), New: newAddr}, seen[0], "first +switch-master of sentinel %d", i)
 	}
 
 	// The old master comes back as a master with no data and is turned
