@@ -40,9 +40,9 @@ const (
 type SentinelGroup struct {
 	// Name is the master name clients ask Sentinel for.
 	Name string
-	// Servers is the master and its replicas; the Sentinels are told of
-	// its current master (Servers.Master()) and find the replicas
-	// themselves.
+	// Servers is the master and its replicas. The Sentinels are told of
+	// the node started as master (Servers.Master()), which must still be
+	// the master, and find the replicas themselves.
 	Servers *Replicated
 	// Quorum is how many Sentinels must agree the master is down; 0 means
 	// a majority of them.

@@ -98,18 +98,11 @@ func masterView(ctx context.Context, srv *Server, name string) (addr, flags stri
 // returns the killed server, dead until the test restarts it, and the new
 // master's address.
 func (s *Sentinels) KillMaster(ctx context.Context, name string) (old *Server, newAddr string, err error) {
-	g, ok := s.Group(name)
-	if !ok {
-		return nil, "", fmt.Errorf("%w (%s)", ErrNoSentinel, name)
-	}
-	addr, err := s.MasterAddr(ctx, name)
+	old, err = s.Master(ctx, name)
 	if err != nil {
 		return nil, "", err
 	}
-	old = g.Servers.Node(addr)
-	if old == nil {
-		return nil, "", fmt.Errorf("redistest: sentinels name %s for %s, not a node of the group", addr, name)
-	}
+	addr := old.Addr()
 	if err := old.Kill(); err != nil {
 		return old, "", err
 	}

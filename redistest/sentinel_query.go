@@ -30,6 +30,22 @@ func (s *Sentinels) MasterAddr(ctx context.Context, name string) (string, error)
 	return "", fmt.Errorf("%w (%s): %w", ErrNoSentinel, name, errors.Join(errs...))
 }
 
+// Master returns the group's node that MasterAddr names.
+func (s *Sentinels) Master(ctx context.Context, name string) (*Server, error) {
+	g, ok := s.Group(name)
+	if !ok {
+		return nil, fmt.Errorf("%w (%s)", ErrNoSentinel, name)
+	}
+	addr, err := s.MasterAddr(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if node := g.Servers.Node(addr); node != nil {
+		return node, nil
+	}
+	return nil, fmt.Errorf("redistest: sentinels name %s for %s, not a node of the group", addr, name)
+}
+
 // masterAddrFrom asks one Sentinel, bounded by probeTimeout.
 func masterAddrFrom(ctx context.Context, srv *Server, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)

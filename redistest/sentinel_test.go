@@ -39,6 +39,9 @@ func TestSentinelGroupStartsConsistent(t *testing.T) {
 	assert.Equal(t, r.Master().Addr(), addr)
 	assert.Equal(t, []string{addr, addr, addr}, s.Masters(ctx, "g1"))
 	assert.Equal(t, "redis+sentinel://"+strings.Join(s.Addrs(), ",")+"/g1", s.URL("g1"))
+	m, err := s.Master(ctx, "g1")
+	require.NoError(t, err)
+	assert.Same(t, r.Master(), m)
 
 	// Each Sentinel counts the two replicas and the two other Sentinels.
 	for _, sn := range s.Nodes() {
@@ -174,11 +177,9 @@ func TestSentinelKillMasterFailsOver(t *testing.T) {
 		seen := switchesUntil(t, ctx, c, newAddr)
 		if len(seen) > 1 {
 			t.Logf("sentinel %d announced %d switches: %v", i, len(seen), seen)
-			if os.Getenv("SENTINEL_DUMP") != "" {
-				for _, sn := range s.Nodes() {
-					log, _ := os.ReadFile(filepath.Join(sn.Dir(), "redis.log"))
-					t.Logf("=== %s ===\n%s", sn.Addr(), log)
-				}
+			for _, sn := range s.Nodes() {
+				log, _ := os.ReadFile(filepath.Join(sn.Dir(), "redis.log"))
+				t.Logf("=== sentinel %s log ===\n%s", sn.Addr(), log)
 			}
 		}
 		assert.Equal(t, SwitchMaster{Name: "g1", Old: old.Addr(), New: newAddr}, seen[0], "first +switch-master of sentinel %d", i)
