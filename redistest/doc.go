@@ -6,7 +6,9 @@
 // CLUSTER KEYSLOT). WithTLS starts servers and clusters that speak only
 // TLS, with a certificate NewCerts generates; Server.Dial holds a
 // connection open, for an admin that must get in once the server refuses
-// new clients.
+// new clients. StartReplicated starts a standalone master with replicas
+// and StartSentinels real Sentinels monitoring such groups, with Failover,
+// KillMaster and WaitSwitch for Sentinel failovers.
 //
 //	func TestFailover(t *testing.T) {
 //		c := redistest.StartCluster(t, 3, 1) // ready: state ok, maps agreed, replicas linked
