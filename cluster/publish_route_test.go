@@ -261,8 +261,17 @@ func TestPublishOnlyFailover(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	ctx := testCtx(t, 3*time.Minute)
 	rec := newRecorder()
-	subCfg := Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle}}
+	events := &eventLog{}
+	subCfg := Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle, OnEvent: events.Add}}
 	sub := newBroker(t, subCfg)
+	t.Cleanup(func() {
+		if t.Failed() { // what the subscriber reported, to tell a reported loss from a silent one
+			for _, ev := range events.All() {
+				t.Logf("event %v shard=%s partitions=%v since=%s until=%s err=%v", ev.Kind, ev.Shard, ev.Partitions,
+					ev.Since.Format("15:04:05.000000"), ev.Until.Format("15:04:05.000000"), ev.Err)
+			}
+		}
+	})
 	pubCfg := Config{Addrs: c.Seeds()}
 	pubs := make([]*Broker, brokers)
 	for i := range pubs {

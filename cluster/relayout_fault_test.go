@@ -31,7 +31,7 @@ import (
 var faultConn = shardcast.ConnOptions{
 	DialTimeout: time.Second, CommandTimeout: time.Second,
 	HealthInterval: 100 * time.Millisecond, HealthTimeout: 300 * time.Millisecond,
-	ReplyTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+	ReplyTimeout: time.Second, WriteTimeout: 500 * time.Millisecond,
 	ReconnectMax: 200 * time.Millisecond, RecoveryInterval: 100 * time.Millisecond,
 }
 
