@@ -148,3 +148,35 @@ func ExampleNew_onEvent() {
 	// Output:
 	// dropped: recover ticker
 }
+
+// A fleet of many subscriber nodes spreads its subscriptions over each
+// shard's replicas, so that the masters do not write every message to
+// every node; publishing still goes to the masters.
+func ExampleConfig_subscribeOn() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan shardcast.Message, 1)
+	sub, err := cluster.New(cluster.Config{
+		Addrs:       yourClusterSeeds(),
+		SubscribeOn: cluster.Replicas, // probes are on by default then
+		Options:     shardcast.Options{Handler: func(m shardcast.Message) { got <- m }},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	if err := sub.Subscribe(ctx, "feed"); err != nil {
+		log.Fatal(err)
+	}
+	if err := sub.Publish(ctx, "feed", []byte("to every replica subscriber")); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		fmt.Printf("%s: %s\n", m.Channel, m.Payload)
+	case <-ctx.Done():
+		fmt.Println("no message:", ctx.Err())
+	}
+	// Output:
+	// feed: to every replica subscriber
+}
