@@ -65,7 +65,9 @@ var (
 	ErrRelayoutAborted = errors.New("shardcast: re-layout aborted")
 	// ErrRelayoutVanished is returned by a re-layout whose transition
 	// disappeared from the control instance under its coordinator (the
-	// instance lost its data): the brokers follow the record they find
+	// instance lost its data, or another process's AbortRelayout ended
+	// it between two of the coordinator's polls): the brokers follow the
+	// record they find
 	// (docs/RELAYOUT.md, "Failure cases"); check it before running again.
 	ErrRelayoutVanished = errors.New("shardcast: the re-layout's transition vanished from the control instance")
 	// ErrNoRelayout is returned by an abort when no re-layout is under

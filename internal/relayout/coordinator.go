@@ -181,9 +181,6 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 				last = res
 			}
 		}
-		if errors.Is(err, shardcast.ErrRelayoutVanished) {
-			err = c.abortedElsewhere(ctx, t, err)
-		}
 		if err != nil && (errors.Is(err, shardcast.ErrRelayoutAborted) || errors.Is(err, shardcast.ErrRelayoutVanished) || ctx.Err() != nil) {
 			return pr, waitedFor(err, from, last)
 		}
@@ -193,19 +190,6 @@ func (c *Coordinator) await(ctx context.Context, t *agreement.Transition, from, 
 		case <-tick.C:
 		}
 	}
-}
-
-// abortedElsewhere tells a transition another process aborted and ended
-// from one that vanished: an operator's AbortRelayout can take the abort
-// to its end between two polls of the coordinator, leaving the record on
-// the old layout. The error then wraps ErrRelayoutAborted as well as
-// vanished.
-func (c *Coordinator) abortedElsewhere(ctx context.Context, t *agreement.Transition, vanished error) error {
-	st, err := agreement.Read(ctx, c.Run, c.Agreement)
-	if err != nil || st.Record == nil || st.Record.Fingerprint != t.From {
-		return vanished
-	}
-	return fmt.Errorf("%w: the record holds the old layout again (%w)", shardcast.ErrRelayoutAborted, vanished)
 }
 
 // waitedFor adds to err, when ctx ended a phase, what the phase was still
