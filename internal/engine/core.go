@@ -110,8 +110,8 @@ type CoreConfig struct {
 	Trouble func(addr string)
 	// ConfirmReconnects says that a link that reconnected after losing
 	// its wire subscribes nothing until the engine calls Link.Confirm
-	// (the cluster engine: once a slot map from another node names the
-	// node a master; see Link.unconfirmedAt).
+	// (the cluster engine: once a slot map from another node lists the
+	// node; see Link.unconfirmedAt).
 	ConfirmReconnects bool
 }
 
