@@ -27,7 +27,7 @@ import (
 // from the Restored to that ping was lost outside every reported window
 // (CI: TestRelayoutRedisFaults/RecordMasterKilledDuringPrepare on Valkey
 // 8.0.1, 3 silent of 15 lost). A link that reconnects now subscribes
-// nothing until a slot map from another node names its node a master.
+// nothing until a slot map from another node lists its node.
 func TestRestartedMasterNotResubscribed(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	rec, events := newRecorder(), &eventLog{}
