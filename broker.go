@@ -96,10 +96,10 @@ const (
 	// docs/RELAYOUT.md): Phase names it (one of the Phase constants),
 	// Since is when the broker began it, Until when it completed it, and
 	// Count how many of the broker's subscribed channels move. A hand-over
-	// that could not keep order (PhaseBarrierTimeout, PhaseHandoverFull)
-	// names its channels and wraps ErrRelayoutOrder in Err: their messages
-	// were all delivered once, but those of the moment of the switch maybe
-	// out of order.
+	// that could not keep order (PhaseBarrierTimeout, PhaseHandoverFull,
+	// PhaseStalled) names its channels and wraps ErrRelayoutOrder in Err:
+	// their messages were all delivered once, but those of the moment of
+	// the switch maybe out of order.
 	EventRelayout
 )
 

@@ -31,6 +31,13 @@ const (
 	// held messages were delivered at once.
 	PhaseBarrierTimeout = "barrier_timeout"
 	PhaseHandoverFull   = "handover_full"
+	// PhaseStalled reports a re-layout that could not move on for the
+	// broker's barrier timeout (its control instance unreachable, or its
+	// coordinator silent) while the broker held messages back: it
+	// delivered them at once and takes the new layout's messages directly
+	// from then on; Channels are its moving channels, whose order it no
+	// longer keeps in this re-layout.
+	PhaseStalled = "stalled"
 )
 
 // RelayoutPhaseReport is one completed phase of a re-layout, as its

@@ -88,7 +88,9 @@ type Config struct {
 	// BarrierTimeout bounds how long the broker waits for the barriers of
 	// a re-layout's drain phase (default 3 Agreement.Heartbeat, at least
 	// 2s) before it delivers what it held back and reports an
-	// EventRelayout of phase shardcast.PhaseBarrierTimeout.
+	// EventRelayout of phase shardcast.PhaseBarrierTimeout, and how long
+	// it holds messages back while the re-layout cannot move on at all
+	// (shardcast.PhaseStalled).
 	BarrierTimeout time.Duration
 }
 

@@ -31,8 +31,9 @@ type Transition struct {
 	// Coordinator names who runs it.
 	Coordinator string
 	// StartedAt and PhaseAt are server times: when it began and when it
-	// entered Phase.
-	StartedAt, PhaseAt time.Time
+	// entered Phase; SeenAt, when its coordinator last called (begin or
+	// advance; zero when the record does not say).
+	StartedAt, PhaseAt, SeenAt time.Time
 }
 
 // TransitionState is a read of the transition with the live brokers.
@@ -90,6 +91,9 @@ func parseTransition(f map[string]string) *Transition {
 	t.StartedAt = time.UnixMilli(ms)
 	ms, _ = strconv.ParseInt(f["phase_at"], 10, 64)
 	t.PhaseAt = time.UnixMilli(ms)
+	if ms, err := strconv.ParseInt(f["seen_at"], 10, 64); err == nil {
+		t.SeenAt = time.UnixMilli(ms)
+	}
 	return t
 }
 

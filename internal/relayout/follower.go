@@ -107,6 +107,9 @@ type Follower struct {
 	// graceUntil is when a broker back on the old layout after an unclean
 	// end drops the new layout's subscriptions (see vanished).
 	graceUntil time.Time
+	// stuckSince is when the re-layout followed was first seen unable to
+	// move on (see unstick); zero while it can.
+	stuckSince time.Time
 }
 
 const (
@@ -160,6 +163,7 @@ func (f *Follower) Start() {
 // step reads the transition and does what its phase asks of the broker.
 func (f *Follower) step(ctx context.Context) {
 	st, err := agreement.ReadTransition(ctx, f.cfg.Run, f.cfg.Agreement)
+	f.unstick(st, err)
 	if err != nil {
 		f.cfg.Core.Log.Debug("shardcast: reading the re-layout failed", "err", err)
 		return
@@ -218,6 +222,38 @@ func (f *Follower) step(ctx context.Context) {
 		if f.finish(ctx) {
 			done(t.Phase)
 		}
+	}
+}
+
+// unstick bounds how long a broker holds messages back while the
+// re-layout it follows cannot move on: its transition cannot be read (the
+// control instance is down) or its coordinator has not called for
+// HeartbeatsToExpire heartbeats (it crashed). Either may last for good,
+// and the publishers that switched keep publishing under the new layout
+// meanwhile, so once that has lasted BarrierTimeout the broker delivers
+// what it holds and everything after it directly (EventRelayout of phase
+// PhaseStalled), keeping both layouts' subscriptions; the re-layout
+// carries on from there if it can.
+func (f *Follower) unstick(st agreement.TransitionState, err error) {
+	silent := func() bool {
+		t := st.T
+		return t != nil && t.ID == f.id && !t.SeenAt.IsZero() &&
+			st.Now.Sub(t.SeenAt) > agreement.HeartbeatsToExpire*f.cfg.Agreement.Heartbeat
+	}
+	waiting := f.id != "" && (f.stage == stagePrepared || f.stage == stageSwitched)
+	if !waiting || (err == nil && !silent()) {
+		f.stuckSince = time.Time{}
+		return
+	}
+	if f.stuckSince.IsZero() {
+		f.stuckSince = time.Now()
+	}
+	if time.Since(f.stuckSince) < f.cfg.BarrierTimeout {
+		return
+	}
+	if f.cfg.Hand.Stall(f.cfg.Engine.TwinChannels()) {
+		f.cfg.Core.Log.Warn("shardcast: re-layout cannot move on (control instance unreachable or coordinator silent); delivering what was held back",
+			"relayout", f.id, "since", f.stuckSince, "err", err)
 	}
 }
 

@@ -198,6 +198,37 @@ func (h *Handover) Force(phase string) bool {
 	return true
 }
 
+// Stall hands over every path still waiting, as Force does, but only when
+// some message is held, and reports phase PhaseStalled naming channels
+// besides the ones it delivered (a broker's moving channels: their order
+// is no longer kept once it stops waiting). It reports whether it
+// delivered anything.
+func (h *Handover) Stall(channels []string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		return false
+	}
+	var waiting []int
+	for p := range h.need {
+		if !h.drained[p] {
+			waiting = append(waiting, p)
+		}
+	}
+	sort.Ints(waiting)
+	for _, p := range waiting {
+		h.releaseLocked(p, true)
+	}
+	if h.forced == nil {
+		h.forced = make(map[string]bool, len(channels))
+	}
+	for _, ch := range channels {
+		h.forced[ch] = true
+	}
+	h.core.Emitter.Emit(h.eventLocked(shardcast.PhaseStalled, waiting...))
+	return true
+}
+
 // Waiting returns the paths still waiting for a barrier.
 func (h *Handover) Waiting() []int {
 	h.mu.Lock()

@@ -1,0 +1,74 @@
+package sharded
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The stall tests stop a re-layout once every broker switched, so that
+// publishers send the moving channels under the new layout while
+// subscribers hold those messages back for barriers that cannot come
+// yet, and keep it stopped well past the barrier timeout: the brokers
+// must deliver what they hold and raise PhaseStalled. Then the re-layout
+// is let go on, and must end cleanly.
+
+// allSwitched waits until every broker of s's fleet completed the switch.
+func (s *faultSetup) allSwitched() {
+	waitFor(s.t, "every broker to switch", func() bool {
+		for _, ev := range s.fleet.Events {
+			if !slices.Contains(ev.RelayoutPhases(), shardcast.PhaseSwitch) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// assertDeliveringSince waits until every broker receives, on every
+// channel, a message published after since, and checks that each
+// broker that held some back reported the stall.
+func (s *faultSetup) assertDeliveringSince(since time.Time) {
+	waitFor(s.t, "delivery of what was published after the re-layout stopped", func() bool {
+		return s.fleet.Delivering(since)
+	})
+	assert.True(s.t, s.fleet.ReportedPhase(shardcast.PhaseStalled), "no broker reported the stall")
+}
+
+// TestRelayoutControlDownAfterSwitch: the control instance (persistent)
+// is killed once every broker switched, and stays down for several
+// barrier timeouts; then it comes back and the re-layout finishes.
+func TestRelayoutControlDownAfterSwitch(t *testing.T) {
+	s := newFaultSetup(t, true, Config{}, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	_, err := s.relayout(func(p PhaseReport) {
+		if p.Phase != shardcast.PhasePrepare {
+			return
+		}
+		s.allSwitched()
+		require.NoError(t, s.control.Kill())
+		s.assertDeliveringSince(time.Now())
+		require.NoError(t, s.control.Restart(context.Background()))
+	})
+	s.check(err)
+}
+
+// TestRelayoutCoordinatorSilentAfterSwitch: the coordinator stops
+// calling once every broker switched (as if it had crashed), while the
+// control instance stays up; then it carries on.
+func TestRelayoutCoordinatorSilentAfterSwitch(t *testing.T) {
+	s := newFaultSetup(t, true, Config{})
+	_, err := s.relayout(func(p PhaseReport) {
+		if p.Phase != shardcast.PhasePrepare {
+			return
+		}
+		s.allSwitched()
+		s.assertDeliveringSince(time.Now())
+	})
+	s.check(err)
+}
