@@ -251,7 +251,7 @@ func (f *Follower) unstick(st agreement.TransitionState, err error) {
 	if time.Since(f.stuckSince) < f.cfg.BarrierTimeout {
 		return
 	}
-	if f.cfg.Hand.Stall(f.cfg.Engine.TwinChannels()) {
+	if f.cfg.Hand.Stall(f.cfg.Engine.TwinChannels) {
 		f.cfg.Core.Log.Warn("shardcast: re-layout cannot move on (control instance unreachable or coordinator silent); delivering what was held back",
 			"relayout", f.id, "since", f.stuckSince, "err", err)
 	}

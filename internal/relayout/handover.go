@@ -199,11 +199,18 @@ func (h *Handover) Force(phase string) bool {
 }
 
 // Stall hands over every path still waiting, as Force does, but only when
-// some message is held, and reports phase PhaseStalled naming channels
-// besides the ones it delivered (a broker's moving channels: their order
-// is no longer kept once it stops waiting). It reports whether it
-// delivered anything.
-func (h *Handover) Stall(channels []string) bool {
+// some message is held, and reports phase PhaseStalled naming the channels
+// of channels() besides the ones it delivered (a broker's moving channels:
+// their order is no longer kept once it stops waiting). It reports whether
+// it delivered anything.
+func (h *Handover) Stall(channels func() []string) bool {
+	h.mu.Lock()
+	held := h.n
+	h.mu.Unlock()
+	if held == 0 {
+		return false
+	}
+	names := channels() // outside h.mu: the engine takes its own locks
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n == 0 {
@@ -220,9 +227,9 @@ func (h *Handover) Stall(channels []string) bool {
 		h.releaseLocked(p, true)
 	}
 	if h.forced == nil {
-		h.forced = make(map[string]bool, len(channels))
+		h.forced = make(map[string]bool)
 	}
-	for _, ch := range channels {
+	for _, ch := range names {
 		h.forced[ch] = true
 	}
 	h.core.Emitter.Emit(h.eventLocked(shardcast.PhaseStalled, waiting...))
