@@ -179,16 +179,10 @@ func (h *Handover) releaseLocked(p int, forced bool) {
 func (h *Handover) Force(phase string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var waiting []int
-	for p := range h.need {
-		if !h.drained[p] {
-			waiting = append(waiting, p)
-		}
-	}
+	waiting := h.waitingLocked()
 	if len(waiting) == 0 {
 		return false
 	}
-	sort.Ints(waiting)
 	for _, p := range waiting {
 		h.releaseLocked(p, true)
 	}
@@ -216,13 +210,7 @@ func (h *Handover) Stall(channels func() []string) bool {
 	if h.n == 0 {
 		return false
 	}
-	var waiting []int
-	for p := range h.need {
-		if !h.drained[p] {
-			waiting = append(waiting, p)
-		}
-	}
-	sort.Ints(waiting)
+	waiting := h.waitingLocked()
 	for _, p := range waiting {
 		h.releaseLocked(p, true)
 	}
@@ -240,6 +228,11 @@ func (h *Handover) Stall(channels func() []string) bool {
 func (h *Handover) Waiting() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.waitingLocked()
+}
+
+// waitingLocked returns, sorted, the paths still waiting for a barrier.
+func (h *Handover) waitingLocked() []int {
 	var out []int
 	for p := range h.need {
 		if !h.drained[p] {
