@@ -14,6 +14,7 @@ import (
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
+	"github.com/shardcast/shardcast/internal/sentinel"
 )
 
 // joinLayout checks the broker's instance list against the layout record
@@ -30,11 +31,17 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	if control == "" {
 		control = cfg.Addrs[0]
 	}
-	d, err := redisaddr.ParseAddr(control, conn)
+	t, err := redisaddr.Parse(control, conn)
 	if err != nil {
 		return err
 	}
-	where := d.Addr
+	where, d := t.ID, t.Dialer
+	if t.Master != "" {
+		// The record lives on the master; the connection asks the
+		// Sentinels for it at each dial.
+		b.controlMaster = sentinel.New(t.Sentinels, t.Master, conn.DialTimeout, engine.PubTimeouts(conn))
+		d.Addr, d.Master, d.Resolve = t.ID, true, b.controlMaster.Resolve
+	}
 	pub := pubconn.New(d, engine.PubTimeouts(conn))
 	b.control = pub
 	r := b.route.Load()
@@ -106,6 +113,9 @@ func (b *Broker) leaveLayout() {
 	if b.control != nil {
 		b.control.Close()
 	}
+	if b.controlMaster != nil {
+		b.controlMaster.Close()
+	}
 }
 
 // follow returns c with the instance list of record r, which a running
@@ -121,8 +131,8 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	conn := c.Conn.WithDefaults()
 	mine := make(map[string]string, len(c.Addrs))
 	for _, a := range c.Addrs {
-		if d, err := redisaddr.ParseAddr(a, conn); err == nil {
-			mine[d.Addr] = a
+		if t, err := redisaddr.Parse(a, conn); err == nil {
+			mine[t.ID] = a
 		}
 	}
 	if c.ControlAddr == "" {
@@ -137,6 +147,8 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 		addrs[i] = in
 		if a, ok := mine[in]; ok {
 			addrs[i] = a
+		} else if strings.HasPrefix(in, redisaddr.SentinelPrefix) {
+			return c, fmt.Errorf("the record names the Sentinel master %s, which Config.Addrs does not, so its Sentinels are unknown", in)
 		} else if urls.Password != "" || urls.TLS != nil {
 			u := url.URL{Scheme: "redis", Host: in}
 			if urls.TLS != nil {

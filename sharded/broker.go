@@ -16,6 +16,7 @@ import (
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
+	"github.com/shardcast/shardcast/internal/sentinel"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -46,18 +47,27 @@ type Broker struct {
 	// Agreement.Off).
 	member  *agreement.Member
 	control *pubconn.Pub
+	// controlMaster finds the control instance when Sentinel names it.
+	controlMaster *sentinel.Group
 	// publisher is the publish path (Publish, PublishAsync, Eval) over
 	// publishRoute (route.go).
 	publisher engine.Publisher[route, int]
+	// retiring holds the links of masters Sentinel moved away from, until
+	// their wire is gone (sentinel.go); under slotMu.
+	retiring map[*engine.Link]bool
 }
 
 // slot is one Redis instance: its publishing connection and, on a
 // broker that subscribes, its subscribe links.
 type slot struct {
-	addr  string
-	dial  subconn.Dialer
-	pub   *pubconn.Pub
-	links []*engine.Link
+	// addr names the instance in the layout: its host:port, or
+	// "sentinel/" and the master's name (then dial reaches the node
+	// Sentinel named, and master follows it).
+	addr   string
+	dial   subconn.Dialer
+	pub    *pubconn.Pub
+	links  []*engine.Link
+	master *masterWatch
 }
 
 // minSlots is the least number of instance slots a broker has: the
@@ -102,14 +112,14 @@ func New(cfg Config) (*Broker, error) {
 // build is New for a validated cfg.
 func build(cfg Config) (*Broker, error) {
 	opts, conn := cfg.Options.WithDefaults(), cfg.Conn.WithDefaults()
-	dials := make([]subconn.Dialer, len(cfg.Addrs))
+	targets := make([]redisaddr.Target, len(cfg.Addrs))
 	addrs := make([]string, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
-		d, err := redisaddr.ParseAddr(a, conn)
+		t, err := redisaddr.Parse(a, conn)
 		if err != nil {
 			return nil, err
 		}
-		dials[i], addrs[i] = d, d.Addr
+		targets[i], addrs[i] = t, t.ID
 	}
 	// Instances a re-layout adds come as host:port: they are dialled
 	// with the credentials and TLS of Addrs' URLs, where those agree.
@@ -125,19 +135,21 @@ func build(cfg Config) (*Broker, error) {
 	b.publisher.Init(b.core, &b.route, publishRoute{b})
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
-	for i, d := range dials {
-		sh := &slot{addr: d.Addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(conn))}
-		if b.core.Paths != nil {
-			b.newLinks(i, sh)
-		}
-		b.slots[i].Store(sh)
-		r.cur = append(r.cur, i)
+	for i, t := range targets {
 		// Connect now, so that a wrong address or password fails New
 		// rather than every later call.
 		ctx, cancel := context.WithTimeout(b.core.Ctx(), conn.DialTimeout)
-		err := sh.pub.Ping(ctx)
+		sh, err := b.newSlot(ctx, t, conn)
+		if err == nil {
+			if b.core.Paths != nil {
+				b.newLinks(i, sh)
+			}
+			b.slots[i].Store(sh)
+			r.cur = append(r.cur, i)
+			err = sh.pub.Ping(ctx)
+		}
 		if err != nil {
-			err = fmt.Errorf("shardcast: connect shard %d (%s): %w", i, d.Addr, err)
+			err = fmt.Errorf("shardcast: connect shard %d (%s): %w", i, t.ID, err)
 		} else {
 			err = checkStandalone(ctx, sh.pub, i)
 		}
@@ -152,9 +164,12 @@ func build(cfg Config) (*Broker, error) {
 		_ = b.Close()
 		return nil, err
 	}
+	for i := range targets {
+		b.watchMaster(i, b.slots[i].Load())
+	}
 	if b.core.Paths != nil {
 		b.core.StartProbes(b.publisher.Send)
-		for i := range dials {
+		for i := range targets {
 			for _, l := range b.slots[i].Load().links {
 				l.Start()
 			}
@@ -201,11 +216,11 @@ func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) 
 func Fingerprint(addrs []string) (string, error) {
 	hosts := make([]string, len(addrs))
 	for i, a := range addrs {
-		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
 		if err != nil {
 			return "", err
 		}
-		hosts[i] = d.Addr
+		hosts[i] = t.ID
 	}
 	return fingerprint(hosts), nil
 }
@@ -358,8 +373,14 @@ func (b *Broker) teardown() {
 				l.Stop()
 			}
 			sh.pub.Close()
+			sh.master.close()
 		}
 	}
+	b.slotMu.Lock()
+	for l := range b.retiring {
+		l.Stop()
+	}
+	b.slotMu.Unlock()
 	b.hand.Close()
 }
 

@@ -18,6 +18,15 @@ type Config struct {
 	// Addrs lists the Redis (or Valkey) instances, one per shard, as
 	// "host:port" or as redis:// or rediss:// URLs (user, password and TLS
 	// taken from the URL; a database number is ignored, Pub/Sub has none).
+	// A shard may also be a master that Sentinels monitor, as
+	// redis+sentinel://[user:password@]host:port[,host:port…]/master-name
+	// (rediss+sentinel:// for TLS to the data nodes; the credentials are
+	// the data nodes', the Sentinels are asked without any): the broker
+	// asks the Sentinels for the master, checks each connection with ROLE,
+	// follows failovers (reported as EventInterrupted then EventRestored
+	// for the shard's channels), and names the shard "sentinel/" and the
+	// master name in Fingerprint and the layout record, so a failover
+	// changes neither.
 	// The ORDER is a wire contract: a channel lives on shard
 	// jump(xxhash64(channel), len(Addrs)), so every node of an application
 	// must list the same addresses in the same order. Compare
@@ -83,7 +92,7 @@ func (c Config) validate() error {
 		return err
 	}
 	if c.ControlAddr != "" {
-		if _, err := redisaddr.ParseAddr(c.ControlAddr, c.Conn); err != nil {
+		if _, err := redisaddr.Parse(c.ControlAddr, c.Conn); err != nil {
 			return fmt.Errorf("%w (sharded.Config.ControlAddr)", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/shardcast/shardcast"
@@ -241,6 +242,9 @@ func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("shardcast: re-layout needs more than %d instances at once", len(b.slots))
+		}
+		if strings.HasPrefix(addr, redisaddr.SentinelPrefix) {
+			return nil, fmt.Errorf("%w: a re-layout cannot add the Sentinel master %s: only host:port instances can join a running layout", shardcast.ErrInvalidConfig, addr)
 		}
 		d, err := redisaddr.ParseAddr(addr, b.conn)
 		if err != nil {

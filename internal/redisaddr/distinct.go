@@ -11,7 +11,8 @@ import (
 )
 
 // Distinct returns ErrInvalidConfig, naming both entries, when two of
-// addrs reach the same instance, or the first ParseAddr error. field names
+// addrs reach the same instance (or name one Sentinel master), or the
+// first Parse error. field names
 // the list in the message ("sharded.Config.Addrs"). Two entries are the
 // same instance when their host and port are, however each is written: as
 // host:port or as a URL (with or without credentials, database or the
@@ -23,14 +24,14 @@ import (
 func Distinct(field string, addrs []string) error {
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {
-		d, err := ParseAddr(a, shardcast.ConnOptions{})
+		t, err := Parse(a, shardcast.ConnOptions{})
 		if err != nil {
 			return err
 		}
-		k := instanceKey(d.Addr)
+		k := instanceKey(t.ID)
 		if j, ok := seen[k]; ok {
 			return fmt.Errorf("%w: %s lists the instance %s twice (entries %d and %d: %q and %q); list each instance once",
-				shardcast.ErrInvalidConfig, field, d.Addr, j, i, Redact(addrs[j]), Redact(a))
+				shardcast.ErrInvalidConfig, field, t.ID, j, i, Redact(addrs[j]), Redact(a))
 		}
 		seen[k] = i
 	}

@@ -52,6 +52,8 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 		if o.TLS != nil {
 			d.TLS = o.TLS.Clone()
 		}
+	case "redis+sentinel", "rediss+sentinel", "valkey+sentinel", "valkeys+sentinel":
+		return d, fmt.Errorf("%w: address %q names a master through Sentinel, which only sharded.Config.Addrs takes", shardcast.ErrInvalidConfig, Redact(addr))
 	default:
 		return d, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", shardcast.ErrInvalidConfig, Redact(addr), u.Scheme)
 	}

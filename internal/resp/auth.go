@@ -27,6 +27,33 @@ func Auth(ctx context.Context, nc net.Conn, username, password string) error {
 // reads from yet and reads its reply, which must be +OK, bounded by ctx
 // as Auth is.
 func ExpectOK(ctx context.Context, nc net.Conn, name string, args []string) error {
+	return bounded(ctx, nc, func() error { return exchangeOK(nc, name, args) })
+}
+
+// Exchange sends command name with args on a connection nothing else
+// reads from yet and returns its reply as Reader.Reply decodes it, bounded
+// by ctx as Auth is. An error reply is returned as the error.
+func Exchange(ctx context.Context, nc net.Conn, name string, args []string) (any, error) {
+	var v any
+	err := bounded(ctx, nc, func() error {
+		if _, err := nc.Write(AppendCommand(nil, name, args)); err != nil {
+			return err
+		}
+		var err error
+		// Nothing else is in flight, so the reader cannot take bytes
+		// meant for another.
+		v, err = NewReader(bufio.NewReaderSize(nc, 512)).Reply()
+		if se, ok := v.(*ServerError); ok && err == nil {
+			v, err = nil, se
+		}
+		return err
+	})
+	return v, err
+}
+
+// bounded runs exchange, an exchange on nc, so that ctx's end interrupts
+// its I/O and is reported as ctx's error; nc is left without a deadline.
+func bounded(ctx context.Context, nc net.Conn, exchange func() error) error {
 	// ctx's own timer ends it at its deadline, so the func covers the
 	// deadline too; no socket deadline fires before ctx reports its end.
 	expired := make(chan struct{})
@@ -42,7 +69,7 @@ func ExpectOK(ctx context.Context, nc net.Conn, name string, args []string) erro
 			_ = nc.SetDeadline(time.Time{})
 		}
 	}()
-	err := exchangeOK(nc, name, args)
+	err := exchange()
 	if _, refused := IsServerError(err); err != nil && !refused && !errors.Is(err, ErrProtocol) && ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,20 @@ type Dialer struct {
 	// ReadOnly sends READONLY after the login: a cluster replica serves
 	// SSUBSCRIBE only on a connection that did (a master ignores it).
 	ReadOnly bool
+	// Master makes the login check with ROLE that the node is a master,
+	// and fail with ErrNotMaster otherwise: a node Sentinel named a
+	// moment ago may have been demoted since, and a replica takes a
+	// PUBLISH that reaches only its own subscribers.
+	Master bool
+	// Resolve, when set, gives the host:port to dial at each Dial (the
+	// master Sentinel names now); Addr then only names the node in
+	// messages.
+	Resolve func(ctx context.Context) (string, error)
 }
+
+// ErrNotMaster is the login's error on a node that is not a master while
+// Dialer.Master is set.
+var ErrNotMaster = errors.New("subconn: the node is not a master")
 
 // ErrClosed is returned by commands on a connection after Close.
 var ErrClosed = errors.New("subconn: connection closed")
@@ -173,16 +187,23 @@ func newConn(nc net.Conn, mode Mode, hooks Hooks) *Conn {
 	return c
 }
 
-// Dial opens a TCP (or TLS) connection to d.Addr, bounded by ctx and
-// d.Timeout.
+// Dial opens a TCP (or TLS) connection to d.Addr, or to the address
+// d.Resolve gives, bounded by ctx and d.Timeout.
 func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
+	addr := d.Addr
+	if d.Resolve != nil {
+		var err error
+		if addr, err = d.Resolve(ctx); err != nil {
+			return nil, err
+		}
+	}
 	nd := &net.Dialer{Timeout: d.Timeout, KeepAlive: 15 * time.Second}
 	if d.TLS == nil {
-		return nd.DialContext(ctx, "tcp", d.Addr)
+		return nd.DialContext(ctx, "tcp", addr)
 	}
 	cfg := d.TLS
 	if cfg.ServerName == "" {
-		host, _, err := net.SplitHostPort(d.Addr)
+		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +211,7 @@ func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 		cfg.ServerName = host
 	}
 	td := &tls.Dialer{NetDialer: nd, Config: cfg}
-	return td.DialContext(ctx, "tcp", d.Addr)
+	return td.DialContext(ctx, "tcp", addr)
 }
 
 // Login authenticates nc when d has a password or a username (an ACL
@@ -198,10 +219,10 @@ func (d Dialer) Dial(ctx context.Context) (net.Conn, error) {
 // ctx and d.Timeout: the dial timeout covers the login too, so that a
 // server that accepts connections but never answers (a frozen Redis)
 // cannot hold a caller whose ctx has no deadline. With ReadOnly it then
-// sends READONLY.
+// sends READONLY, and with Master it checks the node's ROLE.
 func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
 	login := d.Password != "" || d.Username != ""
-	if !login && !d.ReadOnly {
+	if !login && !d.ReadOnly && !d.Master {
 		return nil
 	}
 	if d.Timeout > 0 {
@@ -219,7 +240,30 @@ func (d Dialer) Login(ctx context.Context, nc net.Conn) error {
 			return fmt.Errorf("READONLY: %w", err)
 		}
 	}
+	if d.Master {
+		return checkMaster(ctx, nc)
+	}
 	return nil
+}
+
+// checkMaster asks the node its ROLE and returns ErrNotMaster unless it is
+// a master. A user not allowed ROLE (NOPERM) is let through unchecked:
+// the broker then relies on Sentinel's word alone.
+func checkMaster(ctx context.Context, nc net.Conn) error {
+	v, err := resp.Exchange(ctx, nc, "ROLE", nil)
+	if se, ok := resp.IsServerError(err); ok && strings.HasPrefix(se.Msg, "NOPERM") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ROLE: %w", err)
+	}
+	if arr, ok := v.([]any); ok && len(arr) > 0 {
+		if role, _ := arr[0].(string); role != "master" {
+			return fmt.Errorf("%w (ROLE says %s)", ErrNotMaster, role)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: ROLE answered %v", resp.ErrProtocol, v)
 }
 
 // Done is closed when the connection is gone, by error or by Close.

@@ -1,0 +1,95 @@
+package redisaddr
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
+)
+
+// SentinelPrefix starts the identity of a master reached through Sentinel
+// ("sentinel/mymaster"): it stands for the shard in fingerprints and
+// layout records, so that a failover changes nothing there. No host:port
+// holds a slash, so no instance address can be mistaken for one.
+const SentinelPrefix = "sentinel/"
+
+// defaultSentinelPort is Sentinel's usual port, taken when an address of a
+// Sentinel names none.
+const defaultSentinelPort = "26379"
+
+// Target is one configured address: a node, or a master that Sentinels
+// name.
+type Target struct {
+	// ID names the shard: the node's host:port, or SentinelPrefix and the
+	// master's name.
+	ID string
+	// Dialer reaches the node. For a master found through Sentinel its
+	// Addr is empty (the engine sets the address Sentinel gives); it
+	// carries the data nodes' credentials and TLS.
+	Dialer subconn.Dialer
+	// Sentinels holds the Sentinels' host:port and Master the name they
+	// know the master by; both are empty for a node.
+	Sentinels []string
+	Master    string
+}
+
+// Parse is ParseAddr that also takes a master reached through Sentinel:
+// redis+sentinel://[user[:password]@]host[:port][,host[:port]…]/name
+// (rediss+sentinel:// for TLS to the data nodes; valkey+sentinel:// and
+// valkeys+sentinel:// are the same). The credentials and TLS are the data
+// nodes'; the Sentinels are asked without either. A Sentinel's port
+// defaults to 26379.
+func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok || !strings.HasSuffix(scheme, "+sentinel") {
+		d, err := ParseAddr(addr, o)
+		return Target{ID: d.Addr, Dialer: d}, err
+	}
+	t := Target{Dialer: subconn.Dialer{Timeout: o.DialTimeout, Username: o.Username, Password: o.Password, TLS: o.TLS}}
+	switch scheme {
+	case "redis+sentinel", "valkey+sentinel":
+		t.Dialer.TLS = nil
+	case "rediss+sentinel", "valkeys+sentinel":
+		t.Dialer.TLS = &tls.Config{}
+		if o.TLS != nil {
+			t.Dialer.TLS = o.TLS.Clone()
+		}
+	default:
+		return t, fmt.Errorf("%w: address %q: scheme %q, want redis+sentinel:// or rediss+sentinel://", shardcast.ErrInvalidConfig, Redact(addr), scheme)
+	}
+	hosts, name, ok := strings.Cut(rest, "/")
+	if !ok || name == "" || strings.ContainsAny(name, "/?# \t\r\n") {
+		return t, fmt.Errorf("%w: address %q: want a master name after the Sentinels, as in redis+sentinel://host:26379/mymaster", shardcast.ErrInvalidConfig, Redact(addr))
+	}
+	if at := strings.LastIndex(hosts, "@"); at >= 0 {
+		u, err := url.Parse("redis://" + hosts[:at+1] + "x")
+		if err != nil || u.User == nil {
+			return t, fmt.Errorf("%w: address %q: bad user or password", shardcast.ErrInvalidConfig, Redact(addr))
+		}
+		t.Dialer.Username = u.User.Username()
+		t.Dialer.Password, _ = u.User.Password()
+		hosts = hosts[at+1:]
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultSentinelPort)
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return t, fmt.Errorf("%w: address %q: Sentinel %q is not host:port", shardcast.ErrInvalidConfig, Redact(addr), h)
+		}
+		if err := checkPlain(h, host, port); err != nil {
+			return t, fmt.Errorf("%w (in %q)", err, Redact(addr))
+		}
+		t.Sentinels = append(t.Sentinels, h)
+	}
+	if err := Distinct("the Sentinels of "+Redact(addr), t.Sentinels); err != nil {
+		return t, err
+	}
+	t.Master, t.ID = name, SentinelPrefix+name
+	return t, nil
+}

@@ -1,0 +1,171 @@
+package sharded
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/redisaddr"
+	"github.com/shardcast/shardcast/internal/sentinel"
+)
+
+// masterWatch follows the master of a shard reached through Sentinel. One
+// watch serves every slot value the shard has over its moves.
+type masterWatch struct {
+	group *sentinel.Group
+	stop  context.CancelFunc
+}
+
+// close ends the watch and closes its connections to the Sentinels; nil
+// (a shard without Sentinel) does nothing.
+func (w *masterWatch) close() {
+	if w != nil {
+		w.stop()
+		w.group.Close()
+	}
+}
+
+// newSlot returns the slot of target t, its links not yet made. A master
+// reached through Sentinel is asked for first, bounded by ctx, and every
+// connection to it checks that it is still a master.
+func (b *Broker) newSlot(ctx context.Context, t redisaddr.Target, conn shardcast.ConnOptions) (*slot, error) {
+	d := t.Dialer
+	var w *masterWatch
+	if t.Master != "" {
+		g := sentinel.New(t.Sentinels, t.Master, conn.DialTimeout, engine.PubTimeouts(conn))
+		addr, err := g.Ask(ctx)
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+		d.Addr, d.Master = addr, true
+		w = &masterWatch{group: g, stop: func() {}}
+	}
+	return &slot{addr: t.ID, dial: d, pub: pubconn.New(d, engine.PubTimeouts(conn)), master: w}, nil
+}
+
+// watchMaster follows the master of slot i, if Sentinel names it, until
+// the broker closes: a move gives the slot connections to the new master
+// (moveMaster).
+func (b *Broker) watchMaster(i int, sh *slot) {
+	if sh == nil || sh.master == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(b.core.Ctx())
+	sh.master.stop = cancel
+	b.core.Go(func() {
+		sh.master.group.Watch(ctx, sh.dial.Addr, b.conn.HealthInterval, func(addr string, since time.Time) {
+			b.moveMaster(i, addr, since)
+		})
+	})
+}
+
+// moveMaster points slot i at addr, the master Sentinel names now: new
+// publishes go there, and the slot's paths are moved to new links to it,
+// reported Interrupted (from when the old master was last known healthy,
+// or since a failover was first heard of, whichever is earlier) and then
+// Restored once resubscribed. The move is fenced like a cluster failover
+// (engine.Move.Failover): the old master, until Sentinel demotes it, may
+// deliver for a moment what publishers not yet told of the move send it,
+// and what it delivers then is dropped and reported, not lost silently.
+// The old publishing connection closes after ReplyTimeout, so that
+// publishes sent on it get their replies; the old links once their wire
+// is gone (Sentinel drops the clients of a master it demotes).
+func (b *Broker) moveMaster(i int, addr string, since time.Time) {
+	b.slotMu.Lock()
+	old := b.slots[i].Load()
+	if old == nil || old.master == nil || old.dial.Addr == addr || b.core.Closed() {
+		b.slotMu.Unlock()
+		return
+	}
+	d := old.dial
+	d.Addr = addr
+	sh := &slot{addr: old.addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(b.conn)), master: old.master}
+	var moves []engine.Move
+	if b.core.Paths != nil {
+		b.newLinks(i, sh)
+		for j, l := range old.links {
+			from := l.LastHealthy()
+			if !since.IsZero() && (from.IsZero() || since.Before(from)) {
+				from = since
+			}
+			moves = append(moves, engine.Move{Path: i*b.conns + j, From: old.dial.Addr, To: addr, Since: from, Failover: true})
+		}
+		if b.retiring == nil {
+			b.retiring = make(map[*engine.Link]bool)
+		}
+		for _, l := range old.links {
+			b.retiring[l] = true
+		}
+	}
+	b.slots[i].Store(sh)
+	b.slotMu.Unlock()
+
+	b.core.Log.Info("shardcast: Sentinel moved a shard's master", "shard", old.addr, "from", old.dial.Addr, "to", addr)
+	b.core.InterruptMoved(moves, func(from, to string) error {
+		return fmt.Errorf("shardcast: Sentinel moved the master of %s from %s to %s", old.addr, from, to)
+	})
+	for _, l := range sh.links {
+		l.Start()
+	}
+	b.core.Go(func() { b.retire(old) })
+}
+
+// retire closes the connections of a slot value a move replaced: its
+// publishing connection after ReplyTimeout, its links once none has a
+// wire any more or after retireWithin, or at once when the broker
+// closes.
+func (b *Broker) retire(old *slot) {
+	replies := time.NewTimer(b.conn.ReplyTimeout)
+	defer replies.Stop()
+	deadline := time.Now().Add(retireWithin * b.conn.HealthInterval)
+	tick := time.NewTicker(retirePoll)
+	defer tick.Stop()
+	pub := old.pub
+	for pub != nil || len(old.links) > 0 {
+		select {
+		case <-b.core.Closing():
+			if pub != nil {
+				pub.Close()
+			}
+			return // teardown stops the links
+		case <-replies.C:
+			pub.Close()
+			pub = nil
+		case <-tick.C:
+			if !time.Now().After(deadline) && anyWire(old.links) {
+				continue
+			}
+			for _, l := range old.links {
+				l.Stop()
+			}
+			b.slotMu.Lock()
+			for _, l := range old.links {
+				delete(b.retiring, l)
+			}
+			b.slotMu.Unlock()
+			old.links = nil
+		}
+	}
+}
+
+// retireWithin bounds, in HealthIntervals, how long the links to a master
+// Sentinel moved away from are kept: Sentinel demotes it and drops its
+// clients when it next sees it, within its 10 s INFO period.
+const retireWithin = 15
+
+// retirePoll is how often retire looks at the old links' wires.
+const retirePoll = 100 * time.Millisecond
+
+// anyWire reports whether one of links has a live wire.
+func anyWire(links []*engine.Link) bool {
+	for _, l := range links {
+		if l.Current() != nil {
+			return true
+		}
+	}
+	return false
+}
