@@ -111,3 +111,30 @@ func TestParseAddrMalformed(t *testing.T) {
 		assert.NoError(t, err, "%q", ok)
 	}
 }
+
+func TestParseSentinel(t *testing.T) {
+	tg, err := Parse("redis+sentinel://u:p%40w@10.0.0.1,10.0.0.2:26380,[::1]/mymaster", shardcast.ConnOptions{DialTimeout: time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, "sentinel/mymaster", tg.ID)
+	assert.Equal(t, "mymaster", tg.Master)
+	assert.Equal(t, []string{"10.0.0.1:26379", "10.0.0.2:26380", "[::1]:26379"}, tg.Sentinels)
+	assert.Equal(t, "u", tg.Dialer.Username)
+	assert.Equal(t, "p@w", tg.Dialer.Password)
+	assert.Nil(t, tg.Dialer.TLS)
+	assert.Equal(t, time.Second, tg.Dialer.Timeout)
+	assert.Empty(t, tg.Dialer.Addr)
+
+	tg, err = Parse("rediss+sentinel://h:1/m", shardcast.ConnOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, tg.Dialer.TLS, "TLS to the data nodes")
+
+	tg, err = Parse("127.0.0.1:6379", shardcast.ConnOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:6379", tg.ID)
+	assert.Empty(t, tg.Sentinels)
+
+	_, err = ParseAddr("redis+sentinel://h:1/m", shardcast.ConnOptions{})
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "a node address cannot be a Sentinel master")
+	assert.ErrorIs(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://g:2/m"}), shardcast.ErrInvalidConfig)
+	assert.NoError(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://h:1/n"}))
+}

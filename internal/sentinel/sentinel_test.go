@@ -1,0 +1,103 @@
+package sentinel
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.StoppingOnDemand(m)) }
+
+func TestParseMaster(t *testing.T) {
+	addr, epoch, err := parseMaster([]any{"name", "m", "ip", "10.0.0.1", "port", "6380", "config-epoch", "7"})
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:6380", addr)
+	assert.EqualValues(t, 7, epoch)
+	addr, _, err = parseMaster([]any{"name", "m", "ip", "::1", "port", "6380"})
+	require.NoError(t, err)
+	assert.Equal(t, "[::1]:6380", addr)
+	for _, bad := range []any{nil, "x", []any{"name", "m"}, []any{"ip", "h"}} {
+		_, _, err := parseMaster(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+}
+
+func TestEventName(t *testing.T) {
+	assert.Equal(t, "g1", name([]string{"master", "g1", "127.0.0.1", "6379"}))
+	assert.Equal(t, "g1", name([]string{"slave", "127.0.0.1:7000", "127.0.0.1", "7000", "@", "g1", "127.0.0.1", "6379"}))
+	assert.Equal(t, "", name([]string{"sentinel"}))
+	assert.Equal(t, "", name(nil))
+}
+
+// TestAskAndWatch: Ask names the master, Watch reports a SENTINEL
+// FAILOVER's new master once, dated no later than the switch, and Ask
+// fails with ErrNoAnswer for a master no Sentinel knows and when no
+// Sentinel answers.
+func TestAskAndWatch(t *testing.T) {
+	r := redistest.StartReplicated(t, 1)
+	s := redistest.StartSentinels(t, 3, redistest.SentinelGroup{Name: "g", Servers: r})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	timeouts := pubconn.Timeouts{Write: time.Second, Reply: time.Second, Redial: 100 * time.Millisecond}
+	g := New(s.Addrs(), "g", time.Second, timeouts)
+	defer g.Close()
+	addr, err := g.Ask(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, r.Master().Addr(), addr)
+
+	type move struct {
+		addr  string
+		since time.Time
+	}
+	var mu sync.Mutex
+	var moves []move
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Watch(wctx, addr, 200*time.Millisecond, func(a string, since time.Time) {
+			mu.Lock()
+			moves = append(moves, move{a, since})
+			mu.Unlock()
+		})
+	}()
+	time.Sleep(500 * time.Millisecond) // the listeners subscribe
+	began := time.Now()
+	require.NoError(t, s.Failover(ctx, "g"))
+	newAddr, err := s.WaitSwitch(ctx, "g", addr)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(moves) > 0
+	}, 10*time.Second, 20*time.Millisecond, "no move reported")
+	time.Sleep(time.Second) // a second report would come by now
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, moves, 1)
+	assert.Equal(t, newAddr, moves[0].addr)
+	require.False(t, moves[0].since.IsZero(), "the failover's start was heard")
+	assert.False(t, moves[0].since.Before(began), "dated after the failover was asked for")
+
+	other := New(s.Addrs(), "nosuch", time.Second, timeouts)
+	defer other.Close()
+	_, err = other.Ask(ctx)
+	assert.ErrorIs(t, err, ErrNoAnswer)
+	_, err = other.Resolve(ctx)
+	assert.ErrorIs(t, err, ErrNoAnswer, "nothing known to fall back on")
+
+	dead := New([]string{"127.0.0.1:1"}, "g", time.Second, timeouts)
+	defer dead.Close()
+	_, err = dead.Ask(ctx)
+	assert.ErrorIs(t, err, ErrNoAnswer)
+}
