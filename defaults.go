@@ -40,4 +40,10 @@ const (
 
 	// DefaultHeartbeat is Agreement.Heartbeat's default.
 	DefaultHeartbeat = 5 * time.Second
+
+	// DefaultRelayProbeInterval is ConnOptions.ProbeInterval when it is
+	// zero and a broker subscribes on replicas (SubscribeOn other than
+	// Masters, in either engine): a replica cut off from its master stays
+	// connected and quiet, and only a probe finds it.
+	DefaultRelayProbeInterval = time.Second
 )

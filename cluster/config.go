@@ -16,7 +16,7 @@ const (
 	DefaultSlotsTimeout     = time.Second
 	// DefaultRelayProbeInterval is Conn.ProbeInterval when it is zero and
 	// SubscribeOn is not Masters.
-	DefaultRelayProbeInterval = time.Second
+	DefaultRelayProbeInterval = shardcast.DefaultRelayProbeInterval
 )
 
 // Config configures a cluster Broker. Every zero field except Addrs means

@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -82,14 +80,9 @@ func placement(on SubscribeOn, seq uint64, slots shardcast.SlotMap, assign shard
 			nodes = append(nodes, master)
 		}
 		nodes = append(nodes, s.replicas...)
-		slices.Sort(nodes)
-		nodes = slices.Compact(nodes)
-		nodes = slices.DeleteFunc(nodes, avoid)
-		if len(nodes) == 0 {
+		if s.candidate = engine.Pick(nodes, seq, uint64(s.first), avoid); s.candidate == "" {
 			s.candidate = master
-			continue
 		}
-		s.candidate = nodes[(seq+uint64(s.first))%uint64(len(nodes))]
 	}
 	out := make(shardcast.Assignment, len(assign))
 	for p, master := range assign {
@@ -148,22 +141,12 @@ func (b *Broker) avoidingLocked(now time.Time) func(addr string) bool {
 // average.
 func (b *Broker) placementSeq(slots shardcast.SlotMap) uint64 {
 	key := b.cfg.Agreement.PlacementKey()
-	master, ok := slots.MasterOf(crc16.Slot(key))
-	err := errors.New("no master owns its slot")
-	if ok {
-		pub := pubconn.New(b.cfg.dialer(master), engine.PubTimeouts(b.cfg.Conn))
+	var pub *pubconn.Pub
+	if master, ok := slots.MasterOf(crc16.Slot(key)); ok {
+		pub = pubconn.New(b.cfg.dialer(master), engine.PubTimeouts(b.cfg.Conn))
 		defer pub.Close()
-		ctx, cancel := context.WithTimeout(b.core.Ctx(), b.cfg.Conn.CommandTimeout)
-		defer cancel()
-		var v any
-		if v, err = pub.Do(ctx, "INCR", key); err == nil {
-			if n, isInt := v.(int64); isInt {
-				return uint64(n)
-			}
-			err = fmt.Errorf("INCR answered %v", v)
-		}
 	}
-	b.core.Log.Info("shardcast: could not number the broker for SubscribeOn; it picks its nodes at random",
-		"key", key, "err", err)
-	return rand.Uint64()
+	ctx, cancel := context.WithTimeout(b.core.Ctx(), b.cfg.Conn.CommandTimeout)
+	defer cancel()
+	return engine.PlacementSeq(ctx, pub, key, b.core.Log)
 }

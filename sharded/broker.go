@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
@@ -55,6 +56,9 @@ type Broker struct {
 	// retiring holds the links of masters Sentinel moved away from, until
 	// their wire is gone (sentinel.go); under slotMu.
 	retiring map[*engine.Link]bool
+	// place keeps Sentinel shards' subscriptions on replicas (nil unless
+	// SubscribeOn is Replicas).
+	place *placer
 }
 
 // slot is one Redis instance: its publishing connection and, on a
@@ -62,9 +66,12 @@ type Broker struct {
 type slot struct {
 	// addr names the instance in the layout: its host:port, or
 	// "sentinel/" and the master's name (then dial reaches the node
-	// Sentinel named, and master follows it).
+	// Sentinel named, and master follows it). pub publishes through dial;
+	// the links subscribe through sub: the same node, or with
+	// SubscribeOn Replicas one of a Sentinel shard's replicas.
 	addr   string
 	dial   subconn.Dialer
+	sub    subconn.Dialer
 	pub    *pubconn.Pub
 	links  []*engine.Link
 	master *masterWatch
@@ -111,6 +118,9 @@ func New(cfg Config) (*Broker, error) {
 
 // build is New for a validated cfg.
 func build(cfg Config) (*Broker, error) {
+	if cfg.SubscribeOn != Masters && cfg.Conn.ProbeInterval == 0 {
+		cfg.Conn.ProbeInterval = shardcast.DefaultRelayProbeInterval
+	}
 	opts, conn := cfg.Options.WithDefaults(), cfg.Conn.WithDefaults()
 	targets := make([]redisaddr.Target, len(cfg.Addrs))
 	addrs := make([]string, len(cfg.Addrs))
@@ -126,7 +136,7 @@ func build(cfg Config) (*Broker, error) {
 	b := &Broker{conn: redisaddr.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
 	b.slots = make([]atomic.Pointer[slot], max(minSlots, 2*len(addrs)))
 	b.core = engine.NewCore(engine.CoreConfig{
-		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic,
+		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic, Trouble: b.troubleAt,
 	})
 	b.core.SetRouter(router{b})
 	b.core.SetRouting(relayout.Routing{Gate: &b.gate, Closing: b.core.Closing(), Group: func(channels []string) []shardcast.Group {
@@ -164,6 +174,13 @@ func build(cfg Config) (*Broker, error) {
 		_ = b.Close()
 		return nil, err
 	}
+	if cfg.SubscribeOn == Replicas && b.core.Paths != nil {
+		ctx, cancel := context.WithTimeout(b.core.Ctx(), conn.CommandTimeout)
+		b.place = &placer{avoid: make(map[string]time.Time),
+			seq: engine.PlacementSeq(ctx, b.control, cfg.Agreement.WithDefaults().PlacementKey(), b.core.Log)}
+		cancel()
+		b.placeFirst()
+	}
 	for i := range targets {
 		b.watchMaster(i, b.slots[i].Load())
 	}
@@ -192,7 +209,9 @@ func (b *Broker) newLinks(i int, sh *slot) {
 		deliver := func(l *engine.Link, channel string, payload []byte) {
 			b.deliver(l, path, channel, payload)
 		}
-		links[j] = b.core.NewLink(sh.dial, j, deliver, nil)
+		links[j] = b.core.NewLink(sh.sub, j, deliver, nil)
+		// A replica's subscription proves itself only by a probe.
+		links[j].Relayed.Store(sh.sub.Addr != sh.dial.Addr)
 	}
 	sh.links = links
 }
@@ -243,6 +262,24 @@ func (b *Broker) Shard(channel string) int { return InstanceOf(channel, len(b.ro
 // Instances returns the instance list in force, as host:port: Config.Addrs
 // until an online re-layout replaced it.
 func (b *Broker) Instances() []string { return append([]string(nil), b.route.Load().addrs...) }
+
+// SubscribedOn returns, for each instance of the list in force (see
+// Instances), the host:port its subscriptions are on: the instance itself,
+// the master Sentinel names now, or with SubscribeOn Replicas the replica
+// the broker picked. It is nil on a publish-only broker.
+func (b *Broker) SubscribedOn() []string {
+	if b.core.Paths == nil {
+		return nil
+	}
+	r := b.route.Load()
+	out := make([]string, len(r.cur))
+	for i, si := range r.cur {
+		if sh := b.slots[si].Load(); sh != nil {
+			out[i] = sh.sub.Addr
+		}
+	}
+	return out
+}
 
 // Publish sends payload to channel's shard with PUBLISH and returns once
 // Redis accepted it. Concurrent calls share writes: while one write is in

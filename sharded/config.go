@@ -2,6 +2,8 @@ package sharded
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -56,6 +58,14 @@ type Config struct {
 	// the lists. It need not be one of Addrs.
 	ControlAddr string
 
+	// SubscribeOn says which node of each Sentinel shard the broker
+	// subscribes on (default Masters); a host:port shard is always
+	// subscribed on itself. With Replicas, delivery probes are on
+	// (Conn.ProbeInterval defaults to shardcast.DefaultRelayProbeInterval)
+	// and a subscription a replica confirms is reported Restored only once
+	// a probe came back through it.
+	SubscribeOn SubscribeOn
+
 	// HandoverLimit bounds the messages the broker holds back during an
 	// online re-layout (default DefaultHandoverLimit): those of moving
 	// channels that arrive under the new layout before the old one
@@ -82,6 +92,12 @@ func (c Config) validate() error {
 	if err := c.Agreement.Validate(); err != nil {
 		return err
 	}
+	if c.SubscribeOn != Masters && c.SubscribeOn != Replicas {
+		return fmt.Errorf("%w: sharded.Config.SubscribeOn %v", shardcast.ErrInvalidConfig, c.SubscribeOn)
+	}
+	if c.SubscribeOn == Replicas && !slices.ContainsFunc(c.Addrs, isSentinel) {
+		return fmt.Errorf("%w: sharded.Config.SubscribeOn Replicas needs a Sentinel shard (redis+sentinel://); host:port shards are subscribed on themselves", shardcast.ErrInvalidConfig)
+	}
 	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
 		return fmt.Errorf("%w: sharded.Config.HandoverLimit and BarrierTimeout may not be negative", shardcast.ErrInvalidConfig)
 	}
@@ -97,4 +113,37 @@ func (c Config) validate() error {
 		}
 	}
 	return c.Options.Validate()
+}
+
+// SubscribeOn says which node of a Sentinel shard a broker subscribes on.
+// Publishing always goes to the master. Spreading subscriptions over the
+// replicas spreads the fan-out: the master sends each PUBLISH to its
+// replicas once, and each writes it to the subscribers it holds.
+type SubscribeOn int
+
+const (
+	// Masters subscribes on each shard's master (the default).
+	Masters SubscribeOn = iota
+	// Replicas subscribes on one of each Sentinel shard's replicas, chosen
+	// per broker so that a fleet spreads evenly over them; on the master
+	// while the shard has no replica Sentinel counts healthy.
+	Replicas
+)
+
+// String returns the constant's name.
+func (s SubscribeOn) String() string {
+	switch s {
+	case Masters:
+		return "Masters"
+	case Replicas:
+		return "Replicas"
+	}
+	return fmt.Sprintf("SubscribeOn(%d)", int(s))
+}
+
+// isSentinel reports whether a configured address names a master through
+// Sentinel.
+func isSentinel(addr string) bool {
+	scheme, _, ok := strings.Cut(addr, "://")
+	return ok && strings.HasSuffix(scheme, "+sentinel")
 }

@@ -250,7 +250,7 @@ func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		sh := &slot{addr: d.Addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(b.conn))}
+		sh := &slot{addr: d.Addr, dial: d, sub: d, pub: pubconn.New(d, engine.PubTimeouts(b.conn))}
 		pctx, cancel := context.WithTimeout(ctx, b.conn.DialTimeout)
 		err = sh.pub.Ping(pctx)
 		cancel()

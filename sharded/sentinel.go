@@ -44,7 +44,7 @@ func (b *Broker) newSlot(ctx context.Context, t redisaddr.Target, conn shardcast
 		d.Addr, d.Master = addr, true
 		w = &masterWatch{group: g, stop: func() {}}
 	}
-	return &slot{addr: t.ID, dial: d, pub: pubconn.New(d, engine.PubTimeouts(conn)), master: w}, nil
+	return &slot{addr: t.ID, dial: d, sub: d, pub: pubconn.New(d, engine.PubTimeouts(conn)), master: w}, nil
 }
 
 // watchMaster follows the master of slot i, if Sentinel names it, until
@@ -61,38 +61,64 @@ func (b *Broker) watchMaster(i int, sh *slot) {
 			b.moveMaster(i, addr, since)
 		})
 	})
+	if b.place != nil {
+		b.core.Go(func() { b.keepPlaced(ctx, i) })
+	}
 }
 
 // moveMaster points slot i at addr, the master Sentinel names now: new
-// publishes go there, and the slot's paths are moved to new links to it,
-// reported Interrupted (from when the old master was last known healthy,
-// or since a failover was first heard of, whichever is earlier) and then
-// Restored once resubscribed. The move is fenced like a cluster failover
-// (engine.Move.Failover): the old master, until Sentinel demotes it, may
-// deliver for a moment what publishers not yet told of the move send it,
-// and what it delivers then is dropped and reported, not lost silently.
-// The old publishing connection closes after ReplyTimeout, so that
-// publishes sent on it get their replies; the old links once their wire
-// is gone (Sentinel drops the clients of a master it demotes).
+// publishes go there, and so do the slot's subscriptions when they were on
+// the old master (see reslot). On a replica they stay: Sentinel points the
+// replica at the new master and drops its clients, and the links
+// reconnect there.
 func (b *Broker) moveMaster(i int, addr string, since time.Time) {
 	b.slotMu.Lock()
 	old := b.slots[i].Load()
-	if old == nil || old.master == nil || old.dial.Addr == addr || b.core.Closed() {
+	if old == nil || old.master == nil || old.dial.Addr == addr {
 		b.slotMu.Unlock()
 		return
 	}
-	d := old.dial
-	d.Addr = addr
-	sh := &slot{addr: old.addr, dial: d, pub: pubconn.New(d, engine.PubTimeouts(b.conn)), master: old.master}
+	sub := ""
+	if old.sub.Addr == old.dial.Addr {
+		sub = addr
+	}
+	b.reslotLocked(i, old, addr, sub, since)
+}
+
+// reslot replaces slot i's value with one whose publishes go to master
+// (unless it is "") and whose paths are subscribed on sub (unless it is
+// ""), and unlocks slotMu, which the caller holds. Moved paths are
+// reported Interrupted (from when the old node was last known healthy, or
+// from since, whichever is earlier) and then Restored once resubscribed.
+// A move is fenced like a cluster failover (engine.Move.Failover): both
+// nodes of a shard get the same messages, and the old one, until Sentinel
+// demotes it, may deliver for a moment what publishers not yet told of the
+// move send it; what it delivers then is dropped and reported, never
+// delivered twice or lost silently. The old publishing connection closes
+// after ReplyTimeout, so that publishes sent on it get their replies; the
+// old links once their wire is gone (Sentinel drops the clients of a
+// master it demotes and of a replica it points elsewhere).
+func (b *Broker) reslotLocked(i int, old *slot, master, sub string, since time.Time) {
+	sh := *old
+	if master != "" && master != old.dial.Addr {
+		sh.dial.Addr = master
+		sh.pub = pubconn.New(sh.dial, engine.PubTimeouts(b.conn))
+	}
+	retired := &slot{}
+	if sh.pub != old.pub {
+		retired.pub = old.pub
+	}
 	var moves []engine.Move
-	if b.core.Paths != nil {
-		b.newLinks(i, sh)
+	if sub != "" && sub != old.sub.Addr && b.core.Paths != nil && !b.core.Closed() {
+		sh.sub = sh.dial
+		sh.sub.Addr, sh.sub.Master = sub, sub == sh.dial.Addr
+		b.newLinks(i, &sh)
 		for j, l := range old.links {
 			from := l.LastHealthy()
 			if !since.IsZero() && (from.IsZero() || since.Before(from)) {
 				from = since
 			}
-			moves = append(moves, engine.Move{Path: i*b.conns + j, From: old.dial.Addr, To: addr, Since: from, Failover: true})
+			moves = append(moves, engine.Move{Path: i*b.conns + j, From: old.sub.Addr, To: sub, Since: from, Failover: true})
 		}
 		if b.retiring == nil {
 			b.retiring = make(map[*engine.Link]bool)
@@ -100,18 +126,26 @@ func (b *Broker) moveMaster(i int, addr string, since time.Time) {
 		for _, l := range old.links {
 			b.retiring[l] = true
 		}
+		retired.links = old.links
 	}
-	b.slots[i].Store(sh)
+	if retired.pub == nil && retired.links == nil {
+		b.slotMu.Unlock()
+		return
+	}
+	b.slots[i].Store(&sh)
 	b.slotMu.Unlock()
 
-	b.core.Log.Info("shardcast: Sentinel moved a shard's master", "shard", old.addr, "from", old.dial.Addr, "to", addr)
+	b.core.Log.Info("shardcast: a Sentinel shard's connections moved", "shard", old.addr,
+		"master", old.dial.Addr+" → "+sh.dial.Addr, "subscribed_on", old.sub.Addr+" → "+sh.sub.Addr)
 	b.core.InterruptMoved(moves, func(from, to string) error {
-		return fmt.Errorf("shardcast: Sentinel moved the master of %s from %s to %s", old.addr, from, to)
+		return fmt.Errorf("shardcast: %s's subscriptions moved from %s to %s (Sentinel)", old.addr, from, to)
 	})
-	for _, l := range sh.links {
-		l.Start()
+	if len(moves) > 0 {
+		for _, l := range sh.links {
+			l.Start()
+		}
 	}
-	b.core.Go(func() { b.retire(old) })
+	b.core.Go(func() { b.retire(retired) })
 }
 
 // retire closes the connections of a slot value a move replaced: its
@@ -125,6 +159,9 @@ func (b *Broker) retire(old *slot) {
 	tick := time.NewTicker(retirePoll)
 	defer tick.Stop()
 	pub := old.pub
+	if pub == nil {
+		replies.Stop()
+	}
 	for pub != nil || len(old.links) > 0 {
 		select {
 		case <-b.core.Closing():

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,4 +142,54 @@ func parseMaster(v any) (addr string, epoch int64, err error) {
 	}
 	epoch, _ = strconv.ParseInt(fields["config-epoch"], 10, 64)
 	return net.JoinHostPort(fields["ip"], fields["port"]), epoch, nil
+}
+
+// Replicas returns, sorted, the replicas of the master that the first
+// Sentinel to answer counts healthy: not down or disconnected in its view,
+// their link up, replicating the master Ask named last (a replica not yet
+// moved to a new master receives nothing of it).
+func (g *Group) Replicas(ctx context.Context) ([]string, error) {
+	g.mu.Lock()
+	master := g.known
+	g.mu.Unlock()
+	var why []string
+	for i, p := range g.pubs {
+		actx, cancel := context.WithTimeout(ctx, g.dial.Timeout)
+		v, err := p.Do(actx, "SENTINEL", "REPLICAS", g.master)
+		cancel()
+		if err != nil {
+			why = append(why, g.addrs[i]+": "+err.Error())
+			continue
+		}
+		return healthyReplicas(v, master), nil
+	}
+	return nil, fmt.Errorf("%w %q (%s)", ErrNoAnswer, g.master, strings.Join(why, "; "))
+}
+
+// healthyReplicas reads a reply to SENTINEL REPLICAS: a list of flat field
+// lists, one per replica.
+func healthyReplicas(v any, master string) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, e := range list {
+		arr, _ := e.([]any)
+		f := make(map[string]string, len(arr)/2)
+		for i := 0; i+1 < len(arr); i += 2 {
+			k, _ := arr[i].(string)
+			val, _ := arr[i+1].(string)
+			f[k] = val
+		}
+		flags := strings.Split(f["flags"], ",")
+		if f["ip"] == "" || slices.ContainsFunc(flags, func(s string) bool {
+			return s == "s_down" || s == "o_down" || s == "disconnected"
+		}) || f["master-link-status"] != "ok" {
+			continue
+		}
+		if master != "" && net.JoinHostPort(f["master-host"], f["master-port"]) != master {
+			continue
+		}
+		out = append(out, net.JoinHostPort(f["ip"], f["port"]))
+	}
+	slices.Sort(out)
+	return out
 }
