@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,29 +40,66 @@ type Replicated struct {
 func StartReplicated(tb testing.TB, replicas int, opts ...Option) *Replicated {
 	tb.Helper()
 	requireBinaries(tb)
-	if replicas < 0 || replicas > maxReplicas {
-		tb.Fatalf("redistest: StartReplicated: need 0 to %d replicas, asked for %d", maxReplicas, replicas)
-	}
-	o := buildOptions(opts)
-	if o.certs != nil {
-		tb.Fatal("redistest: StartReplicated does not support WithTLS")
-	}
-	dirs := make([]string, 1+replicas)
-	for i := range dirs {
-		dirs[i] = tb.TempDir()
-	}
 	r := &Replicated{env: tbEnv(tb)}
 	tb.Cleanup(r.close)
-	ctx, cancel := context.WithTimeout(context.Background(), replicatedStartTimeout)
-	defer cancel()
 	began := time.Now()
-	if err := r.build(ctx, dirs, o); err != nil {
-		tb.Fatalf("redistest: start master with %d replicas: %v", replicas, err)
+	if err := r.start(replicas, buildOptions(opts)); err != nil {
+		tb.Fatal(err)
 	}
 	tb.Logf("redistest: replicated group of %s %s ready in %v: master %s, replicas %s",
 		build.Name, build.Version(), time.Since(began).Round(time.Millisecond),
 		r.Master().Addr(), strings.Join(addrsOf(r.Replicas()), " "))
 	return r
+}
+
+// StartSharedReplicated is StartReplicated for a process that is not a
+// test (a soak): the nodes live in a directory of their own until stop,
+// which the caller must call.
+func StartSharedReplicated(replicas int, opts ...Option) (r *Replicated, stop func(), err error) {
+	if err := findBinaries(); err != nil {
+		return nil, nil, err
+	}
+	root, err := os.MkdirTemp("", "redistest-replicated-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("redistest: %w", err)
+	}
+	r = &Replicated{env: sharedEnv(root)}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			r.close()
+			_ = os.RemoveAll(root)
+		})
+	}
+	if err := r.start(replicas, buildOptions(opts)); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return r, stop, nil
+}
+
+// start checks the shape asked for and builds the group in directories
+// of r's env.
+func (r *Replicated) start(replicas int, o options) error {
+	if replicas < 0 || replicas > maxReplicas {
+		return fmt.Errorf("redistest: StartReplicated: need 0 to %d replicas, asked for %d", maxReplicas, replicas)
+	}
+	if o.certs != nil {
+		return errors.New("redistest: StartReplicated does not support WithTLS")
+	}
+	dirs := make([]string, 1+replicas)
+	for i := range dirs {
+		var err error
+		if dirs[i], err = r.env.tempDir(); err != nil {
+			return fmt.Errorf("redistest: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), replicatedStartTimeout)
+	defer cancel()
+	if err := r.build(ctx, dirs, o); err != nil {
+		return fmt.Errorf("redistest: start master with %d replicas: %w", replicas, err)
+	}
+	return nil
 }
 
 // build starts every node in parallel, then attaches the replicas.

@@ -72,24 +72,69 @@ type Sentinels struct {
 func StartSentinels(tb testing.TB, n int, groups ...SentinelGroup) *Sentinels {
 	tb.Helper()
 	requireBinaries(tb)
+	s := &Sentinels{env: tbEnv(tb)}
+	tb.Cleanup(s.close)
+	began := time.Now()
+	if err := s.launch(n, groups); err != nil {
+		tb.Fatal(err)
+	}
+	names := make([]string, len(s.groups))
+	for i, g := range s.groups {
+		names[i] = g.Name
+	}
+	tb.Logf("redistest: %d sentinels of %s %s ready in %v: %s, monitoring %s",
+		n, build.Name, build.Version(), time.Since(began).Round(time.Millisecond),
+		strings.Join(s.Addrs(), " "), strings.Join(names, " "))
+	return s
+}
+
+// StartSharedSentinels is StartSentinels for a process that is not a test
+// (a soak): the Sentinels live in a directory of their own until stop,
+// which the caller must call.
+func StartSharedSentinels(n int, groups ...SentinelGroup) (s *Sentinels, stop func(), err error) {
+	if err := findBinaries(); err != nil {
+		return nil, nil, err
+	}
+	root, err := os.MkdirTemp("", "redistest-sentinels-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("redistest: %w", err)
+	}
+	s = &Sentinels{env: sharedEnv(root)}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			s.close()
+			_ = os.RemoveAll(root)
+		})
+	}
+	if err := s.launch(n, groups); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return s, stop, nil
+}
+
+// launch checks n and groups, fills in the groups' defaults, starts the
+// Sentinels in directories of s's env and waits until they converge.
+func (s *Sentinels) launch(n int, groups []SentinelGroup) error {
 	if n < 1 || n > maxSentinels {
-		tb.Fatalf("redistest: StartSentinels: need 1 to %d sentinels, asked for %d", maxSentinels, n)
+		return fmt.Errorf("redistest: StartSentinels: need 1 to %d sentinels, asked for %d", maxSentinels, n)
 	}
 	if len(groups) == 0 {
-		tb.Fatal("redistest: StartSentinels: no group to monitor")
+		return errors.New("redistest: StartSentinels: no group to monitor")
 	}
 	groups = slices.Clone(groups) // defaults are filled in below
 	seen := make(map[string]bool)
 	for i, g := range groups {
 		if g.Name == "" || strings.ContainsAny(g.Name, " \t\r\n\"'") || g.Servers == nil || seen[g.Name] {
-			tb.Fatalf("redistest: StartSentinels: group %d needs a unique name without spaces or quotes and its Servers", i)
+			return fmt.Errorf("redistest: StartSentinels: group %d needs a unique name without spaces or quotes and its Servers", i)
 		}
 		seen[g.Name] = true
 		if g.Quorum == 0 {
 			groups[i].Quorum = n/2 + 1
 		}
 		if groups[i].Quorum < 1 || groups[i].Quorum > n {
-			tb.Fatalf("redistest: StartSentinels: group %s: quorum %d of %d sentinels", g.Name, groups[i].Quorum, n)
+			return fmt.Errorf("redistest: StartSentinels: group %s: quorum %d of %d sentinels", g.Name, groups[i].Quorum, n)
 		}
 		if g.DownAfter == 0 {
 			groups[i].DownAfter = DefaultDownAfter
@@ -98,29 +143,23 @@ func StartSentinels(tb testing.TB, n int, groups ...SentinelGroup) *Sentinels {
 			groups[i].FailoverTimeout = DefaultFailoverTimeout
 		}
 	}
+	s.groups = groups
 	dirs := make([]string, n)
 	for i := range dirs {
-		dirs[i] = tb.TempDir()
+		var err error
+		if dirs[i], err = s.env.tempDir(); err != nil {
+			return fmt.Errorf("redistest: %w", err)
+		}
 	}
-	s := &Sentinels{env: tbEnv(tb), groups: groups}
-	tb.Cleanup(s.close)
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelStartTimeout)
 	defer cancel()
-	began := time.Now()
 	if err := s.start(ctx, dirs); err != nil {
-		tb.Fatalf("redistest: start %d sentinels: %v", n, err)
+		return fmt.Errorf("redistest: start %d sentinels: %w", n, err)
 	}
 	if err := s.WaitReady(ctx); err != nil {
-		tb.Fatalf("redistest: %d sentinels did not converge: %v\n%s", n, err, s.describe())
+		return fmt.Errorf("redistest: %d sentinels did not converge: %w\n%s", n, err, s.describe())
 	}
-	names := make([]string, len(groups))
-	for i, g := range s.groups {
-		names[i] = g.Name
-	}
-	tb.Logf("redistest: %d sentinels of %s %s ready in %v: %s, monitoring %s",
-		n, build.Name, build.Version(), time.Since(began).Round(time.Millisecond),
-		strings.Join(s.Addrs(), " "), strings.Join(names, " "))
-	return s
+	return nil
 }
 
 // start launches one Sentinel per directory, in parallel.

@@ -82,7 +82,7 @@ func (b *Broker) moveMaster(i int, addr string, since time.Time) {
 	if old.sub.Addr == old.dial.Addr {
 		sub = addr
 	}
-	b.reslotLocked(i, old, addr, sub, since)
+	b.reslotLocked(i, old, addr, sub, since, true)
 }
 
 // reslot replaces slot i's value with one whose publishes go to master
@@ -95,10 +95,12 @@ func (b *Broker) moveMaster(i int, addr string, since time.Time) {
 // demotes it, may deliver for a moment what publishers not yet told of the
 // move send it; what it delivers then is dropped and reported, never
 // delivered twice or lost silently. The old publishing connection closes
-// after ReplyTimeout, so that publishes sent on it get their replies; the
-// old links once their wire is gone (Sentinel drops the clients of a
-// master it demotes and of a replica it points elsewhere).
-func (b *Broker) reslotLocked(i int, old *slot, master, sub string, since time.Time) {
+// after ReplyTimeout, so that publishes sent on it get their replies. The
+// old links close at once, or with linger (a move off a master Sentinel
+// replaced) once their wire is gone: Sentinel drops the clients of a
+// master it demotes, and until then the old master may still get what
+// publishers not yet told of the move send.
+func (b *Broker) reslotLocked(i int, old *slot, master, sub string, since time.Time, linger bool) {
 	sh := *old
 	if master != "" && master != old.dial.Addr {
 		sh.dial.Addr = master
@@ -145,7 +147,25 @@ func (b *Broker) reslotLocked(i int, old *slot, master, sub string, since time.T
 			l.Start()
 		}
 	}
+	if !linger {
+		// A node the shard keeps gets every message the new one does:
+		// its copies would only be dropped as stale.
+		b.stopRetired(retired)
+	}
 	b.core.Go(func() { b.retire(retired) })
+}
+
+// stopRetired stops the links of a replaced slot value now.
+func (b *Broker) stopRetired(old *slot) {
+	for _, l := range old.links {
+		l.Stop()
+	}
+	b.slotMu.Lock()
+	for _, l := range old.links {
+		delete(b.retiring, l)
+	}
+	b.slotMu.Unlock()
+	old.links = nil
 }
 
 // retire closes the connections of a slot value a move replaced: its
@@ -176,15 +196,7 @@ func (b *Broker) retire(old *slot) {
 			if !time.Now().After(deadline) && anyWire(old.links) {
 				continue
 			}
-			for _, l := range old.links {
-				l.Stop()
-			}
-			b.slotMu.Lock()
-			for _, l := range old.links {
-				delete(b.retiring, l)
-			}
-			b.slotMu.Unlock()
-			old.links = nil
+			b.stopRetired(old)
 		}
 	}
 }

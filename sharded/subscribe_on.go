@@ -135,6 +135,6 @@ func (b *Broker) keepPlaced(ctx context.Context, i int) {
 			b.slotMu.Unlock() // moved meanwhile; look again next time
 			continue
 		}
-		b.reslotLocked(i, sh, "", addr, time.Time{})
+		b.reslotLocked(i, sh, "", addr, time.Time{}, false)
 	}
 }

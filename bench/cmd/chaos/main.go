@@ -60,10 +60,10 @@ func logf(format string, args ...any) {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.engine, "engine", "both", "cluster, sharded or both")
+	flag.StringVar(&cfg.engine, "engine", "both", "cluster, sharded, both (those two) or sentinel (sharded over two Sentinel shards)")
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Minute, "how long faults are injected, per engine")
 	flag.StringVar(&cfg.faults, "faults", "", "comma-separated faults (default: all the engine has); cluster: "+
-		strings.Join(clusterFaultNames, ",")+"; sharded: "+strings.Join(shardedFaultNames, ","))
+		strings.Join(clusterFaultNames, ",")+"; sharded: "+strings.Join(shardedFaultNames, ",")+"; sentinel: "+strings.Join(sentinelFaultNames, ","))
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed for fault order and victims (0: from the clock)")
 	flag.IntVar(&cfg.rate, "rate", 8000, "target publishes per second")
 	flag.IntVar(&cfg.channels, "channels", 600, "channels published and subscribed")
@@ -76,7 +76,7 @@ func main() {
 	flag.DurationVar(&cfg.pause, "pause", 4*time.Second, "sharded pause: how long the instance stays frozen (the health timeout is 3s)")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every event")
 	flag.StringVar(&cfg.eventsFile, "events", "", "write every event to this file (engine name appended)")
-	subscribeOn := flag.String("subscribe-on", "masters", "cluster: which node of each shard the subscriber subscribes on: masters, replicas or allnodes")
+	subscribeOn := flag.String("subscribe-on", "masters", "cluster and sentinel: which node of each shard the subscriber subscribes on: masters, replicas or allnodes (sentinel: masters or replicas)")
 	flag.IntVar(&cfg.replicas, "replicas", 0, "cluster: replicas per master (default 1 with -subscribe-on masters, else 2)")
 	flag.Parse()
 	switch *subscribeOn {
@@ -103,10 +103,10 @@ func main() {
 	switch cfg.engine {
 	case "both":
 		engines = []string{"cluster", "sharded"}
-	case "cluster", "sharded":
+	case "cluster", "sharded", "sentinel":
 		engines = []string{cfg.engine}
 	default:
-		fmt.Fprintf(os.Stderr, "chaos: -engine must be cluster, sharded or both, not %q\n", cfg.engine)
+		fmt.Fprintf(os.Stderr, "chaos: -engine must be cluster, sharded, both or sentinel, not %q\n", cfg.engine)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -127,15 +127,19 @@ func main() {
 
 var (
 	clusterFaultNames = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall", "relayout", "killreplica", "pausereplica"}
-	shardedFaultNames = []string{"clientkill", "kill", "pause", "relayout"}
+	shardedFaultNames  = []string{"clientkill", "kill", "pause", "relayout"}
+	sentinelFaultNames = []string{"clientkill", "killmaster", "failover", "pausereplica"}
 )
 
 // selectFaults returns the faults of cfg.faults that engine knows, in the
 // order given; all of them when the flag is empty.
 func selectFaults(engine, list string) ([]string, error) {
 	known := clusterFaultNames
-	if engine == "sharded" {
+	switch engine {
+	case "sharded":
 		known = shardedFaultNames
+	case "sentinel":
+		known = sentinelFaultNames
 	}
 	if list == "" {
 		return known, nil
@@ -145,7 +149,7 @@ func selectFaults(engine, list string) ([]string, error) {
 		f = strings.TrimSpace(f)
 		if slices.Contains(known, f) {
 			out = append(out, f)
-		} else if !slices.Contains(clusterFaultNames, f) && !slices.Contains(shardedFaultNames, f) {
+		} else if !slices.Contains(clusterFaultNames, f) && !slices.Contains(shardedFaultNames, f) && !slices.Contains(sentinelFaultNames, f) {
 			return nil, fmt.Errorf("unknown fault %q", f)
 		}
 	}

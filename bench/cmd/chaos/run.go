@@ -134,6 +134,45 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 				return fmt.Sprintf("%d instances (publisher on %d)", len(sub.Instances()), len(pub.Instances()))
 			},
 		}
+	case "sentinel":
+		// Two shards of a master and two replicas each, behind three
+		// Sentinels; no re-layout (it cannot add a Sentinel shard yet).
+		var groups []redistest.SentinelGroup
+		for _, name := range []string{"a", "b"} {
+			g, stop, err := redistest.StartSharedReplicated(2)
+			if err != nil {
+				r.close()
+				return nil, err
+			}
+			cleanups = append(cleanups, stop)
+			groups = append(groups, redistest.SentinelGroup{Name: name, Servers: g})
+		}
+		s, stop, err := redistest.StartSharedSentinels(3, groups...)
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, stop)
+		urls := []string{s.URL("a"), s.URL("b")}
+		on := sharded.Masters
+		if cfg.subscribeOn != cluster.Masters {
+			on = sharded.Replicas
+		}
+		sub, err := sharded.New(sharded.Config{Addrs: urls, Options: opts, Agreement: agreement, SubscribeOn: on})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = sub.Close() })
+		pub, err := sharded.New(sharded.Config{Addrs: urls, Agreement: agreement})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = pub.Close() })
+		r.pub, r.sub = pub, sub
+		r.faults = sentinelFaults(s, groups, rng, cfg.down, cfg.pause)
+		r.settled = s.WaitReady
 	}
 	return r, nil
 }
