@@ -26,4 +26,11 @@
 // record on the control instance (Config.ControlAddr, default Addrs[0]) and
 // refuses a list that differs from the running brokers' (see
 // shardcast.Agreement).
+//
+// A shard may be a master that Redis Sentinel monitors
+// (redis+sentinel://host:26379,…/name in Config.Addrs): the broker asks
+// the Sentinels for it, follows its failovers, and names the shard by its
+// master name in the layout, so a failover changes nothing there.
+// Config.SubscribeOn Replicas moves such a shard's subscriptions onto its
+// replicas, spreading the fan-out (docs/OPERATING.md).
 package sharded
