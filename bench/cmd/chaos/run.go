@@ -295,7 +295,7 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 
 func printRuns(runs map[string]int, errs int) {
 	var parts []string
-	for _, n := range clusterFaultNames { // the sharded engine's are a subset
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(slices.Concat(clusterFaultNames, shardedFaultNames, sentinelFaultNames)))) {
 		if runs[n] > 0 {
 			parts = append(parts, fmt.Sprintf("%s×%d", n, runs[n]))
 		}
