@@ -145,5 +145,5 @@ func (s SubscribeOn) String() string {
 // Sentinel.
 func isSentinel(addr string) bool {
 	scheme, _, ok := strings.Cut(addr, "://")
-	return ok && strings.HasSuffix(scheme, "+sentinel")
+	return ok && strings.HasSuffix(strings.ToLower(scheme), "+sentinel")
 }

@@ -436,15 +436,16 @@ func decodeErrorKind(err error) (string, error) {
 }
 
 // ShardedFingerprint returns the sharded engine's fingerprint of addrs
-// (sharded.Fingerprint) and the host:port list it hashes.
+// (sharded.Fingerprint) and the list it hashes: each instance's host:port,
+// or sentinel/<name> for a master reached through Sentinel.
 func ShardedFingerprint(addrs []string) (string, []string, error) {
 	norm := make([]string, len(addrs))
 	for i, a := range addrs {
-		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
 		if err != nil {
 			return "", nil, fmt.Errorf("layoutgen: %w", err)
 		}
-		norm[i] = d.Addr
+		norm[i] = t.ID
 	}
 	fp, err := sharded.Fingerprint(addrs)
 	return fp, norm, err
@@ -463,13 +464,17 @@ func addrVectors() []AddrVector {
 		"unix:///tmp/redis.sock", "redis://", "redis://:6379", "redis://u:p/ss@h:1", "redis://h:abc",
 		"redis://[::1]x:1", "http://h:1", "redis+sentinel://h:1", "redis://h:1?db=2", "redis://h:1#x",
 		"redis://h\x01:1", "localhost", "::1", "[::1]", "a:b:c", ":6379", "h:",
+		"redis+sentinel://h:1/mymaster", "REDISS+SENTINEL://u:p@10.0.0.1,10.0.0.2:26380,[::1]/m-1",
+		"valkey+sentinel://h/m", "valkeys+sentinel://h:1/m", "redis+sentinel://h:1/", "redis+sentinel:///m",
+		"redis+sentinel://h:1/a/b", "redis+sentinel://h:1/a b", "redis+sentinel://h:99999/m", "redis+sentinel://h:1,h:1/m",
+		"foo+sentinel://h:1/m",
 	}
 	out := make([]AddrVector, len(addrs))
 	for i, a := range addrs {
-		d, err := redisaddr.ParseAddr(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
 		out[i] = AddrVector{Addr: a, OK: err == nil}
 		if err == nil {
-			out[i].Normalized = d.Addr
+			out[i].Normalized = t.ID
 		}
 	}
 	return out
@@ -486,6 +491,7 @@ func shardedFingerprints() ([]ShardedFingerprintVector, error) {
 		{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379", "10.0.0.6:6379",
 			"10.0.0.7:6379", "10.0.0.8:6379", "10.0.0.9:6379", "10.0.0.10:6379", "10.0.0.11:6379", "10.0.0.12:6379",
 			"10.0.0.13:6379", "10.0.0.14:6379", "10.0.0.15:6379", "10.0.0.16:6379"},
+		{"redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shard-a", "rediss+sentinel://u:p@10.0.0.1/shard-b", "10.0.0.9:6379"},
 	}
 	var out []ShardedFingerprintVector
 	for _, addrs := range lists {

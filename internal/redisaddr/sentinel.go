@@ -45,6 +45,7 @@ type Target struct {
 // defaults to 26379.
 func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 	scheme, rest, ok := strings.Cut(addr, "://")
+	scheme = strings.ToLower(scheme) // as net/url takes a scheme
 	if !ok || !strings.HasSuffix(scheme, "+sentinel") {
 		d, err := ParseAddr(addr, o)
 		return Target{ID: d.Addr, Dialer: d}, err

@@ -181,8 +181,43 @@ function unescapeHost(s, zone = false) {
 }
 
 /**
- * The host:port the sharded engine hashes for a configured address, as Go's
- * redisaddr.ParseAddr computes it; throws where Go refuses one.
+ * sentinel/<name> for a master reached through Sentinel
+ * (scheme+sentinel://[userinfo@]host[:port][,host[:port]…]/name), as Go's
+ * redisaddr.Parse names it; throws where Go refuses the address.
+ */
+function sentinelName(addr, rest, fail) {
+  const slash = rest.indexOf('/');
+  const name = slash < 0 ? '' : rest.slice(slash + 1);
+  if (!name || /[/?# \t\r\n]/.test(name)) fail('want a master name after the Sentinels');
+  let hosts = rest.slice(0, slash);
+  const at = hosts.lastIndexOf('@');
+  const userinfo = at < 0 ? '' : hosts.slice(0, at);
+  if (!USERINFO_RE.test(userinfo) || BAD_PERCENT.test(userinfo)) fail('invalid user information');
+  hosts = hosts.slice(at + 1);
+  const seen = new Set();
+  for (let h of hosts.split(',')) {
+    try {
+      checkHostPort(h);
+    } catch (e) {
+      const bare = h.replace(/^\[|\]$/g, '');
+      h = bare.includes(':') ? `[${bare}]:26379` : `${bare}:26379`;
+    }
+    const i = h.lastIndexOf(':');
+    const host = h.slice(0, i).replace(/^\[|\]$/g, '');
+    const port = h.slice(i + 1);
+    if (!host || /[/\\@?#\s\x00-\x1f\x7f]/.test(host)) fail(`Sentinel ${JSON.stringify(h)} is not host:port`);
+    if (!/^[0-9]+$/.test(port) || Number(port) < 1 || Number(port) > 65535) fail(`Sentinel port ${JSON.stringify(port)}`);
+    const key = `${host.toLowerCase()}|${Number(port)}`;
+    if (seen.has(key)) fail('lists a Sentinel twice');
+    seen.add(key);
+  }
+  return `sentinel/${name}`;
+}
+
+/**
+ * The name the sharded engine hashes for a configured address, as Go's
+ * redisaddr.Parse computes it: host:port, or sentinel/<name> for a master
+ * reached through Sentinel; throws where Go refuses one.
  */
 function normalizeAddr(addr) {
   if (!addr.includes('://')) {
@@ -193,6 +228,7 @@ function normalizeAddr(addr) {
   const sep = addr.indexOf('://');
   const scheme = addr.slice(0, sep);
   const rest = addr.slice(sep + 3);
+  if (URL_SCHEMES.map((s) => `${s}+sentinel`).includes(scheme.toLowerCase())) return sentinelName(addr, rest, fail);
   if (!URL_SCHEMES.includes(scheme.toLowerCase())) fail(`scheme ${JSON.stringify(scheme)}, want redis:// or rediss://`);
   if (addr.includes('?') || addr.includes('#')) fail('a query or fragment is not supported');
   if (/[\x00-\x1f\x7f]/.test(addr)) fail('control character');

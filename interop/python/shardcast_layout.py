@@ -208,13 +208,45 @@ def _unescape_host(s, zone=False):
     return out.decode("utf-8")  # UnicodeDecodeError is a ValueError
 
 
+def _sentinel_name(addr, rest):
+    """sentinel/<name> for a master reached through Sentinel
+    (scheme+sentinel://[userinfo@]host[:port][,host[:port]...]/name), as Go's
+    redisaddr.Parse names it; ValueError where Go refuses the address."""
+    hosts, slash, name = rest.partition("/")
+    if not slash or not name or any(c in name for c in "/?# \t\r\n"):
+        raise ValueError("address %r: want a master name after the Sentinels" % addr)
+    userinfo, at, hosts = hosts.rpartition("@")
+    if at and (not _USERINFO_CHARS.issuperset(userinfo) or _BAD_PERCENT.search(userinfo)):
+        raise ValueError("address %r: invalid user information" % addr)
+    seen = set()
+    for h in hosts.split(","):
+        try:
+            _split_host_port(h)
+        except ValueError:
+            h = ("[%s]:26379" if ":" in h.strip("[]") else "%s:26379") % h.strip("[]")
+        host, _, port = h.rpartition(":")
+        host = host.strip("[]")
+        if not host or any(c in "/\\@?#" or c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in host):
+            raise ValueError("address %r: Sentinel %r is not host:port" % (addr, h))
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError("address %r: Sentinel port %r" % (addr, port))
+        key = (host.lower(), int(port))
+        if key in seen:
+            raise ValueError("address %r lists a Sentinel twice" % addr)
+        seen.add(key)
+    return "sentinel/" + name
+
+
 def normalize_addr(addr):
-    """The host:port the sharded engine hashes for a configured address, as
-    Go's redisaddr.ParseAddr computes it; ValueError where Go refuses one."""
+    """The name the sharded engine hashes for a configured address, as Go's
+    redisaddr.Parse computes it: host:port, or sentinel/<name> for a master
+    reached through Sentinel; ValueError where Go refuses one."""
     if "://" not in addr:
         _split_host_port(addr)
         return addr
     scheme, _, rest = addr.partition("://")
+    if scheme.lower() in tuple(s + "+sentinel" for s in _URL_SCHEMES):
+        return _sentinel_name(addr, rest)
     if scheme.lower() not in _URL_SCHEMES:
         raise ValueError("address %r: scheme %r, want redis:// or rediss://" % (addr, scheme))
     if "?" in addr or "#" in addr:
