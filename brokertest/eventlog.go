@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/shardcast/shardcast"
@@ -58,5 +59,30 @@ func (l *EventLog) RelayoutPhases() []string {
 	for _, e := range l.Of(shardcast.EventRelayout) {
 		out = append(out, e.Phase)
 	}
+	return out
+}
+
+// Unrestored returns the channels whose last EventInterrupted in the log
+// was not followed by an EventRestored naming them: channels the broker
+// told the application it is losing and never told it are back.
+func (l *EventLog) Unrestored() []string {
+	open := map[string]bool{}
+	for _, ev := range l.All() {
+		switch ev.Kind {
+		case shardcast.EventInterrupted:
+			for _, ch := range ev.Channels {
+				open[ch] = true
+			}
+		case shardcast.EventRestored:
+			for _, ch := range ev.Channels {
+				delete(open, ch)
+			}
+		}
+	}
+	out := make([]string, 0, len(open))
+	for ch := range open {
+		out = append(out, ch)
+	}
+	slices.Sort(out)
 	return out
 }

@@ -107,6 +107,9 @@ func TestSentinelFailover(t *testing.T) {
 			fig := fleet.Finish(faultTolerance)
 			fleet.LogEvents()
 			brokertest.AssertClean(t, fig)
+			for i, ev := range fleet.Events {
+				assert.Empty(t, ev.Unrestored(), "broker %d: channels reported interrupted and never restored", i)
+			}
 			got := interruptedChannels(fleet)
 			assert.NotEmpty(t, got, "the failover was reported")
 			for ch := range got {

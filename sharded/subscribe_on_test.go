@@ -143,5 +143,8 @@ func TestSubscribeOnReplicasFaults(t *testing.T) {
 	fig := fleet.Finish(faultTolerance)
 	fleet.LogEvents()
 	brokertest.AssertClean(t, fig)
+	for i, ev := range fleet.Events {
+		assert.Empty(t, ev.Unrestored(), "broker %d: channels reported interrupted and never restored", i)
+	}
 	t.Logf("FIGURE sharded SubscribeOn Replicas faults: %v", fig)
 }

@@ -45,6 +45,9 @@ type report struct {
 
 	Interrupted, Restored, DroppedEvents int
 	DroppedCount                         uint64
+	// Unrestored counts the channels an EventInterrupted named last, with
+	// no EventRestored after it: reported lost, never reported back.
+	Unrestored int
 	LongestWindow                        time.Duration
 
 	Samples []string // the first few offending deliveries or losses
@@ -52,7 +55,9 @@ type report struct {
 
 // bad reports whether the run broke a promise: a duplicate, a reorder or a
 // loss nobody was told about.
-func (r report) bad() bool { return r.Duplicates > 0 || r.Reordered > 0 || r.LostSilent > 0 }
+func (r report) bad() bool {
+	return r.Duplicates > 0 || r.Reordered > 0 || r.LostSilent > 0 || r.Unrestored > 0
+}
 
 type window struct{ since, until int64 }
 
@@ -71,13 +76,20 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 	byPart := make(map[int][]window)
 	byShard := make(map[string][]window)
 	var everyChannel []window // truncated drop reports: channels unknown
+	open := make(map[string]bool)
 	for _, ev := range events {
 		switch ev.Kind {
 		case shardcast.EventInterrupted:
 			r.Interrupted++
+			for _, ch := range ev.Channels {
+				open[ch] = true
+			}
 			continue
 		case shardcast.EventRestored:
 			r.Restored++
+			for _, ch := range ev.Channels {
+				delete(open, ch)
+			}
 			r.LongestWindow = max(r.LongestWindow, ev.Until.Sub(ev.Since))
 		case shardcast.EventDropped:
 			r.DroppedEvents++
@@ -197,6 +209,7 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 			}
 		}
 	}
+	r.Unrestored = len(open)
 	return r
 }
 

@@ -102,3 +102,19 @@ func TestSelectFaults(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, clusterFaultNames, got)
 }
+
+// TestCheckUnrestored: a channel whose last EventInterrupted no
+// EventRestored followed fails the run; one restored later does not.
+func TestCheckUnrestored(t *testing.T) {
+	evs := []shardcast.Event{
+		{Kind: shardcast.EventInterrupted, Since: ms(0), Channels: []string{"a", "b"}},
+		{Kind: shardcast.EventRestored, Since: ms(0), Until: ms(1), Channels: []string{"a"}},
+	}
+	r := check(nil, evs, where{}, 0)
+	assert.Equal(t, 1, r.Unrestored)
+	assert.True(t, r.bad())
+	evs = append(evs, shardcast.Event{Kind: shardcast.EventRestored, Since: ms(0), Until: ms(2), Channels: []string{"b"}})
+	r = check(nil, evs, where{}, 0)
+	assert.Zero(t, r.Unrestored)
+	assert.False(t, r.bad())
+}

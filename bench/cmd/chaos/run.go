@@ -258,6 +258,7 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 	fmt.Printf("duplicates      %d\n", rep.Duplicates)
 	fmt.Printf("reordered       %d (failed publishes arriving late, allowed: %d)\n", rep.Reordered, rep.LateFailed)
 	fmt.Printf("dead channels   %d of %d\n", len(dead), len(t.names))
+	fmt.Printf("unrestored      %d channels reported interrupted and never restored\n", rep.Unrestored)
 	fmt.Printf("events          %d interrupted, %d restored, %d dropped (%d messages); longest window %v\n",
 		rep.Interrupted, rep.Restored, rep.DroppedEvents, rep.DroppedCount, rep.LongestWindow.Round(time.Millisecond))
 	fmt.Printf("stats (sub)     received %d, delivered %d, dropped %d, reconnects %d, stale %d; (pub) published %d\n",
