@@ -47,8 +47,8 @@ type report struct {
 	DroppedCount                         uint64
 	// Unrestored counts the channels an EventInterrupted named last, with
 	// no EventRestored after it: reported lost, never reported back.
-	Unrestored int
-	LongestWindow                        time.Duration
+	Unrestored    int
+	LongestWindow time.Duration
 
 	Samples []string // the first few offending deliveries or losses
 }
