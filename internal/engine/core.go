@@ -250,15 +250,17 @@ func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []
 	if !probe && ((f != nil && l.hot.Sampled()) || (f == nil && c.hot.Sampled())) {
 		c.hot.Record(shardcast.HotIn, l.Addr, channel)
 	}
+	at, body, ok := c.Inbox.Decode(payload)
+	if !at.IsZero() {
+		l.relayed(at.UnixNano())
+	}
 	if path.owner.Load() != l {
 		if !probe {
 			c.dropStale(l, path)
-			at, _, _ := c.Inbox.Decode(payload)
 			c.reportStale(l, p, channel, at)
 		}
 		return
 	}
-	at, body, ok := c.Inbox.Decode(payload)
 	if !ok {
 		l.badFrames.Add(1)
 		path.badFrames.Add(1)

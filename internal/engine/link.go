@@ -58,6 +58,13 @@ type Link struct {
 	// pushed its sunsubscribe ahead of the PONG). Messages are lost from
 	// then on, not from when the broker noticed.
 	healthyAt atomic.Int64
+	// relayedAt is, in Unix nanoseconds, the publish time of the newest
+	// message read on the wire, or when the wire connected: on a Relayed
+	// node a PONG proves the connection, not that the relay caught up, so
+	// what the master took before the PONG may still be on its way, and a
+	// loss dates from the newest message the relay brought (see
+	// LastHealthy).
+	relayedAt atomic.Int64
 	// unconfirmedAt is when the link reconnected after losing its wire,
 	// in Unix nanoseconds, while the engine has yet to confirm that the
 	// node still serves what the link carries (0 once confirmed, or when
@@ -156,13 +163,30 @@ func (l *Link) Confirm(asOf time.Time) {
 func (l *Link) Slow() bool { return l.slow.Load() }
 
 // LastHealthy returns when the wire last proved alive (zero before the
-// first connection).
+// first connection): messages may be lost from then on. On a Relayed node
+// it is no later than the publish time of the newest message read on the
+// wire (or its connection, before any): the relay delivers in order, so
+// everything published before that one reached the wire, and nothing
+// later is proven.
 func (l *Link) LastHealthy() time.Time {
 	n := l.healthyAt.Load()
 	if n == 0 {
 		return time.Time{}
 	}
+	if r := l.relayedAt.Load(); l.Relayed.Load() && r != 0 && r < n {
+		n = r
+	}
 	return time.Unix(0, n)
+}
+
+// relayed records that a message published at ns was read on the wire.
+func (l *Link) relayed(ns int64) {
+	for {
+		r := l.relayedAt.Load()
+		if ns <= r || l.relayedAt.CompareAndSwap(r, ns) {
+			return
+		}
+	}
 }
 
 func (l *Link) run() {
@@ -203,6 +227,7 @@ func (l *Link) run() {
 		}
 		l.outageEnded(connectedAt)
 		connected = true
+		l.relayedAt.Store(connectedAt.UnixNano())
 		l.healthyAt.Store(connectedAt.UnixNano())
 		l.mu.Lock()
 		l.wire = wire

@@ -111,3 +111,28 @@ func TestLinkConfirm(t *testing.T) {
 	}
 	l.Confirm(time.Now()) // confirmed already: a no-op
 }
+
+// TestRelayedLinkDatesLossByItsRelay: on a node whose messages are relayed
+// (a replica), a loss dates from the newest message the relay brought, not
+// from a later PONG: what the master took before that PONG may still have
+// been on its way. A node that is not relayed keeps the PONG's date, and
+// the relay never dates a loss later than the last proof of health.
+func TestRelayedLinkDatesLossByItsRelay(t *testing.T) {
+	var l Link
+	assert.True(t, l.LastHealthy().IsZero(), "never connected")
+	connected := time.Now().Add(-3 * time.Second).Round(0) // wall clock only, as LastHealthy gives
+	l.relayedAt.Store(connected.UnixNano())
+	l.healthyAt.Store(connected.UnixNano())
+	pong := connected.Add(2 * time.Second)
+	l.healthyAt.Store(pong.UnixNano())
+	assert.Equal(t, pong, l.LastHealthy(), "a master's PONG proves what came before it")
+
+	l.Relayed.Store(true)
+	assert.Equal(t, connected, l.LastHealthy(), "nothing relayed yet: from the connection")
+	msg := connected.Add(time.Second)
+	l.relayed(msg.UnixNano())
+	l.relayed(connected.UnixNano()) // an older stamp, read later
+	assert.Equal(t, msg, l.LastHealthy(), "from the newest message relayed")
+	l.relayed(pong.Add(time.Second).UnixNano())
+	assert.Equal(t, pong, l.LastHealthy(), "never later than the last PONG")
+}
