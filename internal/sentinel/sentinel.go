@@ -131,12 +131,7 @@ func parseMaster(v any) (addr string, epoch int64, err error) {
 	if !ok {
 		return "", 0, fmt.Errorf("sentinel: SENTINEL MASTER answered %v", v)
 	}
-	fields := make(map[string]string, len(arr)/2)
-	for i := 0; i+1 < len(arr); i += 2 {
-		k, _ := arr[i].(string)
-		val, _ := arr[i+1].(string)
-		fields[k] = val
-	}
+	fields := fieldMap(arr)
 	if fields["ip"] == "" || fields["port"] == "" {
 		return "", 0, fmt.Errorf("sentinel: SENTINEL MASTER gave no address: %v", v)
 	}
@@ -173,12 +168,7 @@ func healthyReplicas(v any, master string) []string {
 	var out []string
 	for _, e := range list {
 		arr, _ := e.([]any)
-		f := make(map[string]string, len(arr)/2)
-		for i := 0; i+1 < len(arr); i += 2 {
-			k, _ := arr[i].(string)
-			val, _ := arr[i+1].(string)
-			f[k] = val
-		}
+		f := fieldMap(arr)
 		flags := strings.Split(f["flags"], ",")
 		if f["ip"] == "" || slices.ContainsFunc(flags, func(s string) bool {
 			return s == "s_down" || s == "o_down" || s == "disconnected"
@@ -192,4 +182,16 @@ func healthyReplicas(v any, master string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// fieldMap reads a flat list of field names and values, as Sentinel
+// describes an instance.
+func fieldMap(arr []any) map[string]string {
+	f := make(map[string]string, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		k, _ := arr[i].(string)
+		v, _ := arr[i+1].(string)
+		f[k] = v
+	}
+	return f
 }
