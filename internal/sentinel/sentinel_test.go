@@ -101,3 +101,23 @@ func TestAskAndWatch(t *testing.T) {
 	_, err = dead.Ask(ctx)
 	assert.ErrorIs(t, err, ErrNoAnswer)
 }
+
+// TestHealthyReplicas: a replica counts when Sentinel sees it up, its link
+// up and following the master named; the rest are left out, and the list
+// comes sorted.
+func TestHealthyReplicas(t *testing.T) {
+	replica := func(ip, port, flags, link, masterPort string) any {
+		return []any{"ip", ip, "port", port, "flags", flags, "master-link-status", link, "master-host", "10.0.0.1", "master-port", masterPort}
+	}
+	reply := []any{
+		replica("10.0.0.3", "6379", "slave", "ok", "6379"),
+		replica("10.0.0.2", "6379", "slave", "ok", "6379"),
+		replica("10.0.0.4", "6379", "s_down,slave", "ok", "6379"),
+		replica("10.0.0.5", "6379", "slave,disconnected", "ok", "6379"),
+		replica("10.0.0.6", "6379", "slave", "err", "6379"),
+		replica("10.0.0.7", "6379", "slave", "ok", "6380"), // follows another master
+	}
+	assert.Equal(t, []string{"10.0.0.2:6379", "10.0.0.3:6379"}, healthyReplicas(reply, "10.0.0.1:6379"))
+	assert.Len(t, healthyReplicas(reply, ""), 3, "no master known yet: any it follows")
+	assert.Empty(t, healthyReplicas("junk", "10.0.0.1:6379"))
+}
