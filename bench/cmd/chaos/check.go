@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -210,6 +211,9 @@ func check(chans []channelRecord, events []shardcast.Event, in where, tol time.D
 		}
 	}
 	r.Unrestored = len(open)
+	for _, ch := range head(slices.Sorted(maps.Keys(open)), 5) {
+		sample("%s: reported interrupted, never restored", ch)
+	}
 	return r
 }
 
