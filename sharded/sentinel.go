@@ -68,7 +68,7 @@ func (b *Broker) watchMaster(i int, sh *slot) {
 
 // moveMaster points slot i at addr, the master Sentinel names now: new
 // publishes go there, and so do the slot's subscriptions when they were on
-// the old master (see reslot). On a replica they stay: Sentinel points the
+// the old master (see reslotLocked). On a replica they stay: Sentinel points the
 // replica at the new master and drops its clients, and the links
 // reconnect there.
 func (b *Broker) moveMaster(i int, addr string, since time.Time) {
@@ -85,7 +85,7 @@ func (b *Broker) moveMaster(i int, addr string, since time.Time) {
 	b.reslotLocked(i, old, addr, sub, since, true)
 }
 
-// reslot replaces slot i's value with one whose publishes go to master
+// reslotLocked replaces slot i's value with one whose publishes go to master
 // (unless it is "") and whose paths are subscribed on sub (unless it is
 // ""), and unlocks slotMu, which the caller holds. Moved paths are
 // reported Interrupted (from when the old node was last known healthy, or
