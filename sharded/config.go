@@ -3,7 +3,6 @@ package sharded
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -96,7 +95,7 @@ func (c Config) validate() error {
 	if c.SubscribeOn != Masters && c.SubscribeOn != Replicas {
 		return fmt.Errorf("%w: sharded.Config.SubscribeOn %v", shardcast.ErrInvalidConfig, c.SubscribeOn)
 	}
-	if c.SubscribeOn == Replicas && !slices.ContainsFunc(c.Addrs, isSentinel) {
+	if c.SubscribeOn == Replicas && !slices.ContainsFunc(c.Addrs, redisaddr.IsSentinel) {
 		return fmt.Errorf("%w: sharded.Config.SubscribeOn Replicas needs a Sentinel shard (redis+sentinel://); host:port shards are subscribed on themselves", shardcast.ErrInvalidConfig)
 	}
 	if c.HandoverLimit < 0 || c.BarrierTimeout < 0 {
@@ -140,11 +139,4 @@ func (s SubscribeOn) String() string {
 		return "Replicas"
 	}
 	return fmt.Sprintf("SubscribeOn(%d)", int(s))
-}
-
-// isSentinel reports whether a configured address names a master through
-// Sentinel.
-func isSentinel(addr string) bool {
-	scheme, _, ok := strings.Cut(addr, "://")
-	return ok && strings.HasSuffix(strings.ToLower(scheme), "+sentinel")
 }

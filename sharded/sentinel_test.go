@@ -149,6 +149,13 @@ func TestSentinelBadInput(t *testing.T) {
 	_, err := New(Config{Addrs: []string{"redis+sentinel://127.0.0.1:1/m", "redis+sentinel://127.0.0.1:2/m"}})
 	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "one master listed twice")
 
+	// SubscribeOn: a value it does not know, and Replicas with no Sentinel
+	// shard to put on a replica.
+	_, err = New(Config{Addrs: []string{"127.0.0.1:1"}, SubscribeOn: SubscribeOn(7)})
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "an unknown SubscribeOn")
+	_, err = New(Config{Addrs: []string{"127.0.0.1:1"}, SubscribeOn: Replicas})
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "Replicas without a Sentinel shard")
+
 	// No Sentinel answers: New fails, naming the shard.
 	_, err = New(Config{Addrs: []string{"redis+sentinel://127.0.0.1:1/m"}, Conn: shardcast.ConnOptions{DialTimeout: time.Second}})
 	require.Error(t, err)

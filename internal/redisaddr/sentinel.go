@@ -44,12 +44,12 @@ type Target struct {
 // nodes'; the Sentinels are asked without either. A Sentinel's port
 // defaults to 26379.
 func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
-	scheme, rest, ok := strings.Cut(addr, "://")
-	scheme = strings.ToLower(scheme) // as net/url takes a scheme
-	if !ok || !strings.HasSuffix(scheme, "+sentinel") {
+	if !IsSentinel(addr) {
 		d, err := ParseAddr(addr, o)
 		return Target{ID: d.Addr, Dialer: d}, err
 	}
+	scheme, rest, _ := strings.Cut(addr, "://")
+	scheme = strings.ToLower(scheme) // as net/url takes a scheme
 	t := Target{Dialer: subconn.Dialer{Timeout: o.DialTimeout, Username: o.Username, Password: o.Password, TLS: o.TLS}}
 	switch scheme {
 	case "redis+sentinel", "valkey+sentinel":
@@ -93,4 +93,12 @@ func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 	}
 	t.Master, t.ID = name, SentinelPrefix+name
 	return t, nil
+}
+
+// IsSentinel reports whether addr is written as a master reached through
+// Sentinel (a scheme ending in "+sentinel", in any case), well formed or
+// not.
+func IsSentinel(addr string) bool {
+	scheme, _, ok := strings.Cut(addr, "://")
+	return ok && strings.HasSuffix(strings.ToLower(scheme), "+sentinel")
 }
