@@ -454,20 +454,6 @@ func (c *Core) Kick() {
 	}
 }
 
-// event builds an event about paths of the node at addr.
-func (c *Core) event(kind shardcast.EventKind, addr string, paths []*Path, channels []string, since time.Time, err error) shardcast.Event {
-	ev := shardcast.Event{Kind: kind, Shard: addr, Channels: channels, Since: since, Err: err}
-	if kind == shardcast.EventRestored {
-		ev.Until = time.Now()
-	}
-	if c.partitions {
-		for _, p := range paths {
-			ev.Partitions = append(ev.Partitions, c.partitionOf(p.ID))
-		}
-	}
-	return ev
-}
-
 // pathsAttr names paths for a log line, compactly (compact.Ints): as
 // "partitions" on a cluster, "paths" otherwise.
 func (c *Core) pathsAttr(paths []int) slog.Attr {

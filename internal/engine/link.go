@@ -409,8 +409,9 @@ func (l *Link) abandoned(wire *subconn.Conn) {
 }
 
 // interruptPaths interrupts every path active on wire, reports those that
-// lose subscriptions in one EventInterrupted dated since with cause err,
-// and returns how many it reported.
+// lose subscriptions in one EventInterrupted dated since with cause err
+// (of the application's channels, see emitPaths), and returns how many
+// lost subscriptions.
 func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) int {
 	c := l.c
 	var lost []*Path
@@ -422,7 +423,7 @@ func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) in
 		}
 	}
 	if len(lost) > 0 {
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, lost, concat(lists), since, err))
+		c.emitPaths(shardcast.EventInterrupted, l.Addr, lost, lists, since, err)
 	}
 	return len(lost)
 }
@@ -457,22 +458,4 @@ func (l *Link) Down() time.Duration {
 		open = time.Duration(time.Now().UnixNano() - l.downAt)
 	}
 	return l.down.read(open)
-}
-
-// concat joins lists into one slice, allocated once: the channels of a
-// wire that carried a million of them would otherwise be copied again
-// at every doubling of an appended slice.
-func concat(lists [][]string) []string {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, 0, n)
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
 }

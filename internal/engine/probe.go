@@ -192,8 +192,8 @@ func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
 		addr = l.Addr
 	}
 	if first && lost {
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since,
-			fmt.Errorf("%s: %w", c.router.Describe(p.ID), shardcast.ErrSilentPath)))
+		c.emitPaths(shardcast.EventInterrupted, addr, []*Path{p}, [][]string{chans}, since,
+			fmt.Errorf("%s: %w", c.router.Describe(p.ID), shardcast.ErrSilentPath))
 	} else {
 		// The spell's first miss was reported as an event; the misses
 		// that follow until a probe returns are logged only.

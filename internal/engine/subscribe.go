@@ -396,7 +396,7 @@ func (c *Core) interruptPath(p *Path, wire *subconn.Conn, cause error) {
 		}
 	}
 	if chans, ok := p.interrupt(wire, since); ok {
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, addr, []*Path{p}, chans, since, cause))
+		c.emitPaths(shardcast.EventInterrupted, addr, []*Path{p}, [][]string{chans}, since, cause)
 	}
 }
 
@@ -410,7 +410,7 @@ func (c *Core) NoteLost(l *Link, p int, cause error) {
 		since = h
 	}
 	if chans, ok := path.noteLost(l.Current(), since); ok {
-		c.Emitter.Emit(c.event(shardcast.EventInterrupted, l.Addr, []*Path{path}, chans, since, cause))
+		c.emitPaths(shardcast.EventInterrupted, l.Addr, []*Path{path}, [][]string{chans}, since, cause)
 	}
 	c.RequestRefresh()
 }

@@ -134,7 +134,7 @@ func (c *Core) emitRestored(addr string, paths []*Path, since time.Time) {
 	for i, p := range paths {
 		lists[i] = p.Wanted()
 	}
-	c.Emitter.Emit(c.event(shardcast.EventRestored, addr, paths, concat(lists), since, nil))
+	c.emitPaths(shardcast.EventRestored, addr, paths, lists, since, nil)
 }
 
 // heal resubscribes every interrupted path whose link is up. Each link
@@ -287,7 +287,12 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 		}
 	}()
 	type route struct{ from, to string }
-	lost := make(map[route]*shardcast.Event)
+	type report struct {
+		paths []*Path
+		lists [][]string
+		since time.Time // the Since of the route's first move dates its event
+	}
+	lost := make(map[route]*report)
 	var order []route
 	for _, mv := range moves {
 		p := c.Paths[mv.Path]
@@ -307,17 +312,15 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 		r := route{mv.From, mv.To}
 		e := lost[r]
 		if e == nil {
-			ev := c.event(shardcast.EventInterrupted, mv.From, nil, nil, mv.Since, cause(mv.From, mv.To))
-			e = &ev
+			e = &report{since: mv.Since}
 			lost[r] = e
 			order = append(order, r)
 		}
-		if c.partitions {
-			e.Partitions = append(e.Partitions, c.partitionOf(p.ID))
-		}
-		e.Channels = append(e.Channels, chans...)
+		e.paths = append(e.paths, p)
+		e.lists = append(e.lists, chans)
 	}
 	for _, r := range order {
-		c.Emitter.Emit(*lost[r])
+		e := lost[r]
+		c.emitPaths(shardcast.EventInterrupted, r.from, e.paths, e.lists, e.since, cause(r.from, r.to))
 	}
 }

@@ -3,7 +3,6 @@ package relayout
 import (
 	"strings"
 
-	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 )
 
@@ -20,8 +19,11 @@ func (h *Handover) Deliver(l *engine.Link, p int, channel string, payload []byte
 		h.Barrier(p)
 		return
 	}
-	if isBarrier(channel) {
-		return // a late barrier of a re-layout the broker left, or an earlier one's
+	if engine.IsBarrier(channel) {
+		// A late barrier of a re-layout the broker left (the coordinator
+		// resends them until every broker drained), or an earlier one's:
+		// never the Handler's.
+		return
 	}
 	if barrier != "" && !strings.HasPrefix(channel, engine.ProbeChannelPrefix) {
 		if old, ok := oldPath(channel); ok && h.Hold(old, l, p, channel, payload) {
@@ -29,19 +31,4 @@ func (h *Handover) Deliver(l *engine.Link, p int, channel string, payload []byte
 		}
 	}
 	h.core.DeliverFrom(l, p, channel, payload)
-}
-
-// barrierInfix is in the name of every re-layout's barrier channel,
-// whatever the application (shardcast.Agreement.BarrierChannel).
-var barrierInfix = shardcast.Agreement{}.BarrierChannel("")
-
-// isBarrier reports whether a message's channel is a re-layout's barrier.
-// A barrier that arrives once the broker has left the re-layout (the
-// coordinator resends them until every broker drained, and the old
-// subscriptions go only at the finish) must not reach the Handler. On the
-// cluster engine the barrier's key may then read as channel old prefix +
-// barrier name under a new prefix it extends (""), hence Contains: the
-// infix is reserved for the agreement whatever comes before it.
-func isBarrier(channel string) bool {
-	return strings.Contains(channel, barrierInfix)
 }

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"strings"
+	"time"
+
+	"github.com/shardcast/shardcast"
+)
+
+// Besides the application's channels, a path may want the engine's own: a
+// re-layout subscribes its barrier (shardcast.Agreement.BarrierChannel) on
+// the old layout's paths and drops it at the finish. The events that
+// report paths name the application's channels only: the application never
+// subscribed the others, and would wait forever for the Restored of a
+// barrier dropped while its path was down.
+
+// barrierInfix is in the name of every re-layout's barrier channel,
+// whatever the application.
+var barrierInfix = shardcast.Agreement{}.BarrierChannel("")
+
+// IsBarrier reports whether channel is a re-layout's barrier. On the
+// cluster engine a barrier's key may read as a channel of another prefix
+// (an old prefix followed by the barrier's name under a new one that
+// extends it), hence Contains: the infix is reserved for the agreement
+// whatever comes before it.
+func IsBarrier(channel string) bool {
+	return strings.Contains(channel, barrierInfix)
+}
+
+// emitPaths reports paths of the node at addr in one event of kind,
+// lists[i] holding the channels of paths[i]. A path whose every channel
+// is the engine's own is left out, channels and partition; when that
+// leaves none of the paths, nothing is emitted: the event would tell the
+// application of nothing it subscribed. A path that names no channel at
+// all is kept: only channels of the engine's own make a path its business.
+func (c *Core) emitPaths(kind shardcast.EventKind, addr string, paths []*Path, lists [][]string, since time.Time, err error) {
+	var kept []*Path
+	app := make([][]string, 0, len(lists))
+	for i, p := range paths {
+		chans := appChannels(lists[i])
+		if len(chans) == 0 && len(lists[i]) > 0 {
+			continue // the engine's own
+		}
+		kept = append(kept, p)
+		app = append(app, chans)
+	}
+	if len(kept) == 0 {
+		return
+	}
+	ev := shardcast.Event{Kind: kind, Shard: addr, Channels: concat(app), Since: since, Err: err}
+	if kind == shardcast.EventRestored {
+		ev.Until = time.Now()
+	}
+	if c.partitions {
+		for _, p := range kept {
+			ev.Partitions = append(ev.Partitions, c.partitionOf(p.ID))
+		}
+	}
+	c.Emitter.Emit(ev)
+}
+
+// appChannels returns chans without the engine's own channels: chans
+// itself when it holds none, which is every path's case outside a
+// re-layout.
+func appChannels(chans []string) []string {
+	i := 0
+	for i < len(chans) && !IsBarrier(chans[i]) {
+		i++
+	}
+	if i == len(chans) {
+		return chans
+	}
+	out := append(make([]string, 0, len(chans)-1), chans[:i]...)
+	for _, ch := range chans[i+1:] {
+		if !IsBarrier(ch) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// concat joins lists into one slice, allocated once: the channels of a
+// wire that carried a million of them would otherwise be copied again
+// at every doubling of an appended slice.
+func concat(lists [][]string) []string {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
