@@ -102,6 +102,57 @@ func TestAskAndWatch(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoAnswer)
 }
 
+// TestWatchDatesUnheardFailover: a watch whose listeners missed the
+// failover's start (their subscriptions killed just before SENTINEL
+// FAILOVER, and re-made only after relisten) still dates the move, from
+// the last ask that named the old master: not zero, which would leave the
+// window to begin at the old master's last health, later than publishers
+// told of the switch sooner may have written to the new one.
+func TestWatchDatesUnheardFailover(t *testing.T) {
+	r := redistest.StartReplicated(t, 1)
+	s := redistest.StartSentinels(t, 3, redistest.SentinelGroup{Name: "g", Servers: r})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	timeouts := pubconn.Timeouts{Write: time.Second, Reply: time.Second, Redial: 100 * time.Millisecond}
+	g := New(s.Addrs(), "g", time.Second, timeouts)
+	defer g.Close()
+	addr, err := g.Ask(ctx)
+	require.NoError(t, err)
+
+	type move struct {
+		addr      string
+		since, at time.Time
+	}
+	moves := make(chan move, 4)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Watch(wctx, addr, 100*time.Millisecond, func(a string, since time.Time) {
+			moves <- move{a, since, time.Now()}
+		})
+	}()
+	defer func() { stop(); <-done }()
+	time.Sleep(500 * time.Millisecond) // the listeners subscribe
+	for _, n := range s.Nodes() {
+		_, err := n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+		require.NoError(t, err)
+	}
+	began := time.Now()
+	require.NoError(t, s.Failover(ctx, "g"))
+	newAddr, err := s.WaitSwitch(ctx, "g", addr)
+	require.NoError(t, err)
+	select {
+	case m := <-moves:
+		assert.Equal(t, newAddr, m.addr)
+		require.False(t, m.since.IsZero(), "the move is dated though no failover event was heard")
+		assert.True(t, m.since.Before(m.at), "dated before it was seen")
+		assert.False(t, m.since.Before(began.Add(-time.Second)), "dated by a recent ask, not an old one")
+	case <-ctx.Done():
+		t.Fatal("no move reported")
+	}
+}
+
 // TestHealthyReplicas: a replica counts when Sentinel sees it up, its link
 // up and following the master named; the rest are left out, and the list
 // comes sorted.

@@ -26,10 +26,13 @@ const relisten = time.Second
 // subscribes to every Sentinel's failover events and asks them where the
 // master is every interval and at once when one announces a switch. When
 // the answer differs from the master it followed, it calls moved with the
-// new address and with since: when a Sentinel was first heard beginning
-// the failover (zero if none was), the earliest moment the new master may
-// have taken writes. moved runs on the watch's goroutine, one call at a
-// time. Watch returns once its goroutines have.
+// new address and with since, the earliest moment the new master may have
+// taken writes: when a Sentinel was first heard beginning the failover,
+// or, if none was (a listener was reconnecting), when the last ask that
+// still named the old master began; no publisher could have been told of
+// the new one before the Sentinels were (zero before any such ask).
+// moved runs on the watch's goroutine, one call at a time. Watch returns
+// once its goroutines have.
 func (g *Group) Watch(ctx context.Context, current string, every time.Duration, moved func(addr string, since time.Time)) {
 	w := &watch{g: g, kick: make(chan struct{}, 1)}
 	var wg sync.WaitGroup
@@ -39,6 +42,7 @@ func (g *Group) Watch(ctx context.Context, current string, every time.Duration, 
 	defer wg.Wait()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var lastOld time.Time // when the last ask that named current began
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,12 +50,17 @@ func (g *Group) Watch(ctx context.Context, current string, every time.Duration, 
 		case <-t.C:
 		case <-w.kick:
 		}
+		asked := time.Now()
 		addr, err := g.Ask(ctx)
-		if err != nil || addr == current {
+		if err != nil {
+			continue
+		}
+		if addr == current {
+			lastOld = asked
 			continue
 		}
 		current = addr
-		var since time.Time
+		since := lastOld
 		if ns := w.failing.Swap(0); ns != 0 {
 			since = time.Unix(0, ns)
 		}
