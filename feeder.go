@@ -38,6 +38,8 @@ type feeder struct {
 	// WorkerPool.SubmitCopy).
 	run    *batchRunner
 	oneOff bool
+	// arrived dates a drop of a one-off feeder's message (SubmitHeld).
+	arrived time.Time
 }
 
 // internSize is the number of channel names a feeder of a reusing pool
@@ -145,7 +147,17 @@ func (f *feeder) copied(h uint64, channel string, payload []byte, at time.Time) 
 // worker if asleep and never runs the Handler itself, whatever the pool's
 // InlineHandling.
 func (p *WorkerPool) SubmitCopy(channel string, payload []byte, at time.Time) bool {
-	f := feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true}
+	return p.SubmitHeld(channel, payload, at, time.Time{})
+}
+
+// SubmitHeld is SubmitCopy for a message that reached the broker at
+// arrived and was held back since (an online re-layout keeps a moving
+// channel's new messages until its old layout drained): should its queue
+// be full, the EventDropped that reports the drop begins no later than
+// arrived, so that its window covers when the message came. A zero
+// arrived is SubmitCopy.
+func (p *WorkerPool) SubmitHeld(channel string, payload []byte, at, arrived time.Time) bool {
+	f := feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true, arrived: arrived}
 	queued := f.SubmitCopy(channel, payload, at)
 	f.Flush()
 	return queued
@@ -177,7 +189,7 @@ func (f *feeder) submit(i int, m Message, owned bool) bool {
 		// its free buffers.
 		refill = &f.stash
 	}
-	queued, asleep, filling := f.p.push(i, m, owned, refill)
+	queued, asleep, filling := f.p.push(i, m, owned, refill, f.arrived)
 	switch {
 	case filling:
 		// One read's burst would fill the queue while the worker sleeps

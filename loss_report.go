@@ -68,7 +68,11 @@ type lossWindow struct {
 // add records one loss on channel and reports whether it opened the
 // window. makeErr, if not nil, is called for the first loss of a window
 // only, so that a flood of losses builds one error, not one per loss.
-func (w *lossWindow) add(channel string, makeErr func() error) bool {
+// arrived, when not zero, is when the lost message reached the broker, if
+// it waited before it was lost (see WorkerPool.SubmitHeld): the window
+// then begins no later than that, so that it covers the message's time,
+// not only the moment it was dropped.
+func (w *lossWindow) add(channel string, arrived time.Time, makeErr func() error) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	opened := w.count == 0
@@ -78,6 +82,9 @@ func (w *lossWindow) add(channel string, makeErr func() error) bool {
 		if makeErr != nil {
 			w.err = makeErr()
 		}
+	}
+	if !arrived.IsZero() && arrived.Before(w.since) {
+		w.since = arrived
 	}
 	if _, ok := w.seen[channel]; ok {
 		return opened

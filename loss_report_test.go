@@ -66,6 +66,49 @@ func TestWorkerPoolDropsAreCountedAndReported(t *testing.T) {
 	assert.Equal(t, uint64(35), count, "no drop is reported twice")
 }
 
+func TestWorkerPoolDatesAHeldDropFromItsArrival(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	events := newWptEvents()
+	pool, release := wptBlockedPool(t, 1, events, time.Hour)
+	defer pool.Close()
+	defer release()
+
+	// A message dropped as it is handed over after a wait of seconds (a
+	// re-layout's hand-over) is reported from when it came, not from the
+	// drop: a window from the drop would not cover it.
+	before := time.Now()
+	arrived := before.Add(-5 * time.Second)
+	require.False(t, pool.SubmitCopy("plain", []byte("x"), time.Time{}))
+	require.False(t, pool.SubmitHeld("held", []byte("x"), time.Time{}, arrived))
+	// A later arrival does not move the window's start back up.
+	require.False(t, pool.SubmitHeld("late", []byte("x"), time.Time{}, time.Now()))
+	release()
+	pool.Close()
+
+	evs := events.snapshot()
+	require.Len(t, evs, 1, "one window for the three drops")
+	ev := evs[0]
+	assert.Equal(t, EventDropped, ev.Kind)
+	assert.Equal(t, uint64(3), ev.Count)
+	assert.ElementsMatch(t, []string{"plain", "held", "late"}, ev.Channels)
+	assert.True(t, ev.Since.Equal(arrived), "Since %v is the held message's arrival %v", ev.Since, arrived)
+	assert.False(t, ev.Until.Before(before), "Until is the report time")
+
+	// Without a held message, a window begins at its first drop.
+	events2 := newWptEvents()
+	pool2, release2 := wptBlockedPool(t, 1, events2, time.Hour)
+	defer pool2.Close()
+	defer release2()
+	before = time.Now()
+	require.False(t, pool2.SubmitHeld("plain", []byte("x"), time.Time{}, time.Time{}))
+	release2()
+	pool2.Close()
+	evs = events2.snapshot()
+	require.Len(t, evs, 1)
+	assert.False(t, evs[0].Since.Before(before), "a zero arrival is SubmitCopy: Since is the drop")
+}
+
 func TestWorkerPoolAggregatesDropsAndCloseReportsThem(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -165,7 +208,7 @@ func TestDropWindowNeverEndsBeforeItBegins(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				p.drops.add("c", nil)
+				p.drops.add("c", time.Time{}, nil)
 			}
 		}
 	}()

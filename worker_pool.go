@@ -170,15 +170,16 @@ func newWorkerPool(workers, queueSize int, handler Handler, emit func(Event), re
 // When the worker's queue is full, m is dropped: the drop is counted (see
 // Dropped) and its channel recorded. The first drop opens a report window;
 // while drops continue, one EventDropped covering the window (Count, the
-// distinct Channels up to 1000 with Truncated beyond, Since = first drop,
-// Until = report time) is emitted about every 100 ms, one more follows the
+// distinct Channels up to 1000 with Truncated beyond, Since = first drop
+// or, earlier, the arrival of a held message dropped (SubmitHeld), Until =
+// report time) is emitted about every 100 ms, one more follows the
 // last drop, and Close emits whatever is still unreported.
 //
 // After Close, Submit returns false without queueing or counting m: the
 // pool is gone, not overloaded.
 func (p *WorkerPool) Submit(m Message) bool {
 	i := p.workerOf(m.Channel)
-	queued, asleep, _ := p.push(i, m, false, nil)
+	queued, asleep, _ := p.push(i, m, false, nil, time.Time{})
 	if asleep {
 		p.workers[i].wakeUp()
 	}
@@ -199,7 +200,8 @@ func (p *WorkerPool) workerOf(channel string) int {
 // stash if it runs low, under the lock it takes anyway: every worker a
 // feeder feeds hands back its buffers that way, so none piles up buffers
 // to its cap (and drops them) while the feeder allocates new ones.
-func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queued, asleep, filling bool) {
+// arrived, when not zero, dates a drop of m (see SubmitHeld).
+func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte, arrived time.Time) (queued, asleep, filling bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
@@ -210,7 +212,7 @@ func (p *WorkerPool) push(i int, m Message, owned bool, refill *[][]byte) (queue
 		// Counted under mu: once Close has set closed, the reporter's
 		// last report includes every drop Dropped counts.
 		w.dropped.Add(1)
-		report := p.drops.add(m.Channel, nil)
+		report := p.drops.add(m.Channel, arrived, nil)
 		w.mu.Unlock()
 		if report {
 			p.wakeReporter()

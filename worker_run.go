@@ -124,7 +124,7 @@ func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
 // recordPanic is kept out of handle so that the closure building the error
 // cannot make the compiler move handle's message to the heap.
 func (p *WorkerPool) recordPanic(channel string, r any) {
-	opened := p.panics.add(channel, func() error {
+	opened := p.panics.add(channel, time.Time{}, func() error {
 		// debug.Stack here still shows the handler's frames: the deferred
 		// recover runs on top of the panicking stack.
 		return fmt.Errorf("%w: channel %q: %v\n%s", ErrHandlerPanic, channel, r, debug.Stack())

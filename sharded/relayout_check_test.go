@@ -1,6 +1,7 @@
 package sharded
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -27,14 +28,14 @@ var faultConn = shardcast.ConnOptions{
 // its own share of the channels under a publisher name of its own.
 var faultPublishers = 1
 
-// newFaultFleet starts n brokers of cfg (its Options replaced), each
-// subscribing every channel and publishing numbered messages to all of
-// them.
+// newFaultFleet starts n brokers of cfg (its Options replaced but for
+// Workers and QueueSize, 1<<16 when 0), each subscribing every channel and
+// publishing numbered messages to all of them.
 func newFaultFleet(t *testing.T, n int, cfg Config, channels []string) *brokertest.FaultFleet {
 	return brokertest.NewFaultFleet(t, n, channels, brokertest.FaultFleetOptions{Publishers: faultPublishers},
 		func(h shardcast.Handler, ev func(shardcast.Event)) shardcast.Broker {
 			c := cfg
-			c.Options = shardcast.Options{Handler: h, OnEvent: ev, QueueSize: 1 << 16}
+			c.Options = shardcast.Options{Handler: h, OnEvent: ev, Workers: cfg.Options.Workers, QueueSize: cmp.Or(cfg.Options.QueueSize, 1<<16)}
 			return newBroker(t, c)
 		})
 }

@@ -58,6 +58,23 @@ func TestRelayoutControlDownAfterSwitch(t *testing.T) {
 	s.check(err)
 }
 
+// TestRelayoutStallOverflowsQueue: what the brokers held during the stall
+// is handed over at once into a single worker's small queue, which
+// overflows; the drop must be reported from when the held messages came,
+// or their loss would lie outside every window.
+func TestRelayoutStallOverflowsQueue(t *testing.T) {
+	s := newFaultSetup(t, true, Config{Options: shardcast.Options{Workers: 1, QueueSize: 4}})
+	_, err := s.relayout(func(p PhaseReport) {
+		if p.Phase != shardcast.PhasePrepare {
+			return
+		}
+		s.allSwitched()
+		s.assertDeliveringSince(time.Now())
+	})
+	fig := s.check(err)
+	assert.Positive(t, fig.LostReported, "no held message was dropped: the test did not overflow a queue")
+}
+
 // TestRelayoutCoordinatorSilentAfterSwitch: the coordinator stops
 // calling once every broker switched (as if it had crashed), while the
 // control instance stays up; then it carries on.

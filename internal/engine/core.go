@@ -225,19 +225,20 @@ func (c *Core) HotChannels() []shardcast.HotChannel { return c.hot.HotChannels()
 // channel already taken since a failover (see orderFence), which is also
 // reported as dropped. It runs on l's reader.
 func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
-	c.deliver(l, l.feeder, p, channel, payload)
+	c.deliver(l, l.feeder, p, channel, payload, time.Time{})
 }
 
 // DeliverHeld is DeliverFrom for a message that arrived on link l for
 // path p and was held back, handed over now from another goroutine than
 // l's reader (an online re-layout delivers what it held once the old
 // layout drained): it goes to the worker pool directly, not through l's
-// feeder, which only l's reader may use.
-func (c *Core) DeliverHeld(l *Link, p int, channel string, payload []byte) {
-	c.deliver(l, nil, p, channel, payload)
+// feeder, which only l's reader may use. arrived is when it came: a drop
+// of it is reported from then (shardcast.WorkerPool.SubmitHeld).
+func (c *Core) DeliverHeld(l *Link, p int, channel string, payload []byte, arrived time.Time) {
+	c.deliver(l, nil, p, channel, payload, arrived)
 }
 
-func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []byte) {
+func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []byte, arrived time.Time) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
@@ -284,7 +285,7 @@ func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []
 		c.reportStale(l, p, channel, at)
 		return
 	}
-	if !c.Inbox.Submit(f, channel, body, at) {
+	if !c.Inbox.Submit(f, channel, body, at, arrived) {
 		l.dropped.Add(1)
 		path.dropped.Add(1)
 	}

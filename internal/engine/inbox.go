@@ -34,11 +34,12 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 // feeder of the read loop it came from, or directly when f is nil.
 // channel and body may be views of a read buffer: the message gets copies,
 // or, when the pool's InlineHandling hands it to the Handler at once, a
-// body that is the view itself (see feed.Feeder). It reports whether
-// the pool took the message (false: dropped).
-func (in *Inbox) Submit(f feed.Feeder, channel string, body []byte, at time.Time) bool {
-	if f == nil { // a held message (see Core.DeliverHeld), or a link not built by NewLink (tests)
-		return in.Pool.SubmitCopy(channel, body, at)
+// body that is the view itself (see feed.Feeder). arrived, for a message
+// that was held back (f nil, see Core.DeliverHeld), dates its drop. It
+// reports whether the pool took the message (false: dropped).
+func (in *Inbox) Submit(f feed.Feeder, channel string, body []byte, at, arrived time.Time) bool {
+	if f == nil { // a held message, or a link not built by NewLink (tests)
+		return in.Pool.SubmitHeld(channel, body, at, arrived)
 	}
 	return f.SubmitCopy(channel, body, at)
 }

@@ -50,6 +50,7 @@ type heldMessage struct {
 	path    int
 	channel string
 	payload []byte
+	arrived time.Time // a drop at its release is reported from then
 }
 
 // NewHandover returns a hand-over with nothing to wait for; limit bounds
@@ -106,7 +107,7 @@ func (h *Handover) Hold(from int, l *engine.Link, p int, channel string, payload
 		return false
 	}
 	// channel and payload are views of the reader's buffer: keep copies.
-	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: strings.Clone(channel), payload: append([]byte(nil), payload...)})
+	h.held[from] = append(h.held[from], heldMessage{l: l, path: p, channel: strings.Clone(channel), payload: append([]byte(nil), payload...), arrived: time.Now()})
 	h.n++
 	h.peak = max(h.peak, h.n)
 	return true
@@ -157,7 +158,7 @@ func (h *Handover) Barrier(p int) {
 // held behind them or, once p is drained, delivered after them.
 func (h *Handover) releaseLocked(p int, forced bool) {
 	for _, m := range h.held[p] {
-		h.core.DeliverHeld(m.l, m.path, m.channel, m.payload)
+		h.core.DeliverHeld(m.l, m.path, m.channel, m.payload, m.arrived)
 		if forced {
 			if h.forced == nil {
 				h.forced = make(map[string]bool)
