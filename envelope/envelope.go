@@ -25,6 +25,12 @@ const (
 	maxMicros = 10_000_000_000_000_000 // 2286-11-20T17:46:40Z
 )
 
+// Resolution is the precision of a frame's publish time: Append truncates
+// it to a whole microsecond, so a message was published up to Resolution
+// after the time Decode returns (a window of loss built from publish
+// times must reach that far to cover it).
+const Resolution = time.Microsecond
+
 var (
 	// MinTime is the earliest publish time a frame can carry.
 	MinTime = time.UnixMicro(minMicros).UTC()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/envelope"
 )
 
 // orderFence keeps each channel of a path in publish order for a while
@@ -140,12 +141,15 @@ func (r *lateReport) add(addr string, part int, channel string, at time.Time) {
 	if r.closed {
 		return
 	}
+	// A stamp is truncated (envelope.Resolution): the message was
+	// published up to that much after it, and the window must cover that.
+	end := at.Add(envelope.Resolution - time.Nanosecond)
 	w := r.pending[addr]
 	if w == nil {
 		if r.pending == nil {
 			r.pending = make(map[string]*lateWindow)
 		}
-		w = &lateWindow{ev: shardcast.Event{Kind: shardcast.EventDropped, Shard: addr, Since: at, Until: at, Err: errOvertaken},
+		w = &lateWindow{ev: shardcast.Event{Kind: shardcast.EventDropped, Shard: addr, Since: at, Until: end, Err: errOvertaken},
 			channels: make(map[string]bool), parts: make(map[int]bool)}
 		r.pending[addr] = w
 	}
@@ -153,8 +157,8 @@ func (r *lateReport) add(addr string, part int, channel string, at time.Time) {
 	if at.Before(w.ev.Since) {
 		w.ev.Since = at
 	}
-	if at.After(w.ev.Until) {
-		w.ev.Until = at
+	if end.After(w.ev.Until) {
+		w.ev.Until = end
 	}
 	if !w.channels[channel] {
 		if len(w.channels) < maxLateChannels {
