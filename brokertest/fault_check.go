@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,6 +247,33 @@ func (r reported) covers(ch string, m SentMessage, tol int64) bool {
 	return false
 }
 
+// near describes, for the log of a silent loss of a message of channel ch
+// published at start, the reported window on ch that began or ended
+// closest to it, or says there is none: what a failure in CI needs to
+// tell a window that is missing from one that is late or short.
+func (r reported) near(ch string, start int64) string {
+	ws := r.windows[ch]
+	if len(ws) == 0 {
+		return fmt.Sprintf("no window on %s (%d windows on other channels)", ch, len(r.windows))
+	}
+	best, dist := ws[0], int64(math.MaxInt64)
+	for _, w := range ws {
+		d := min(abs64(w.since-start), abs64(w.until-start))
+		if d < dist {
+			best, dist = w, d
+		}
+	}
+	return fmt.Sprintf("nearest of %d windows on it %s..%s", len(ws),
+		time.Unix(0, best.since).Format("15:04:05.000000"), time.Unix(0, best.until).Format("15:04:05.000000"))
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
 // CheckMessages accounts for every message the publishers sent at every
 // subscriber that wants its channel (subscriber i with the events its
 // broker raised, evs[i]; wants nil means every subscriber wants every
@@ -314,12 +342,12 @@ func CheckMessages(pubs []*LoggedPublisher, subs []*DeliveryLog, evs []*EventLog
 						f.LostReported++
 						if f.LostReported <= 3 {
 							sample("subscriber %d: %s #%d from %s (published %s) lost inside a reported window", i, ch, k+1, p.Name,
-								time.Unix(0, m.Start).Format("15:04:05.000"))
+								time.Unix(0, m.Start).Format("15:04:05.000000"))
 						}
 					} else {
 						f.LostSilent++
-						sample("subscriber %d: %s #%d from %s (published %s..%s) lost outside every reported window", i, ch, k+1, p.Name,
-							time.Unix(0, m.Start).Format("15:04:05.000"), time.Unix(0, m.End).Format("15:04:05.000"))
+						sample("subscriber %d: %s #%d from %s (published %s..%s) lost outside every reported window; %s", i, ch, k+1, p.Name,
+							time.Unix(0, m.Start).Format("15:04:05.000000"), time.Unix(0, m.End).Format("15:04:05.000000"), rep.near(ch, m.Start))
 					}
 				}
 			}
