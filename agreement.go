@@ -168,6 +168,13 @@ type LayoutRecord struct {
 	// Nil for the cluster engine, and in records written before the ids
 	// existed.
 	InstanceIDs []string
+	// Sentinels gives the Sentinels (host:port) of each of Instances that
+	// is a master reached through Sentinel, by its entry ("sentinel/name"),
+	// so that a broker that does not know the shard (a re-layout adds it,
+	// Follow adopts it) can ask for its master. It is not part of the
+	// fingerprint: the Sentinels may change without moving a channel. Nil
+	// when no instance is one, and in records written before it existed.
+	Sentinels map[string][]string
 }
 
 // LayoutMismatchError tells which layouts disagree. It wraps

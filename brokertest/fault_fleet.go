@@ -125,6 +125,22 @@ func (f *FaultFleet) Finish(tol time.Duration) FaultFigures {
 	return CheckMessages(f.Pubs, f.Subs, f.Events, nil, tol)
 }
 
+// FinishClean is Finish, then LogEvents, AssertClean, and a check that
+// every broker restored each channel it reported interrupted: the close of
+// a fault test that expects every fault healed.
+func (f *FaultFleet) FinishClean(tol time.Duration) FaultFigures {
+	f.t.Helper()
+	fig := f.Finish(tol)
+	f.LogEvents()
+	AssertClean(f.t, fig)
+	for i, ev := range f.Events {
+		if u := ev.Unrestored(); len(u) > 0 {
+			f.t.Errorf("broker %d: channels reported interrupted and never restored: %v", i, u)
+		}
+	}
+	return fig
+}
+
 // ReportedPhase reports whether some broker raised an EventRelayout of
 // phase.
 func (f *FaultFleet) ReportedPhase(phase string) bool {

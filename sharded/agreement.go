@@ -48,7 +48,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
 		return engine.Eval(ctx, pub, s, keys, args)
 	}
-	ours := layoutRecord(r.addrs)
+	ours := layoutRecord(r.addrs, b.sentinelsOf(r.cur))
 	var byAddr []string
 	ours.InstanceIDs, byAddr = b.instanceIDs(a, r, conn.CommandTimeout)
 	b.member, b.rel, err = relayout.Join(relayout.FollowerConfig{
@@ -95,15 +95,36 @@ func (b *Broker) instanceIDs(a shardcast.Agreement, r *route, timeout time.Durat
 	return ids, byAddr
 }
 
-// layoutRecord describes the instance list hosts (host:port, in routing
-// order) as the layout record holds it.
-func layoutRecord(hosts []string) shardcast.LayoutRecord {
-	return shardcast.LayoutRecord{
+// layoutRecord describes the instance list hosts (host:port or
+// "sentinel/name", in routing order) as the layout record holds it, with
+// the Sentinels of its Sentinel shards that sentinels gives.
+func layoutRecord(hosts []string, sentinels map[string][]string) shardcast.LayoutRecord {
+	r := shardcast.LayoutRecord{
 		Fingerprint: fingerprint(hosts),
 		Description: fmt.Sprintf("sharded: %d instances: %s", len(hosts), strings.Join(hosts, ", ")),
 		Engine:      "sharded",
 		Instances:   hosts,
 	}
+	for _, h := range hosts {
+		if s := sentinels[h]; len(s) > 0 {
+			if r.Sentinels == nil {
+				r.Sentinels = make(map[string][]string)
+			}
+			r.Sentinels[h] = s
+		}
+	}
+	return r
+}
+
+// sentinelsOf returns the Sentinels of the Sentinel shards among slots.
+func (b *Broker) sentinelsOf(slots []int) map[string][]string {
+	out := make(map[string][]string)
+	for _, i := range slots {
+		if sh := b.slots[i].Load(); sh != nil && len(sh.sentinels) > 0 {
+			out[sh.addr] = sh.sentinels
+		}
+	}
+	return out
 }
 
 // leaveLayout leaves the registry and closes the control connection. It
@@ -120,7 +141,8 @@ func (b *Broker) leaveLayout() {
 
 // follow returns c with the instance list of record r, which a running
 // fleet uses (shardcast.Agreement.Follow). The record names instances by
-// host:port; one that c.Addrs names keeps c's entry, so that a URL's
+// host:port or "sentinel/name" (with its Sentinels); one that c.Addrs
+// names keeps c's entry, so that a URL's
 // credentials and TLS still apply, and any other gets those of c's URLs
 // where they agree (engine.URLDefaults), or else is dialled with c.Conn's.
 // The control instance stays where c found the record.
@@ -147,8 +169,14 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 		addrs[i] = in
 		if a, ok := mine[in]; ok {
 			addrs[i] = a
+		} else if s := r.Sentinels[in]; len(s) > 0 {
+			scheme, rest, _ := strings.Cut(redisaddr.SentinelURL(in, s, urls.TLS != nil), "://")
+			if urls.Password != "" {
+				rest = url.UserPassword(urls.Username, urls.Password).String() + "@" + rest
+			}
+			addrs[i] = scheme + "://" + rest
 		} else if strings.HasPrefix(in, redisaddr.SentinelPrefix) {
-			return c, fmt.Errorf("the record names the Sentinel master %s, which Config.Addrs does not, so its Sentinels are unknown", in)
+			return c, fmt.Errorf("the record names the Sentinel master %s, which Config.Addrs does not, without its Sentinels (written by an older version)", in)
 		} else if urls.Password != "" || urls.TLS != nil {
 			u := url.URL{Scheme: "redis", Host: in}
 			if urls.TLS != nil {

@@ -75,6 +75,9 @@ type slot struct {
 	pub    *pubconn.Pub
 	links  []*engine.Link
 	master *masterWatch
+	// sentinels are a Sentinel shard's Sentinels (host:port), which the
+	// layout record keeps for brokers that do not know the shard.
+	sentinels []string
 }
 
 // minSlots is the least number of instance slots a broker has: the

@@ -1,8 +1,10 @@
 package sharded
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shardcast/shardcast"
@@ -11,6 +13,7 @@ import (
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
+	"github.com/shardcast/shardcast/internal/sentinel"
 )
 
 // RelayoutConfig configures Relayout.
@@ -25,7 +28,10 @@ type RelayoutConfig struct {
 	Agreement shardcast.Agreement
 	// Conn says how to reach the instances (credentials, TLS, timeouts).
 	Conn shardcast.ConnOptions
-	// To is the new instance list, in routing order.
+	// To is the new instance list, in routing order, in the form of
+	// Config.Addrs: host:port, redis:// URLs, or redis+sentinel:// for a
+	// master reached through Sentinel (its Sentinels go into the layout
+	// record, so that the brokers can reach a shard they do not know).
 	To []string
 	// OnPhase, if set, is called as each phase completes.
 	OnPhase func(PhaseReport)
@@ -99,9 +105,15 @@ func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
 type coordinator struct {
 	conn    shardcast.ConnOptions
 	control *pubconn.Pub
-	pubs    map[string]*pubconn.Pub
-	// to is the new instance list, as host:port (Relayout only).
-	to []string
+	// pubs publishes to each instance, by its entry in the layout
+	// (host:port, or "sentinel/name": then to the master its Sentinels
+	// name, asked at each dial through groups).
+	pubs   map[string]*pubconn.Pub
+	groups []*sentinel.Group
+	// to is the new instance list, as the layout names it (Relayout
+	// only), and sentinels the Sentinels of its Sentinel shards.
+	to        []string
+	sentinels map[string][]string
 }
 
 var _ relayout.Mover = (*coordinator)(nil)
@@ -119,19 +131,31 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	// with the credentials and TLS of the URLs among ControlAddr and To,
 	// where those agree.
 	conn := redisaddr.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
-	d, err := redisaddr.ParseAddr(cfg.ControlAddr, conn)
+	t, err := redisaddr.Parse(cfg.ControlAddr, conn)
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)
 	}
-	c := &coordinator{conn: conn, pubs: map[string]*pubconn.Pub{}}
-	c.control = pubconn.New(d, engine.PubTimeouts(conn))
+	c := &coordinator{conn: conn, pubs: map[string]*pubconn.Pub{}, sentinels: map[string][]string{}}
+	c.control = c.dial(t)
 	pctx, cancel := context.WithTimeout(ctx, conn.DialTimeout)
 	defer cancel()
 	if err := c.control.Ping(pctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("shardcast: relayout: control instance %s: %w", d.Addr, err)
+		return nil, fmt.Errorf("shardcast: relayout: control instance %s: %w", t.ID, err)
 	}
 	return c, nil
+}
+
+// dial returns a publishing connection to t; one to a Sentinel shard asks
+// its Sentinels for the master at each dial.
+func (c *coordinator) dial(t redisaddr.Target) *pubconn.Pub {
+	d := t.Dialer
+	if t.Master != "" {
+		g := sentinel.New(t.Sentinels, t.Master, c.conn.DialTimeout, engine.PubTimeouts(c.conn))
+		c.groups = append(c.groups, g)
+		d.Addr, d.Master, d.Resolve = t.ID, true, g.Resolve
+	}
+	return pubconn.New(d, engine.PubTimeouts(c.conn))
 }
 
 // Run runs an agreement script on the control instance, bounded by
@@ -146,7 +170,7 @@ func (c *coordinator) Run(ctx context.Context, s *shardcast.Script, keys, args [
 // from a record that is not a sharded application's, or that would need
 // more instances at once than a broker has slots for.
 func (c *coordinator) Target(from shardcast.LayoutRecord) (shardcast.LayoutRecord, error) {
-	to := layoutRecord(c.to)
+	to := layoutRecord(c.to, c.sentinels)
 	if from.Fingerprint == to.Fingerprint {
 		return to, nil // resumed, or refused as the same layout by Begin
 	}
@@ -165,13 +189,30 @@ func (c *coordinator) Target(from shardcast.LayoutRecord) (shardcast.LayoutRecor
 // dropping one that died is a reason to re-layout. Its barrier fails, and
 // the brokers hand its channels over after BarrierTimeout.
 func (c *coordinator) Barriers(from shardcast.LayoutRecord, t *agreement.Transition) ([]relayout.Barrier, error) {
-	old, err := c.connectAll(from.Instances)
-	if err != nil {
-		return nil, err
+	old := make([]string, len(from.Instances))
+	for i, in := range from.Instances {
+		a := in
+		if s := from.Sentinels[in]; len(s) > 0 {
+			a = redisaddr.SentinelURL(in, s, c.conn.TLS != nil)
+		}
+		id, err := c.connect(a)
+		if err != nil && !strings.HasPrefix(in, redisaddr.SentinelPrefix) {
+			return nil, err
+		}
+		// A Sentinel shard the record gives no Sentinels for (written by an
+		// older version) and To does not name gets no barrier: the brokers
+		// hand its channels over after BarrierTimeout, as for a dead one.
+		old[i] = cmp.Or(id, in)
 	}
 	var out []relayout.Barrier
 	for _, i := range losing(old, c.to) {
-		p := c.pubs[old[i]]
+		p, ok := c.pubs[old[i]]
+		if !ok {
+			out = append(out, func(context.Context) error {
+				return fmt.Errorf("shardcast: relayout: no barrier through %s: the layout record does not name its Sentinels", old[i])
+			})
+			continue
+		}
 		out = append(out, func(ctx context.Context) error {
 			return p.Publish(ctx, t.Barrier, []byte(t.ID), true, time.Now())
 		})
@@ -184,9 +225,13 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: the new instance list is empty", shardcast.ErrInvalidConfig)
 	}
-	out, err := c.connectAll(addrs)
-	if err != nil {
-		return nil, err
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		id, err := c.connect(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = id
 	}
 	for _, a := range out {
 		pctx, cancel := context.WithTimeout(ctx, c.conn.DialTimeout)
@@ -199,21 +244,22 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 	return out, nil
 }
 
-// connectAll is dialAll without the check that each instance answers:
-// the publishing connections dial on first use.
-func (c *coordinator) connectAll(addrs []string) ([]string, error) {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		d, err := redisaddr.ParseAddr(a, c.conn)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = d.Addr
-		if _, ok := c.pubs[d.Addr]; !ok {
-			c.pubs[d.Addr] = pubconn.New(d, engine.PubTimeouts(c.conn))
-		}
+// connect makes (without dialling: a connection dials on first use) the
+// publishing connection to addr unless there is one, and returns addr's
+// entry in the layout; it keeps a Sentinel shard's Sentinels for the
+// record.
+func (c *coordinator) connect(addr string) (string, error) {
+	t, err := redisaddr.Parse(addr, c.conn)
+	if err != nil {
+		return "", err
 	}
-	return out, nil
+	if _, ok := c.pubs[t.ID]; !ok {
+		c.pubs[t.ID] = c.dial(t)
+	}
+	if t.Master != "" {
+		c.sentinels[t.ID] = t.Sentinels
+	}
+	return t.ID, nil
 }
 
 // Close closes every connection the run opened.
@@ -221,6 +267,9 @@ func (c *coordinator) Close() {
 	c.control.Close()
 	for _, p := range c.pubs {
 		p.Close()
+	}
+	for _, g := range c.groups {
+		g.Close()
 	}
 }
 

@@ -3,14 +3,13 @@ package sharded
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
-	"github.com/shardcast/shardcast/internal/engine"
-	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
@@ -34,11 +33,16 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition, fromRec sha
 	if r.fp != t.From {
 		from = fromRec.Instances // configured with the new list, started mid-way
 	}
-	cur, err := b.slotsFor(ctx, from)
+	known := maps.Clone(fromRec.Sentinels)
+	if known == nil {
+		known = make(map[string][]string)
+	}
+	maps.Copy(known, t.ToRecord.Sentinels)
+	cur, err := b.slotsFor(ctx, from, known)
 	if err != nil {
 		return 0, err
 	}
-	next, err := b.slotsFor(ctx, t.ToRecord.Instances)
+	next, err := b.slotsFor(ctx, t.ToRecord.Instances, known)
 	if err != nil {
 		return 0, err
 	}
@@ -208,6 +212,7 @@ func (b *Broker) settle(ctx context.Context, barrier string) {
 			continue
 		}
 		b.slots[i].Store(nil)
+		sh.master.close()
 		for _, l := range sh.links {
 			l.Stop()
 		}
@@ -216,8 +221,10 @@ func (b *Broker) settle(ctx context.Context, barrier string) {
 }
 
 // slotsFor returns the slot of each address, connecting to the instances
-// the broker does not use yet.
-func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
+// the broker does not use yet; a Sentinel shard it does not know is
+// reached through the Sentinels sentinels gives for it (the layout
+// record's and the transition's), and followed from then on.
+func (b *Broker) slotsFor(ctx context.Context, addrs []string, sentinels map[string][]string) ([]int, error) {
 	b.slotMu.Lock()
 	defer b.slotMu.Unlock()
 	out := make([]int, len(addrs))
@@ -243,31 +250,50 @@ func (b *Broker) slotsFor(ctx context.Context, addrs []string) ([]int, error) {
 		if free < 0 {
 			return nil, fmt.Errorf("shardcast: re-layout needs more than %d instances at once", len(b.slots))
 		}
-		if strings.HasPrefix(addr, redisaddr.SentinelPrefix) {
-			return nil, fmt.Errorf("%w: a re-layout cannot add the Sentinel master %s: only host:port instances can join a running layout", shardcast.ErrInvalidConfig, addr)
-		}
-		d, err := redisaddr.ParseAddr(addr, b.conn)
+		sh, err := b.joiningSlot(ctx, addr, sentinels[addr])
 		if err != nil {
 			return nil, err
-		}
-		sh := &slot{addr: d.Addr, dial: d, sub: d, pub: pubconn.New(d, engine.PubTimeouts(b.conn))}
-		pctx, cancel := context.WithTimeout(ctx, b.conn.DialTimeout)
-		err = sh.pub.Ping(pctx)
-		cancel()
-		if err != nil {
-			sh.pub.Close()
-			return nil, fmt.Errorf("shardcast: re-layout: connect %s: %w", addr, err)
 		}
 		if b.core.Paths != nil {
 			b.newLinks(free, sh)
 		}
 		b.slots[free].Store(sh)
+		b.watchMaster(free, sh)
 		for _, l := range sh.links {
 			l.Start()
 		}
 		out[k] = free
 	}
 	return out, nil
+}
+
+// joiningSlot connects to addr, an instance a re-layout adds: host:port,
+// or a Sentinel shard ("sentinel/name") whose Sentinels are sentinels. It
+// is dialled with the credentials and TLS of the broker's own URLs.
+func (b *Broker) joiningSlot(ctx context.Context, addr string, sentinels []string) (*slot, error) {
+	if strings.HasPrefix(addr, redisaddr.SentinelPrefix) {
+		if len(sentinels) == 0 {
+			return nil, fmt.Errorf("%w: the re-layout adds the Sentinel master %s without naming its Sentinels (begun by an older version?)", shardcast.ErrInvalidConfig, addr)
+		}
+		addr = redisaddr.SentinelURL(addr, sentinels, b.conn.TLS != nil)
+	}
+	t, err := redisaddr.Parse(addr, b.conn)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.conn.DialTimeout)
+	defer cancel()
+	sh, err := b.newSlot(pctx, t, b.conn)
+	if err == nil {
+		if err = sh.pub.Ping(pctx); err != nil {
+			sh.pub.Close()
+			sh.master.close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shardcast: re-layout: connect %s: %w", t.ID, err)
+	}
+	return sh, nil
 }
 
 // pathUp reports whether subscribe path p has a live connection.

@@ -44,7 +44,7 @@ func (b *Broker) newSlot(ctx context.Context, t redisaddr.Target, conn shardcast
 		d.Addr, d.Master = addr, true
 		w = &masterWatch{group: g, stop: func() {}}
 	}
-	return &slot{addr: t.ID, dial: d, sub: d, pub: pubconn.New(d, engine.PubTimeouts(conn)), master: w}, nil
+	return &slot{addr: t.ID, dial: d, sub: d, pub: pubconn.New(d, engine.PubTimeouts(conn)), master: w, sentinels: t.Sentinels}, nil
 }
 
 // watchMaster follows the master of slot i, if Sentinel names it, until
@@ -58,7 +58,7 @@ func (b *Broker) watchMaster(i int, sh *slot) {
 	sh.master.stop = cancel
 	b.core.Go(func() {
 		sh.master.group.Watch(ctx, sh.dial.Addr, b.conn.HealthInterval, func(addr string, since time.Time) {
-			b.moveMaster(i, addr, since)
+			b.moveMaster(i, sh.addr, addr, since)
 		})
 	})
 	if b.place != nil {
@@ -70,11 +70,12 @@ func (b *Broker) watchMaster(i int, sh *slot) {
 // publishes go there, and so do the slot's subscriptions when they were on
 // the old master (see reslotLocked). On a replica they stay: Sentinel points the
 // replica at the new master and drops its clients, and the links
-// reconnect there.
-func (b *Broker) moveMaster(i int, addr string, since time.Time) {
+// reconnect there. id is the shard's entry: a re-layout may have given
+// slot i to another shard since the watch saw the move.
+func (b *Broker) moveMaster(i int, id, addr string, since time.Time) {
 	b.slotMu.Lock()
 	old := b.slots[i].Load()
-	if old == nil || old.master == nil || old.dial.Addr == addr {
+	if old == nil || old.addr != id || old.master == nil || old.dial.Addr == addr {
 		b.slotMu.Unlock()
 		return
 	}

@@ -340,6 +340,9 @@ func recordFields(r shardcast.LayoutRecord) []string {
 	if r.InstanceIDs != nil {
 		f = append(f, "instance_ids", strings.Join(r.InstanceIDs, "\n"))
 	}
+	if len(r.Sentinels) > 0 {
+		f = append(f, "sentinels", formatSentinels(r.Sentinels))
+	}
 	return f
 }
 
@@ -360,6 +363,7 @@ func parseRecord(f map[string]string) shardcast.LayoutRecord {
 	if s, ok := f["instance_ids"]; ok && s != "" {
 		r.InstanceIDs = strings.Split(s, "\n")
 	}
+	r.Sentinels = parseSentinels(f["sentinels"])
 	return r
 }
 

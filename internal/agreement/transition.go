@@ -87,6 +87,7 @@ func parseTransition(f map[string]string) *Transition {
 	if s := f["to_instances"]; s != "" {
 		t.ToRecord.Instances = strings.Split(s, "\n")
 	}
+	t.ToRecord.Sentinels = parseSentinels(f["to_sentinels"])
 	ms, _ := strconv.ParseInt(f["started_at"], 10, 64)
 	t.StartedAt = time.UnixMilli(ms)
 	ms, _ = strconv.ParseInt(f["phase_at"], 10, 64)
@@ -115,7 +116,7 @@ type BeginResult struct {
 // already holds to.
 func Begin(ctx context.Context, run Runner, a shardcast.Agreement, id, coordinator string, to shardcast.LayoutRecord) (BeginResult, error) {
 	args := []string{id, coordinator, to.Fingerprint, to.Description, to.Engine,
-		strings.Join(to.Instances, "\n"), a.BarrierChannel(id), strconv.Itoa(to.Partitions), to.Prefix}
+		strings.Join(to.Instances, "\n"), a.BarrierChannel(id), strconv.Itoa(to.Partitions), to.Prefix, formatSentinels(to.Sentinels)}
 	v, err := run(ctx, beginScript, transitionKeys(a), args)
 	if err != nil {
 		// The script may have run with its reply lost.
@@ -273,7 +274,8 @@ func Abort(ctx context.Context, run Runner, a shardcast.Agreement, id string) (s
 
 // beginScript starts a transition: ARGV = [id, coordinator, to
 // fingerprint, to description, to engine, to instances, barrier channel,
-// to partitions, to prefix] (the last two for the cluster engine).
+// to partitions, to prefix, to sentinels] (partitions and prefix for the
+// cluster engine, sentinels for the sharded engine's Sentinel shards).
 var beginScript = shardcast.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -295,7 +297,7 @@ local ts = string.format('%d', now)
 redis.call('DEL', KEYS[4])
 redis.call('HSET', KEYS[3], 'id', ARGV[1], 'phase', 'prepare', 'from', fp, 'to', ARGV[3],
   'to_description', ARGV[4], 'to_engine', ARGV[5], 'to_instances', ARGV[6], 'barrier', ARGV[7],
-  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts, 'seen_at', ts, 'to_partitions', ARGV[8], 'to_prefix', ARGV[9])
+  'coordinator', ARGV[2], 'started_at', ts, 'phase_at', ts, 'seen_at', ts, 'to_partitions', ARGV[8], 'to_prefix', ARGV[9], 'to_sentinels', ARGV[10])
 return {'begun', rec, live}
 `)
 

@@ -102,3 +102,15 @@ func IsSentinel(addr string) bool {
 	scheme, _, ok := strings.Cut(addr, "://")
 	return ok && strings.HasSuffix(strings.ToLower(scheme), "+sentinel")
 }
+
+// SentinelURL writes the address of shard id ("sentinel/name") reached
+// through sentinels, as Parse reads it: for a broker that learns a
+// Sentinel shard from the layout record, where no URL or credential is
+// kept. tls asks for rediss+sentinel:// (TLS to the data nodes).
+func SentinelURL(id string, sentinels []string, tls bool) string {
+	scheme := "redis+sentinel"
+	if tls {
+		scheme = "rediss+sentinel"
+	}
+	return scheme + "://" + strings.Join(sentinels, ",") + "/" + strings.TrimPrefix(id, SentinelPrefix)
+}

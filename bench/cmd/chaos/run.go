@@ -136,7 +136,8 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		}
 	case "sentinel":
 		// Two shards of a master and two replicas each, behind three
-		// Sentinels; no re-layout (it cannot add a Sentinel shard yet).
+		// Sentinels; no re-layout in this mode (TestSentinelRelayout moves
+		// Sentinel shards online).
 		var groups []redistest.SentinelGroup
 		for _, name := range []string{"a", "b"} {
 			g, stop, err := redistest.StartSharedReplicated(2)
