@@ -154,7 +154,9 @@ for srv in "${servers[@]}"; do
 	printf 'test-matrix: %s %s %s (%s) in %dm%02ds; log %s\n' "$status" "$name" "$version" "$label" $((took / 60)) $((took % 60)) "$log"
 	if [ $status = FAIL ]; then
 		printf '    failed: %s\n' "${failed_steps[@]}"
-		grep -E -- '^(--- FAIL|FAIL|panic:|chaos: )' "$log" | head -20 | sed 's/^/    /'
+		# The failing tests and subtests, with the figures and the first
+		# errors each printed, so that a CI summary tells why without the log.
+		grep -E -- '^ *--- FAIL|^FAIL|^panic:|^chaos: |figures: |outside every|[0-9]+ duplicates$|Error:|Messages:|silent' "$log" | head -40 | cut -c1-400 | sed 's/^/    /'
 	fi
 	printf '%s\t%s\t%s\t%s\n' "$name" "$version" "$status" "$what_ran" >>"$results"
 done
