@@ -164,26 +164,23 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	// credentials and TLS of c's URLs, where those agree (see
 	// engine.URLDefaults), as a re-layout's new instances do.
 	urls := redisaddr.URLDefaults(c.Addrs, shardcast.ConnOptions{})
+	var user *url.Userinfo
+	if urls.Password != "" {
+		user = url.UserPassword(urls.Username, urls.Password)
+	}
 	addrs := make([]string, len(r.Instances))
 	for i, in := range r.Instances {
 		addrs[i] = in
 		if a, ok := mine[in]; ok {
 			addrs[i] = a
 		} else if s := r.Sentinels[in]; len(s) > 0 {
-			scheme, rest, _ := strings.Cut(redisaddr.SentinelURL(in, s, urls.TLS != nil), "://")
-			if urls.Password != "" {
-				rest = url.UserPassword(urls.Username, urls.Password).String() + "@" + rest
-			}
-			addrs[i] = scheme + "://" + rest
+			addrs[i] = redisaddr.SentinelURL(in, s, urls.TLS != nil, user)
 		} else if strings.HasPrefix(in, redisaddr.SentinelPrefix) {
 			return c, fmt.Errorf("the record names the Sentinel master %s, which Config.Addrs does not, without its Sentinels (written by an older version)", in)
-		} else if urls.Password != "" || urls.TLS != nil {
-			u := url.URL{Scheme: "redis", Host: in}
+		} else if user != nil || urls.TLS != nil {
+			u := url.URL{Scheme: "redis", Host: in, User: user}
 			if urls.TLS != nil {
 				u.Scheme = "rediss"
-			}
-			if urls.Password != "" {
-				u.User = url.UserPassword(urls.Username, urls.Password)
 			}
 			addrs[i] = u.String()
 		}

@@ -73,19 +73,25 @@ type RelayoutReport = shardcast.RelayoutReport
 // shardcast.ErrRelayoutVanished; the brokers follow the record they find.
 func Relayout(ctx context.Context, cfg RelayoutConfig) (RelayoutReport, error) {
 	return relayout.Relayout(ctx, cfg.Agreement, cfg.OnPhase, func(ctx context.Context) (relayout.Mover, error) {
-		if err := redisaddr.Distinct("sharded.RelayoutConfig.To", cfg.To); err != nil {
-			return nil, err
-		}
-		c, err := openCoordinator(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		if c.to, err = c.dialAll(ctx, cfg.To); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
+		return openMover(ctx, cfg)
 	})
+}
+
+// openMover checks cfg.To, connects to the control instance and to every
+// instance of cfg.To, and returns the coordinator of a Relayout run.
+func openMover(ctx context.Context, cfg RelayoutConfig) (*coordinator, error) {
+	if err := redisaddr.Distinct("sharded.RelayoutConfig.To", cfg.To); err != nil {
+		return nil, err
+	}
+	c, err := openCoordinator(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if c.to, err = c.dialAll(ctx, cfg.To); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // AbortRelayout returns the brokers of a re-layout under way to the old
@@ -193,7 +199,7 @@ func (c *coordinator) Barriers(from shardcast.LayoutRecord, t *agreement.Transit
 	for i, in := range from.Instances {
 		a := in
 		if s := from.Sentinels[in]; len(s) > 0 {
-			a = redisaddr.SentinelURL(in, s, c.conn.TLS != nil)
+			a = redisaddr.SentinelURL(in, s, c.conn.TLS != nil, nil)
 		}
 		id, err := c.connect(a)
 		if err != nil && !strings.HasPrefix(in, redisaddr.SentinelPrefix) {

@@ -2,6 +2,7 @@ package sharded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,10 +40,14 @@ func (s steps) Prepare(ctx context.Context, t *agreement.Transition, fromRec sha
 	}
 	maps.Copy(known, t.ToRecord.Sentinels)
 	cur, err := b.slotsFor(ctx, from, known)
-	if err != nil {
-		return 0, err
+	var next []int
+	if err == nil {
+		next, err = b.slotsFor(ctx, t.ToRecord.Instances, known)
 	}
-	next, err := b.slotsFor(ctx, t.ToRecord.Instances, known)
+	if errors.Is(err, shardcast.ErrInvalidConfig) {
+		// No retry can mend it: raised in an EventError.
+		return 0, fmt.Errorf("%w %s to %s: %w", relayout.ErrCannotFollow, t.ID, t.ToRecord.Description, err)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -275,7 +280,7 @@ func (b *Broker) joiningSlot(ctx context.Context, addr string, sentinels []strin
 		if len(sentinels) == 0 {
 			return nil, fmt.Errorf("%w: the re-layout adds the Sentinel master %s without naming its Sentinels (begun by an older version?)", shardcast.ErrInvalidConfig, addr)
 		}
-		addr = redisaddr.SentinelURL(addr, sentinels, b.conn.TLS != nil)
+		addr = redisaddr.SentinelURL(addr, sentinels, b.conn.TLS != nil, nil)
 	}
 	t, err := redisaddr.Parse(addr, b.conn)
 	if err != nil {

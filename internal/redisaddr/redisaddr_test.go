@@ -2,6 +2,7 @@ package redisaddr
 
 import (
 	"crypto/tls"
+	"net/url"
 	"testing"
 	"time"
 
@@ -137,4 +138,35 @@ func TestParseSentinel(t *testing.T) {
 	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "a node address cannot be a Sentinel master")
 	assert.ErrorIs(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://g:2/m"}), shardcast.ErrInvalidConfig)
 	assert.NoError(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://h:1/n"}))
+}
+
+// TestSentinelURL: the URL SentinelURL writes parses back to its shard,
+// Sentinels, TLS and credentials (escaped where they need it).
+func TestSentinelURL(t *testing.T) {
+	sentinels := []string{"10.0.0.1:26379", "[::1]:26380"}
+	for _, c := range []struct {
+		name string
+		tls  bool
+		user *url.Userinfo
+	}{
+		{"plain", false, nil},
+		{"tls", true, nil},
+		{"password", false, url.UserPassword("", "p@w:/")},
+		{"user and password, tls", true, url.UserPassword("u", "p")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg, err := Parse(SentinelURL("sentinel/m", sentinels, c.tls, c.user), shardcast.ConnOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "sentinel/m", tg.ID)
+			assert.Equal(t, sentinels, tg.Sentinels)
+			assert.Equal(t, c.tls, tg.Dialer.TLS != nil)
+			var user, pass string
+			if c.user != nil {
+				user = c.user.Username()
+				pass, _ = c.user.Password()
+			}
+			assert.Equal(t, user, tg.Dialer.Username)
+			assert.Equal(t, pass, tg.Dialer.Password)
+		})
+	}
 }

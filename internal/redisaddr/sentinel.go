@@ -106,11 +106,16 @@ func IsSentinel(addr string) bool {
 // SentinelURL writes the address of shard id ("sentinel/name") reached
 // through sentinels, as Parse reads it: for a broker that learns a
 // Sentinel shard from the layout record, where no URL or credential is
-// kept. tls asks for rediss+sentinel:// (TLS to the data nodes).
-func SentinelURL(id string, sentinels []string, tls bool) string {
+// kept. tls asks for rediss+sentinel:// (TLS to the data nodes); user,
+// if not nil, gives the data nodes' credentials.
+func SentinelURL(id string, sentinels []string, tls bool, user *url.Userinfo) string {
 	scheme := "redis+sentinel"
 	if tls {
 		scheme = "rediss+sentinel"
 	}
-	return scheme + "://" + strings.Join(sentinels, ",") + "/" + strings.TrimPrefix(id, SentinelPrefix)
+	auth := ""
+	if user != nil {
+		auth = user.String() + "@"
+	}
+	return scheme + "://" + auth + strings.Join(sentinels, ",") + "/" + strings.TrimPrefix(id, SentinelPrefix)
 }

@@ -58,8 +58,9 @@ type Engine interface {
 // ErrCannotFollow is wrapped by the error of a prepare when the broker
 // cannot take part in the re-layout (its layout is neither the
 // transition's old one nor, with the record holding the old one, its new
-// one, or the engine cannot route by the new one); the follower raises it
-// in an EventError and retries.
+// one, or the engine cannot route by the new one or reach an instance
+// as the transition names it); the follower raises it in an EventError
+// and retries.
 var ErrCannotFollow = errors.New("shardcast: cannot follow re-layout")
 
 // FollowerConfig is what newFollower needs.
