@@ -18,6 +18,15 @@ type ConnOptions struct {
 	Username, Password string
 	TLS                *tls.Config
 
+	// SentinelUsername, SentinelPassword and SentinelTLS are how the
+	// sharded engine logs in to the Sentinels of its redis+sentinel://
+	// addresses, for Sentinels that require a password (requirepass or
+	// an ACL user) or take TLS only; the URL's credentials and scheme are
+	// the data nodes'. By default Sentinels are reached in plain text
+	// without AUTH. The cluster engine has no Sentinels and ignores them.
+	SentinelUsername, SentinelPassword string
+	SentinelTLS                        *tls.Config
+
 	// SubscribeConns is the number of subscribe connections a broker holds
 	// to each Redis instance or master (default 1, at most
 	// MaxSubscribeConns). Channels are spread over them, so that one busy

@@ -33,8 +33,9 @@ type Replicated struct {
 // StartReplicated starts a standalone master and replicas more standalone
 // servers, makes each a replica of the master (REPLICAOF 127.0.0.1 port)
 // and returns once every replica reports master_link_status:up and the
-// master lists them all as online. opts apply to every node (WithArgs; not
-// WithTLS, which Sentinel would need to be told about). It fails the test
+// master lists them all as online. opts apply to every node (WithTLS: the
+// replicas sync over TLS, and Sentinels of the group speak TLS only). It
+// fails the test
 // if the group cannot be built. Like clusters, the nodes always run as
 // child processes.
 func StartReplicated(tb testing.TB, replicas int, opts ...Option) *Replicated {
@@ -83,9 +84,6 @@ func StartSharedReplicated(replicas int, opts ...Option) (r *Replicated, stop fu
 func (r *Replicated) start(replicas int, o options) error {
 	if replicas < 0 || replicas > maxReplicas {
 		return fmt.Errorf("redistest: StartReplicated: need 0 to %d replicas, asked for %d", maxReplicas, replicas)
-	}
-	if o.certs != nil {
-		return errors.New("redistest: StartReplicated does not support WithTLS")
 	}
 	dirs := make([]string, 1+replicas)
 	for i := range dirs {

@@ -36,7 +36,22 @@ type respConn struct {
 // dial opens a harness connection to s: over TLS when s was started
 // WithTLS.
 func (s *Server) dial(ctx context.Context) (*respConn, error) {
-	return dialRESP(ctx, s.Addr(), s.tls)
+	c, err := dialRESP(ctx, s.Addr(), s.tls)
+	login := s.login.Load()
+	if err != nil || login == nil {
+		return c, err
+	}
+	replies, err := c.do(ctx, *login)
+	if err == nil {
+		if rerr, ok := replies[0].(*resp.ServerError); ok {
+			err = fmt.Errorf("redistest: %s: AUTH: %w", s.Addr(), rerr)
+		}
+	}
+	if err != nil {
+		_ = c.close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // dialRESP connects to addr, over TLS when cfg is set, bounded by ctx (or

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,9 @@ type Sentinels struct {
 // as up with their link to the master up, and knows the other n-1
 // Sentinels: from then on a failover can be voted at once. It fails the
 // test if they cannot be started or do not converge. Sentinels always run
-// as child processes (the binary of Build, with --sentinel).
+// as child processes (the binary of Build, with --sentinel). Sentinels of
+// groups started WithTLS speak only TLS, with the groups' certificates, to
+// their clients, to each other and to the groups.
 func StartSentinels(tb testing.TB, n int, groups ...SentinelGroup) *Sentinels {
 	tb.Helper()
 	requireBinaries(tb)
@@ -142,6 +145,9 @@ func (s *Sentinels) launch(n int, groups []SentinelGroup) error {
 		if g.FailoverTimeout == 0 {
 			groups[i].FailoverTimeout = DefaultFailoverTimeout
 		}
+		if (g.Servers.Master().certs != nil) != (groups[0].Servers.Master().certs != nil) {
+			return errors.New("redistest: StartSentinels: some groups were started WithTLS and some not")
+		}
 	}
 	s.groups = groups
 	dirs := make([]string, n)
@@ -195,8 +201,15 @@ func startSentinel(ctx context.Context, e env, dir string, groups []SentinelGrou
 			res.release()
 			return nil, fmt.Errorf("redistest: %w", err)
 		}
-		inst := newProcessInstance(build.Path, dir, []string{conf, "--sentinel"})
-		srv := &Server{env: e, dir: dir, port: res.port, res: res, inst: inst}
+		args := []string{conf, "--sentinel"}
+		srv := &Server{env: e, dir: dir, port: res.port, res: res}
+		if c := groups[0].Servers.Master().certs; c != nil {
+			// After the file's port, which it turns off.
+			args = append(args, tlsArgs(strconv.Itoa(res.port), c)...)
+			srv.tls, srv.certs = c.ClientTLS(), c
+		}
+		inst := newProcessInstance(build.Path, dir, args)
+		srv.inst = inst
 		if err = srv.launch(ctx); err == nil {
 			return srv, nil
 		}
@@ -249,9 +262,14 @@ func (s *Sentinels) Nodes() []*Server { return append([]*Server(nil), s.nodes...
 func (s *Sentinels) Addrs() []string { return addrsOf(s.nodes) }
 
 // URL returns the sharded engine's address of the named master through
-// these Sentinels: "redis+sentinel://127.0.0.1:p1,127.0.0.1:p2/name".
+// these Sentinels: "redis+sentinel://127.0.0.1:p1,127.0.0.1:p2/name"
+// (rediss+sentinel:// for groups started WithTLS).
 func (s *Sentinels) URL(name string) string {
-	return "redis+sentinel://" + strings.Join(s.Addrs(), ",") + "/" + name
+	scheme := "redis+sentinel://"
+	if s.nodes[0].certs != nil {
+		scheme = "rediss+sentinel://"
+	}
+	return scheme + strings.Join(s.Addrs(), ",") + "/" + name
 }
 
 // Group returns the monitored group called name, or false.

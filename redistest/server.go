@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,13 @@ type Server struct {
 	// tls is the harness's client configuration for a server started
 	// WithTLS, nil for plain TCP.
 	tls *tls.Config
+	// certs are the certificates of a server started WithTLS.
+	certs *Certs
+
+	// login is the AUTH the harness sends on each of its connections
+	// (nil: none), set by Sentinels.RequirePassword. Not under mu: dial
+	// runs with mu held (a restart's readiness check).
+	login atomic.Pointer[[]string]
 
 	mu     sync.Mutex
 	inst   instance
@@ -162,7 +170,7 @@ func startProcess(ctx context.Context, e env, dir string, cluster bool, o option
 		inst := newProcessInstance(build.Path, dir, serverArgs(res.port, dir, cluster, o))
 		s := &Server{env: e, dir: dir, port: res.port, cluster: cluster, res: res, inst: inst}
 		if o.certs != nil {
-			s.tls = o.certs.ClientTLS()
+			s.tls, s.certs = o.certs.ClientTLS(), o.certs
 		}
 		if err = s.launch(ctx); err == nil {
 			return s, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
-	"github.com/shardcast/shardcast/internal/sentinel"
 )
 
 // joinLayout checks the broker's instance list against the layout record
@@ -39,7 +38,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	if t.Master != "" {
 		// The record lives on the master; the connection asks the
 		// Sentinels for it at each dial.
-		b.controlMaster = sentinel.New(t.Sentinels, t.Master, conn.DialTimeout, engine.PubTimeouts(conn))
+		b.controlMaster = sentinelGroup(t, conn)
 		d.Addr, d.Master, d.Resolve = t.ID, true, b.controlMaster.Resolve
 	}
 	pub := pubconn.New(d, engine.PubTimeouts(conn))

@@ -157,7 +157,7 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 func (c *coordinator) dial(t redisaddr.Target) *pubconn.Pub {
 	d := t.Dialer
 	if t.Master != "" {
-		g := sentinel.New(t.Sentinels, t.Master, c.conn.DialTimeout, engine.PubTimeouts(c.conn))
+		g := sentinelGroup(t, c.conn)
 		c.groups = append(c.groups, g)
 		d.Addr, d.Master, d.Resolve = t.ID, true, g.Resolve
 	}

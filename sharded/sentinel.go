@@ -28,6 +28,13 @@ func (w *masterWatch) close() {
 	}
 }
 
+// sentinelGroup returns the Sentinels of t, a Sentinel shard, dialled as
+// t.SentinelDialer says, their commands bounded as conn's publishing
+// connections' are.
+func sentinelGroup(t redisaddr.Target, conn shardcast.ConnOptions) *sentinel.Group {
+	return sentinel.New(t.Sentinels, t.Master, t.SentinelDialer, engine.PubTimeouts(conn))
+}
+
 // newSlot returns the slot of target t, its links not yet made. A master
 // reached through Sentinel is asked for first, bounded by ctx, and every
 // connection to it checks that it is still a master.
@@ -35,7 +42,7 @@ func (b *Broker) newSlot(ctx context.Context, t redisaddr.Target, conn shardcast
 	d := t.Dialer
 	var w *masterWatch
 	if t.Master != "" {
-		g := sentinel.New(t.Sentinels, t.Master, conn.DialTimeout, engine.PubTimeouts(conn))
+		g := sentinelGroup(t, conn)
 		addr, err := g.Ask(ctx)
 		if err != nil {
 			g.Close()

@@ -58,19 +58,7 @@ func TestSentinelRelayout(t *testing.T) {
 	fleet.WaitPublished(1500)
 
 	// The shard the re-layout added is followed through a failover.
-	began := time.Now()
-	_, newAddr, err := s.KillMaster(ctx, "b")
-	require.NoError(t, err)
-	waitFor(t, "every broker publishing to b's new master", func() bool {
-		for _, x := range fleet.Brokers {
-			if dialOf(x.(*Broker), "sentinel/b") != newAddr {
-				return false
-			}
-		}
-		return true
-	})
-	waitFor(t, "delivering again after the failover", func() bool { return fleet.Delivering(began) })
-	fleet.WaitPublished(1500)
+	newAddr := followKill(ctx, t, s, fleet, "b")
 
 	// A broker that knows shard a only adopts the recorded list, reaching
 	// b through the Sentinels the record gives.

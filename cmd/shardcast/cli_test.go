@@ -204,6 +204,14 @@ func TestConnFlags(t *testing.T) {
 	o, err = tg.conn(func(string) string { return "envpw" })
 	require.NoError(t, err)
 	assert.Equal(t, "flagpw", o.Password, "-password wins")
+	assert.Equal(t, "envpw", o.SentinelPassword, "SHARDCAST_SENTINEL_PASSWORD fills in a missing -sentinel-password")
+
+	tg.sentinelUser, tg.sentinelPassword = "sops", "spw"
+	o, err = tg.conn(func(string) string { return "envpw" })
+	require.NoError(t, err)
+	assert.Equal(t, "sops", o.SentinelUsername)
+	assert.Equal(t, "spw", o.SentinelPassword, "-sentinel-password wins")
+	assert.Equal(t, "flagpw", o.Password, "the data nodes' password is apart")
 
 	tg.tls = true
 	o, err = tg.conn(func(string) string { return "" })

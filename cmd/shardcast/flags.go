@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -22,9 +23,12 @@ type target struct {
 	shards   string
 	user     string
 	password string
-	tls      bool
-	tlsCA    string
-	timeout  time.Duration
+	// sentinelUser and sentinelPassword log in to the Sentinels of
+	// redis+sentinel:// addresses.
+	sentinelUser, sentinelPassword string
+	tls                            bool
+	tlsCA                          string
+	timeout                        time.Duration
 }
 
 // register adds the address and connection flags to fs.
@@ -38,6 +42,8 @@ func (t *target) register(fs *flag.FlagSet) {
 func (t *target) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&t.user, "user", "", "ACL user name for host:port addresses")
 	fs.StringVar(&t.password, "password", "", "password for host:port addresses (default $REDISCLI_AUTH)")
+	fs.StringVar(&t.sentinelUser, "sentinel-user", "", "ACL user name for the Sentinels of redis+sentinel:// addresses")
+	fs.StringVar(&t.sentinelPassword, "sentinel-password", "", "password for the Sentinels of redis+sentinel:// addresses (default $SHARDCAST_SENTINEL_PASSWORD)")
 	fs.BoolVar(&t.tls, "tls", false, "use TLS for host:port addresses")
 	fs.StringVar(&t.tlsCA, "tls-ca", "", "PEM file of the CA that signed the servers' certificates (implies -tls)")
 	fs.DurationVar(&t.timeout, "timeout", 5*time.Second, "bound on each connection attempt and command")
@@ -55,6 +61,7 @@ func (t *target) conn(getenv func(string) string) (shardcast.ConnOptions, error)
 	if o.Password == "" {
 		o.Password = getenv("REDISCLI_AUTH")
 	}
+	o.SentinelUsername, o.SentinelPassword = t.sentinelUser, cmp.Or(t.sentinelPassword, getenv("SHARDCAST_SENTINEL_PASSWORD"))
 	if t.timeout <= 0 {
 		return o, fmt.Errorf("-timeout %v: want > 0", t.timeout)
 	}

@@ -35,14 +35,17 @@ type Target struct {
 	// know the master by; both are empty for a node.
 	Sentinels []string
 	Master    string
+	// SentinelDialer reaches the Sentinels (its Addr is empty): the
+	// timeout, credentials and TLS of ConnOptions' Sentinel fields.
+	SentinelDialer subconn.Dialer
 }
 
 // Parse is ParseAddr that also takes a master reached through Sentinel:
 // redis+sentinel://[user[:password]@]host[:port][,host[:port]…]/name
 // (rediss+sentinel:// for TLS to the data nodes; valkey+sentinel:// and
 // valkeys+sentinel:// are the same). The credentials and TLS are the data
-// nodes'; the Sentinels are asked without either. A Sentinel's port
-// defaults to 26379.
+// nodes'; the Sentinels are reached with o's SentinelUsername,
+// SentinelPassword and SentinelTLS. A Sentinel's port defaults to 26379.
 func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 	if !IsSentinel(addr) {
 		d, err := ParseAddr(addr, o)
@@ -92,6 +95,7 @@ func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 		return t, err
 	}
 	t.Master, t.ID = name, SentinelPrefix+name
+	t.SentinelDialer = subconn.Dialer{Timeout: o.DialTimeout, Username: o.SentinelUsername, Password: o.SentinelPassword, TLS: o.SentinelTLS}
 	return t, nil
 }
 

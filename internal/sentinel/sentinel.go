@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -38,10 +37,11 @@ type Group struct {
 }
 
 // New returns the group of the Sentinels at addrs (host:port) that know
-// the master as master. Connections are dialled with timeout on first use,
-// without credentials or TLS, and bounded by t.
-func New(addrs []string, master string, timeout time.Duration, t pubconn.Timeouts) *Group {
-	g := &Group{master: master, addrs: addrs, dial: subconn.Dialer{Timeout: timeout}}
+// the master as master. Connections are dialled with d (its timeout,
+// credentials and TLS; Addr is set per Sentinel) on first use, and bounded
+// by t.
+func New(addrs []string, master string, d subconn.Dialer, t pubconn.Timeouts) *Group {
+	g := &Group{master: master, addrs: addrs, dial: d}
 	for _, a := range addrs {
 		d := g.dial
 		d.Addr = a

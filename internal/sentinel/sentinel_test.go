@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast/internal/pubconn"
+	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +48,7 @@ func TestAskAndWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	timeouts := pubconn.Timeouts{Write: time.Second, Reply: time.Second, Redial: 100 * time.Millisecond}
-	g := New(s.Addrs(), "g", time.Second, timeouts)
+	g := New(s.Addrs(), "g", subconn.Dialer{Timeout: time.Second}, timeouts)
 	defer g.Close()
 	addr, err := g.Ask(ctx)
 	require.NoError(t, err)
@@ -89,14 +90,14 @@ func TestAskAndWatch(t *testing.T) {
 	require.False(t, moves[0].since.IsZero(), "the failover's start was heard")
 	assert.False(t, moves[0].since.Before(began), "dated after the failover was asked for")
 
-	other := New(s.Addrs(), "nosuch", time.Second, timeouts)
+	other := New(s.Addrs(), "nosuch", subconn.Dialer{Timeout: time.Second}, timeouts)
 	defer other.Close()
 	_, err = other.Ask(ctx)
 	assert.ErrorIs(t, err, ErrNoAnswer)
 	_, err = other.Resolve(ctx)
 	assert.ErrorIs(t, err, ErrNoAnswer, "nothing known to fall back on")
 
-	dead := New([]string{"127.0.0.1:1"}, "g", time.Second, timeouts)
+	dead := New([]string{"127.0.0.1:1"}, "g", subconn.Dialer{Timeout: time.Second}, timeouts)
 	defer dead.Close()
 	_, err = dead.Ask(ctx)
 	assert.ErrorIs(t, err, ErrNoAnswer)
@@ -114,7 +115,7 @@ func TestWatchDatesUnheardFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	timeouts := pubconn.Timeouts{Write: time.Second, Reply: time.Second, Redial: 100 * time.Millisecond}
-	g := New(s.Addrs(), "g", time.Second, timeouts)
+	g := New(s.Addrs(), "g", subconn.Dialer{Timeout: time.Second}, timeouts)
 	defer g.Close()
 	addr, err := g.Ask(ctx)
 	require.NoError(t, err)
