@@ -36,9 +36,7 @@ type Config struct {
 	// partition tag: "{tag}." + Prefix + channel.
 	Prefix string
 	// SubscribeOn says which node of each shard the broker subscribes on:
-	// Masters (the default), Replicas or AllNodes. Replicas and AllNodes
-	// are experimental: a fault soak under load once lost a message
-	// outside every reported window. Publishing always goes
+	// Masters (the default), Replicas or AllNodes. Publishing always goes
 	// to masters. A replica delivers what its master relays over the
 	// cluster bus, and can go quiet while the master is healthy (cut off
 	// from it, or during a failover): with other than Masters, delivery

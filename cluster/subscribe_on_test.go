@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -196,16 +195,7 @@ func TestSubscribeOnPlacement(t *testing.T) {
 // subscriber reported, nothing is delivered twice or out of order, and
 // the brokers deliver again within 5 s of the replica's death and 10 s of
 // the master's.
-//
-// Known bug: the matrix run on Valkey 8.0.1, under the load of two test
-// binaries, lost 1 message of 49,518 outside every window (session 14's
-// note on issue 29). Until that is found, the test runs only with
-// SHARDCAST_REPLICA_FAULTS=1, and SubscribeOn other than Masters is
-// documented as experimental.
 func TestSubscribeOnReplicaFaults(t *testing.T) {
-	if os.Getenv("SHARDCAST_REPLICA_FAULTS") != "1" {
-		t.Skip("known silent loss under load (see the doc comment); set SHARDCAST_REPLICA_FAULTS=1 to run")
-	}
 	c := replicaCluster(t)
 	ctx := testCtx(t, 120*time.Second)
 	channels := numbered("rf.", 200)

@@ -60,7 +60,8 @@ type Config struct {
 	// SubscribeOn says which node of each Sentinel shard the broker
 	// subscribes on (default Masters); a host:port shard is always
 	// subscribed on itself. Replicas is experimental: a fault test under
-	// load lost messages outside every reported window. With Replicas, delivery probes are on
+	// load loses messages outside every reported window (docs/OPERATING.md).
+	// With Replicas, delivery probes are on
 	// (Conn.ProbeInterval defaults to shardcast.DefaultRelayProbeInterval)
 	// and a subscription a replica confirms is reported Restored only once
 	// a probe came back through it.

@@ -2,7 +2,6 @@ package sharded
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -27,6 +26,28 @@ func sentinelShards(t *testing.T) (*redistest.Sentinels, map[string]*redistest.R
 	return s, groups
 }
 
+// followKill SIGKILLs the named shard's master under fleet, waits until
+// every broker publishes to the new one and delivers again, lets 1000
+// more messages be published, and returns the new master's address.
+func followKill(ctx context.Context, t *testing.T, s *redistest.Sentinels, fleet *brokertest.FaultFleet, name string) string {
+	t.Helper()
+	fleet.WaitPublished(fleet.Published() + 1000)
+	began := time.Now()
+	_, newAddr, err := s.KillMaster(ctx, name)
+	require.NoError(t, err)
+	waitFor(t, "every broker publishing to "+name+"'s new master", func() bool {
+		for _, x := range fleet.Brokers {
+			if dialOf(x.(*Broker), "sentinel/"+name) != newAddr {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "delivering again after the failover", func() bool { return fleet.Delivering(began) })
+	fleet.WaitPublished(fleet.Published() + 1000)
+	return newAddr
+}
+
 // interruptedChannels returns the channels the brokers' EventInterrupted
 // named.
 func interruptedChannels(f *brokertest.FaultFleet) map[string]bool {
@@ -48,17 +69,9 @@ func interruptedChannels(f *brokertest.FaultFleet) map[string]bool {
 // brokers deliver again within 10 s, shard b is never interrupted, and a
 // broker started afterwards with the same URLs joins the layout (same
 // fingerprint, no mismatch).
-//
-// Known bug: in the CI matrix on Redis 7.4.1, under the load of two test
-// binaries, the SENTINEL FAILOVER case lost one message (at all three
-// subscribers) outside every window (session 16's note on issue 29).
-// Until that is found, that case runs only with SHARDCAST_SENTINEL_FAILOVER=1.
 func TestSentinelFailover(t *testing.T) {
 	for _, how := range []string{"kill", "sentinel-failover"} {
 		t.Run(how, func(t *testing.T) {
-			if how == "sentinel-failover" && os.Getenv("SHARDCAST_SENTINEL_FAILOVER") != "1" {
-				t.Skip("known silent loss under load (see the doc comment); set SHARDCAST_SENTINEL_FAILOVER=1 to run")
-			}
 			t.Parallel()
 			s, groups := sentinelShards(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

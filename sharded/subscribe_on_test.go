@@ -93,9 +93,12 @@ func TestSubscribeOnReplicasPlacement(t *testing.T) {
 // 16's note on issue 29), though every fault was followed by delivery in
 // time. The suspect: a replica whose replication link breaks and comes
 // back sooner than a probe notices stays connected and answers PINGs, and
-// what the master sent meanwhile is lost unseen. Until that is handled,
-// the test runs only with SHARDCAST_REPLICA_FAULTS=1, as the cluster's
-// does, and SubscribeOn Replicas is documented as experimental.
+// what the master sent meanwhile is lost unseen. It reproduces under
+// three test binaries at once: 9 of 200 runs (Redis 7.4.1, Valkey 8.0.1)
+// lost messages at one subscriber from just before the cut-off fault,
+// the nearest window it reported seconds later. Until that is handled,
+// the test runs only with SHARDCAST_REPLICA_FAULTS=1, and SubscribeOn
+// Replicas for Sentinel shards is documented as experimental.
 func TestSubscribeOnReplicasFaults(t *testing.T) {
 	if os.Getenv("SHARDCAST_REPLICA_FAULTS") != "1" {
 		t.Skip("known silent loss under load (see the doc comment); set SHARDCAST_REPLICA_FAULTS=1 to run")
