@@ -26,9 +26,9 @@
 // recorded instead of failing when -partitions, -prefix or -shards differ.
 //
 // Addresses are host:port or redis:// and rediss:// URLs (the -shards of
-// pub and sub also take redis+sentinel:// ones). -user, -password (or the REDISCLI_AUTH
-// environment variable), -tls and -tls-ca FILE apply to every host:port
-// address; -sentinel-user and -sentinel-password (or
+// pub and sub also take redis+sentinel:// ones). -user, -password (or the
+// REDISCLI_AUTH environment variable), -tls and -tls-ca FILE apply to
+// every host:port address; -sentinel-user and -sentinel-password (or
 // SHARDCAST_SENTINEL_PASSWORD) log in to the Sentinels.
 //
 // It exits 0 on success and after help that was asked for (-h, help;
