@@ -74,7 +74,10 @@ type ConnOptions struct {
 	// are reported EventInterrupted (Err ErrSilentPath) and resubscribed,
 	// and EventRestored follows once a probe returns. Probes catch what
 	// health pings cannot: a connection that answers PING while some
-	// subscription's messages no longer arrive. Off by default.
+	// subscription's messages no longer arrive. Off by default; a
+	// SubscribeOn other than Masters turns it on for connections to
+	// replicas only. On a connection to a replica, which relays all its
+	// paths from one stream, one probe per interval speaks for all of them.
 	ProbeInterval, ProbeTimeout time.Duration
 
 	// ReplyTimeout is how long the oldest publish on a publishing

@@ -154,7 +154,7 @@ func build(s settings) (*Broker, error) {
 		b.core.Close(b.teardown)
 		return nil, wrongEngine(fmt.Errorf("shardcast: read cluster slot map: %w", err))
 	}
-	b.core.StartProbes(b.publisher.Send)
+	b.core.StartProbes(b.publisher.Send, s.probeRelaysOnly)
 	if s.SubscribeOn != Masters && b.core.Paths != nil {
 		b.placeSeq = b.placementSeq(slots)
 	}

@@ -41,10 +41,11 @@ type Config struct {
 	// cluster bus, and can go quiet while the master is healthy (cut off
 	// from it, or during a failover): with other than Masters, delivery
 	// probes are on (Conn.ProbeInterval defaults to
-	// DefaultRelayProbeInterval), a subscription a replica confirms is
-	// reported Restored only once a probe came back through it, and a node
-	// whose connection was lost or whose probes stopped is avoided for 10
-	// s while its shard has another.
+	// DefaultRelayProbeInterval; then only the connections to replicas are
+	// probed, one probe per connection per interval), a subscription a
+	// replica confirms is reported Restored only once a probe came back
+	// through it, and a node whose connection was lost or whose probes
+	// stopped is avoided for 10 s while its shard has another.
 	SubscribeOn SubscribeOn
 
 	// Options are the settings shared with the sharded engine: the
@@ -100,6 +101,9 @@ type settings struct {
 	// node holds the credentials and TLS of every node: those of the
 	// URL seeds, or Conn's.
 	node subconn.Dialer
+	// probeRelaysOnly: SubscribeOn turned probes on, for the replicas'
+	// wires only (see engine.Core.StartProbes).
+	probeRelaysOnly bool
 }
 
 func (c Config) settings() (settings, error) {
@@ -124,7 +128,8 @@ func (c Config) settings() (settings, error) {
 	if err := c.Agreement.Validate(); err != nil {
 		return settings{}, err
 	}
-	if c.SubscribeOn != Masters && c.Conn.ProbeInterval == 0 {
+	relaysOnly := c.SubscribeOn != Masters && c.Conn.ProbeInterval == 0
+	if relaysOnly {
 		c.Conn.ProbeInterval = DefaultRelayProbeInterval
 	}
 	c.Options, c.Conn = c.Options.WithDefaults(), c.Conn.WithDefaults()
@@ -141,7 +146,7 @@ func (c Config) settings() (settings, error) {
 	if err := redisaddr.Distinct("cluster.Config.Addrs", c.Addrs); err != nil {
 		return settings{}, err
 	}
-	s := settings{Config: c}
+	s := settings{Config: c, probeRelaysOnly: relaysOnly}
 	for i, a := range c.Addrs {
 		d, err := redisaddr.ParseAddr(a, c.Conn)
 		if err != nil {

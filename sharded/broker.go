@@ -121,7 +121,9 @@ func New(cfg Config) (*Broker, error) {
 
 // build is New for a validated cfg.
 func build(cfg Config) (*Broker, error) {
-	if cfg.SubscribeOn != Masters && cfg.Conn.ProbeInterval == 0 {
+	// Probes SubscribeOn turns on are for the replicas' wires only.
+	relaysOnly := cfg.SubscribeOn != Masters && cfg.Conn.ProbeInterval == 0
+	if relaysOnly {
 		cfg.Conn.ProbeInterval = shardcast.DefaultRelayProbeInterval
 	}
 	opts, conn := cfg.Options.WithDefaults(), cfg.Conn.WithDefaults()
@@ -188,7 +190,7 @@ func build(cfg Config) (*Broker, error) {
 		b.watchMaster(i, b.slots[i].Load())
 	}
 	if b.core.Paths != nil {
-		b.core.StartProbes(b.publisher.Send)
+		b.core.StartProbes(b.publisher.Send, relaysOnly)
 		for i := range targets {
 			for _, l := range b.slots[i].Load().links {
 				l.Start()

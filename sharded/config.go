@@ -62,8 +62,8 @@ type Config struct {
 	// subscribed on itself. Replicas is experimental: a fault test under
 	// load loses messages outside every reported window (docs/OPERATING.md).
 	// With Replicas, delivery probes are on
-	// (Conn.ProbeInterval defaults to shardcast.DefaultRelayProbeInterval)
-	// and a subscription a replica confirms is reported Restored only once
+	// (Conn.ProbeInterval defaults to shardcast.DefaultRelayProbeInterval;
+	// then only the connections to replicas are probed) and a subscription a replica confirms is reported Restored only once
 	// a probe came back through it.
 	SubscribeOn SubscribeOn
 

@@ -51,14 +51,16 @@ type Core struct {
 	Inbox *Inbox
 	Paths []*Path
 
-	router     Router
-	routing    Routing // nil: a call goes by router.PathOf
-	mode       subconn.Mode
-	onTrouble  func(addr string)
-	probeBack  probeRestores // paths probes restored, reported together
-	partitions bool          // paths are cluster partitions: events list them
-	bank       int           // with partitions: path p is partition p % bank (0: p)
-	resub      shardcast.Resubscriber
+	router    Router
+	routing   Routing // nil: a call goes by router.PathOf
+	mode      subconn.Mode
+	onTrouble func(addr string)
+	probeBack probeRestores // paths probes restored, reported together
+	// probeRelaysOnly: probe relayed wires only (see StartProbes).
+	probeRelaysOnly bool
+	partitions      bool // paths are cluster partitions: events list them
+	bank            int  // with partitions: path p is partition p % bank (0: p)
+	resub           shardcast.Resubscriber
 	// confirmReconnects: see CoreConfig.ConfirmReconnects.
 	confirmReconnects bool
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
 )
 
 // ProbeChannelPrefix starts the names of the channels delivery probes
@@ -26,7 +27,45 @@ type probeState struct {
 	sent    atomic.Uint64 // sequence number of the last probe published
 	sentAt  atomic.Int64  // when it was published
 	got     atomic.Uint64 // sequence number of the last probe received
-	gotAt   atomic.Int64  // when it was received (0: never)
+	// seenAt is when the newest probe that came back through seenOn, the
+	// path's wire then, was published (0: none yet): what was published
+	// before it on the path's node was delivered. On a relayed wire any of
+	// its paths' probes counts (see probeArrived). Both are under the
+	// path's mu.
+	seenAt int64
+	seenOn *subconn.Conn
+}
+
+// inFlight reports whether a probe is awaited, and its deadline.
+func (pr *probeState) inFlight(timeout time.Duration) (deadline int64, ok bool) {
+	if pr.sent.Load() <= pr.got.Load() {
+		return 0, false
+	}
+	return pr.sentAt.Load() + int64(timeout), true
+}
+
+// saw records that a probe published at `at` came back through p's
+// wire, if p is still active on it.
+func (p *Path) saw(wire *subconn.Conn, at int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wire != wire {
+		return
+	}
+	if p.probe.seenOn != wire || at > p.probe.seenAt {
+		p.probe.seenAt, p.probe.seenOn = at, wire
+	}
+}
+
+// seenOnWire returns when the newest probe that came back through wire
+// on p was published, 0 if none did.
+func (p *Path) seenOnWire(wire *subconn.Conn) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.probe.seenOn != wire {
+		return 0
+	}
+	return p.probe.seenAt
 }
 
 // probeBase is the origin of probe times.
@@ -59,12 +98,14 @@ func (pr *probeState) settle(seq uint64) {
 // StartProbes turns delivery probes on when Conn.ProbeInterval is set and
 // the broker subscribes: each path gets a probe channel of its own (found
 // by trying names until one maps to the path), and a goroutine publishes
-// through publish, once per interval, a probe on every path that holds
-// subscriptions. publish must be the engine's send without the counting
-// and sampling of its Publish: probes are not the application's publishes
-// (Stats.Published, HotChannels). Call it once the router is set, before
-// the links start.
-func (c *Core) StartProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
+// through publish, once per interval, a probe on every wire that holds
+// subscriptions (see probeGroups). With relaysOnly, only relayed wires
+// are probed, and the paths still in a silent spell: the engine turned
+// probes on for its replicas, not for its masters. publish must be the
+// engine's send without the counting and sampling of its Publish: probes
+// are not the application's publishes (Stats.Published, HotChannels).
+// Call it once the router is set, before the links start.
+func (c *Core) StartProbes(publish func(ctx context.Context, channel string, payload []byte) error, relaysOnly bool) {
 	if c.Conn.ProbeInterval <= 0 || c.Paths == nil {
 		return
 	}
@@ -85,16 +126,18 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 			last = n
 		}
 	}
+	c.probeRelaysOnly = relaysOnly
 	c.probeBack.kick = make(chan struct{}, 1)
 	c.Go(func() { c.runProbes(publish) })
 }
 
-// runProbes sends a probe on every path that holds subscriptions once per
-// ProbeInterval and judges each one exactly when its ProbeTimeout ends, on
-// a timer of its own rather than at the next tick: a silent path is then
-// reported at most ProbeInterval + ProbeTimeout after it went silent (the
-// probe sent just after is the first one lost). A path whose probe is
-// still in flight at a tick is not sent another.
+// runProbes sends a probe through every probe group (see probeGroups)
+// once per ProbeInterval and judges each one exactly when its
+// ProbeTimeout ends, on a timer of its own rather than at the next tick:
+// a silent wire is then reported at most ProbeInterval + ProbeTimeout
+// after it went silent (the probe sent just after is the first one
+// lost). A group with a probe still in flight at a tick is not sent
+// another; a group of several paths takes its probe from each in turn.
 func (c *Core) runProbes(publish func(ctx context.Context, channel string, payload []byte) error) {
 	tick := time.NewTicker(c.Conn.ProbeInterval)
 	defer tick.Stop()
@@ -104,6 +147,7 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
 	defer gather.Stop()
+	turn := 0
 	for {
 		send := false
 		select {
@@ -111,6 +155,7 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 			return
 		case <-tick.C:
 			send = true
+			turn++
 		case <-judge.C:
 		case <-c.probeBack.kick:
 			gather.Reset(restoreGather)
@@ -121,34 +166,27 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 		}
 		now := probeNow()
 		next := int64(0) // the earliest deadline of a probe in flight
-		for _, p := range c.Paths {
-			pr := p.probe
-			if pr == nil || p.WantedCount() == 0 {
-				continue
+		soonest := func(deadline int64) {
+			if next == 0 || deadline < next {
+				next = deadline
 			}
-			wire := p.ActiveWire()
-			if wire == nil {
-				continue // interrupted: the loss is known, the heal is under way
-			}
-			if sent := pr.sent.Load(); sent > pr.got.Load() {
-				deadline := pr.sentAt.Load() + int64(c.Conn.ProbeTimeout)
+		}
+		for _, g := range c.probeGroups() {
+			if deadline, ok := g.inFlight(c.Conn.ProbeTimeout); ok {
 				if now < deadline {
-					if next == 0 || deadline < next {
-						next = deadline
-					}
+					soonest(deadline)
 					continue // still in flight
 				}
-				c.silent(p, wire)
+				c.silent(g)
 			}
 			if !send {
 				continue
 			}
+			pr := g.paths[turn%len(g.paths)].probe
 			seq := pr.sent.Add(1)
 			pr.sentAt.Store(now)
-			if deadline := now + int64(c.Conn.ProbeTimeout); next == 0 || deadline < next {
-				next = deadline
-			}
-			c.Go(func() { c.sendProbe(publish, pr, seq) })
+			soonest(now + int64(c.Conn.ProbeTimeout))
+			c.Go(func() { c.sendProbe(publish, pr, seq, now) })
 		}
 		if next != 0 {
 			judge.Reset(time.Duration(next - probeNow()))
@@ -156,76 +194,115 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 	}
 }
 
-// sendProbe publishes probe seq of pr, bounded by ProbeTimeout. A probe
+// probeSize is a probe's payload: its sequence number and when it was
+// published (probe time), both big-endian.
+const probeSize = 16
+
+// sendProbe publishes probe seq of pr, sent at `at`, bounded by ProbeTimeout. A probe
 // whose publish failed before its deadline is forgotten: that is the
 // publishing side's trouble, reported elsewhere, and no verdict on the
 // path. One still unanswered at its deadline is judged like one that was
 // lost: a node that takes longer than ProbeTimeout to answer a publish
 // cannot be trusted to deliver either.
-func (c *Core) sendProbe(publish func(ctx context.Context, channel string, payload []byte) error, pr *probeState, seq uint64) {
+func (c *Core) sendProbe(publish func(ctx context.Context, channel string, payload []byte) error, pr *probeState, seq uint64, at int64) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
 	defer cancel()
-	var payload [8]byte
-	binary.BigEndian.PutUint64(payload[:], seq)
+	var payload [probeSize]byte
+	binary.BigEndian.PutUint64(payload[:8], seq)
+	binary.BigEndian.PutUint64(payload[8:], uint64(at))
 	if err := publish(ctx, pr.channel, payload[:]); err != nil {
 		pr.settle(seq)
 	}
 }
 
-// silent handles a probe that did not come back on path p, active on
-// wire: the path is interrupted (reported once per silent spell) and
-// resubscribed; its Restored waits for a probe to return.
-func (c *Core) silent(p *Path, wire interface{ Alive() bool }) {
-	pr := p.probe
-	since := pr.lastSeen()
-	p.mu.Lock()
-	first := !p.silentSpell
-	p.silentSpell = true
-	if p.silentSince.IsZero() {
-		p.silentSince = since
+// silent handles a probe that did not come back through group g: every
+// path of g still active on g's wire is interrupted (reported once per
+// silent spell, in one event) and resubscribed, its loss dated from the
+// newest probe that came back through the wire; its Restored waits for a
+// probe to return.
+func (c *Core) silent(g probeGroup) {
+	since := g.lastSeen()
+	var paths []*Path
+	var lists [][]string
+	again := 0
+	for _, p := range g.paths {
+		p.mu.Lock()
+		if p.wire != g.wire {
+			p.mu.Unlock()
+			continue // moved on meanwhile: the verdict is not its own
+		}
+		first := !p.silentSpell
+		p.silentSpell = true
+		if p.silentSince.IsZero() {
+			p.silentSince = since
+		}
+		chans, lost := p.dropLocked(since)
+		p.mu.Unlock()
+		p.probe.forget()
+		if first && lost {
+			paths, lists = append(paths, p), append(lists, chans)
+		} else {
+			again++
+		}
 	}
-	chans, lost := p.dropLocked(since)
-	p.mu.Unlock()
-	pr.forget()
 	addr := ""
-	if l := c.router.Carrier(p.ID); l != nil {
+	if l := g.relay; l != nil {
+		addr = l.Addr
+	} else if l := c.probeLink(g.paths[0], g.wire); l != nil {
 		addr = l.Addr
 	}
-	if first && lost {
-		c.emitPaths(shardcast.EventInterrupted, addr, []*Path{p}, [][]string{chans}, since,
-			fmt.Errorf("%s: %w", c.router.Describe(p.ID), shardcast.ErrSilentPath))
-	} else {
+	if len(paths) > 0 {
+		c.emitPaths(shardcast.EventInterrupted, addr, paths, lists, since,
+			fmt.Errorf("%s: %w", c.describeAll(paths), shardcast.ErrSilentPath))
+	}
+	if again > 0 {
 		// The spell's first miss was reported as an event; the misses
 		// that follow until a probe returns are logged only.
 		c.Log.Warn("shardcast: delivery probe not received again; resubscribing", "node", addr,
-			"path", c.router.Describe(p.ID), "silent_since", since.Format(time.RFC3339Nano))
+			"paths", again, "silent_since", since.Format(time.RFC3339Nano))
 	}
 	c.trouble(addr)
 	c.RequestRefresh()
 }
 
-// lastSeen is when messages may have been lost from on the probe's path:
-// when the last probe seen came back, or was sent if none came back yet
-// (now if none was sent).
-func (pr *probeState) lastSeen() time.Time {
-	if at := pr.gotAt.Load(); at != 0 {
-		return probeTime(at)
+// describeAll names paths in an error: the one path, or how many.
+func (c *Core) describeAll(paths []*Path) string {
+	if len(paths) == 1 {
+		return c.router.Describe(paths[0].ID)
 	}
-	if at := pr.sentAt.Load(); at != 0 {
-		return probeTime(at)
-	}
-	return time.Now()
+	return fmt.Sprintf("%d paths on one wire, among them %s", len(paths), c.router.Describe(paths[0].ID))
 }
 
-// probeArrived records a probe received on path p. The first one after a
-// silent spell reports the path restored.
+// probeArrived records a probe received through link l on path p. On a
+// relayed link it speaks for every path the wire carries, since one relay
+// brings them all: each of them saw it, and those in a silent spell are
+// reported restored.
 func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
-	pr := p.probe
-	if len(payload) != 8 {
+	if len(payload) != probeSize {
 		return
 	}
-	pr.settle(binary.BigEndian.Uint64(payload))
-	pr.gotAt.Store(probeNow())
+	p.probe.settle(binary.BigEndian.Uint64(payload[:8]))
+	at := int64(binary.BigEndian.Uint64(payload[8:]))
+	wire := p.ActiveWire()
+	if wire == nil {
+		return // interrupted meanwhile: the heal is under way
+	}
+	p.saw(wire, at)
+	c.endSpell(l, p)
+	if !l.Relayed.Load() {
+		return
+	}
+	for _, q := range c.Paths {
+		if q != p && q.probe != nil && q.ActiveWire() == wire {
+			q.saw(wire, at)
+			c.endSpell(l, q)
+		}
+	}
+}
+
+// endSpell ends p's silent spell, if it has one and is active, for
+// runProbes to report restored.
+func (c *Core) endSpell(l *Link, p *Path) {
 	p.mu.Lock()
 	spell, since := p.silentSpell, p.silentSince
 	active := p.wire != nil

@@ -28,7 +28,7 @@ func TestProbeGivenUpKeepsSequenceAhead(t *testing.T) {
 		name string
 		do   func(pr *probeState, seq uint64)
 	}{
-		{"publish failed", func(pr *probeState, seq uint64) { c.sendProbe(refused, pr, seq) }},
+		{"publish failed", func(pr *probeState, seq uint64) { c.sendProbe(refused, pr, seq, probeNow()) }},
 		{"forgotten", func(pr *probeState, _ uint64) { pr.forget() }},
 	} {
 		t.Run(giveUp.name, func(t *testing.T) {
