@@ -198,12 +198,12 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 // published (probe time), both big-endian.
 const probeSize = 16
 
-// sendProbe publishes probe seq of pr, sent at `at`, bounded by ProbeTimeout. A probe
-// whose publish failed before its deadline is forgotten: that is the
-// publishing side's trouble, reported elsewhere, and no verdict on the
-// path. One still unanswered at its deadline is judged like one that was
-// lost: a node that takes longer than ProbeTimeout to answer a publish
-// cannot be trusted to deliver either.
+// sendProbe publishes probe seq of pr, sent at `at`, bounded by
+// ProbeTimeout. A probe whose publish failed before its deadline is
+// forgotten: that is the publishing side's trouble, reported elsewhere,
+// and no verdict on the path. One still unanswered at its deadline is
+// judged like one that was lost: a node that takes longer than
+// ProbeTimeout to answer a publish cannot be trusted to deliver either.
 func (c *Core) sendProbe(publish func(ctx context.Context, channel string, payload []byte) error, pr *probeState, seq uint64, at int64) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.Conn.ProbeTimeout)
 	defer cancel()
@@ -217,9 +217,8 @@ func (c *Core) sendProbe(publish func(ctx context.Context, channel string, paylo
 
 // silent handles a probe that did not come back through group g: every
 // path of g still active on g's wire is interrupted (reported once per
-// silent spell, in one event) and resubscribed, its loss dated from the
-// newest probe that came back through the wire; its Restored waits for a
-// probe to return.
+// silent spell, in one event) and resubscribed, its loss dated from
+// g.lastSeen; its Restored waits for a probe to return.
 func (c *Core) silent(g probeGroup) {
 	since := g.lastSeen()
 	var paths []*Path
@@ -244,6 +243,9 @@ func (c *Core) silent(g probeGroup) {
 		} else {
 			again++
 		}
+	}
+	if len(paths) == 0 && again == 0 {
+		return // every path moved on: no verdict on the node
 	}
 	addr := ""
 	if l := g.relay; l != nil {
