@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
@@ -117,4 +118,43 @@ func TestRelayedRestoreWaitsForProbe(t *testing.T) {
 	since, ok = p.activateIf(wire, p.lostSeq(), true)
 	require.True(t, ok)
 	assert.Equal(t, down, since, "without probes the confirmation restores it")
+}
+
+// TestRestoreCarriedIntoNextLoss: a spell a probe ended, on a path
+// interrupted again before the gathered Restored went out, is not
+// reported on its own; its start is carried into the next interruption,
+// so the Restored that ends that one covers the spell too.
+func TestRestoreCarriedIntoNextLoss(t *testing.T) {
+	_, wire, _ := pathWithWire(t, 0)
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{Raw: true, Handler: func(shardcast.Message) {}}.WithDefaults(),
+		Conn:    shardcast.ConnOptions{}.WithDefaults(),
+		Paths:   1,
+		Mode:    subconn.Classic,
+	})
+	defer c.Close(func() {})
+	p := c.Paths[0]
+	p.probe = &probeState{channel: "probe"}
+	p.add([]string{"a"}, 1)
+	_, ok := p.activateIf(wire, p.lostSeq(), false)
+	require.True(t, ok)
+
+	// A probe that comes back ends a spell begun at spell; the wire is
+	// lost before the gathered Restored goes out.
+	spell := time.Now().Add(-3 * time.Second)
+	c.probeBack.add("a:1", p, spell)
+	down := time.Now().Add(-time.Second)
+	_, lost := p.interrupt(wire, down)
+	require.True(t, lost)
+	c.reportRestores()
+	since, ok := p.activateIf(wire, p.lostSeq(), false)
+	require.True(t, ok)
+	assert.Equal(t, spell, since, "the next Restored runs from the spell's start")
+
+	// Lost again while in a later spell: the spell keeps the earlier start.
+	p.silentSpell, p.silentSince = true, down
+	p.carrySince(spell)
+	assert.Equal(t, spell, p.silentSince)
+	p.carrySince(time.Now())
+	assert.Equal(t, spell, p.silentSince, "a later start changes nothing")
 }

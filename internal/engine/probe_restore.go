@@ -61,18 +61,35 @@ func (r *probeRestores) take() map[string]*restoreBatch {
 }
 
 // reportRestores reports each node's gathered paths in one EventRestored,
-// leaving out those interrupted again since their probe came back: the
-// Restored of the later interruption covers them.
+// leaving out those interrupted again since their probe came back: their
+// spell's start is carried into the later interruption, whose Restored
+// then covers both.
 func (c *Core) reportRestores() {
 	for addr, b := range c.probeBack.take() {
 		live := b.paths[:0]
 		for _, p := range b.paths {
 			if p.ActiveWire() != nil {
 				live = append(live, p)
+			} else {
+				p.carrySince(b.since)
 			}
 		}
 		if len(live) > 0 {
 			c.emitRestored(addr, live, b.since)
 		}
+	}
+}
+
+// carrySince dates p's open interruption, or silent spell, from since if
+// that is earlier: a spell a probe ended was not reported restored before
+// the path was lost again, so the loss runs from the spell's start.
+func (p *Path) carrySince(since time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.downSince.IsZero() && since.Before(p.downSince) {
+		p.downSince = since
+	}
+	if p.silentSpell && since.Before(p.silentSince) {
+		p.silentSince = since
 	}
 }
