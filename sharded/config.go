@@ -59,12 +59,11 @@ type Config struct {
 
 	// SubscribeOn says which node of each Sentinel shard the broker
 	// subscribes on (default Masters); a host:port shard is always
-	// subscribed on itself. Replicas is experimental: a fault test under
-	// load loses messages outside every reported window (docs/OPERATING.md).
-	// With Replicas, delivery probes are on
+	// subscribed on itself. With Replicas, delivery probes are on
 	// (Conn.ProbeInterval defaults to shardcast.DefaultRelayProbeInterval;
-	// then only the connections to replicas are probed) and a subscription a replica confirms is reported Restored only once
-	// a probe came back through it.
+	// then only the connections to replicas are probed) and a
+	// subscription a replica confirms is reported Restored only once a
+	// probe came back through it.
 	SubscribeOn SubscribeOn
 
 	// HandoverLimit bounds the messages the broker holds back during an

@@ -3,7 +3,6 @@ package sharded
 import (
 	"context"
 	"maps"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,22 +86,7 @@ func TestSubscribeOnReplicasPlacement(t *testing.T) {
 // every loss lies inside a window the subscriber reported, nothing is
 // delivered twice or out of order, and the brokers deliver again within
 // 5 s of each replica fault and 10 s of the master's death.
-//
-// Known bug: the CI matrix on Valkey 8.0.1, under the load of two test
-// binaries, lost 27,034 of 168,663 messages outside every window (session
-// 16's note on issue 29), though every fault was followed by delivery in
-// time. The suspect: a replica whose replication link breaks and comes
-// back sooner than a probe notices stays connected and answers PINGs, and
-// what the master sent meanwhile is lost unseen. It reproduces under
-// three test binaries at once: 9 of 200 runs (Redis 7.4.1, Valkey 8.0.1)
-// lost messages at one subscriber from just before the cut-off fault,
-// the nearest window it reported seconds later. Until that is handled,
-// the test runs only with SHARDCAST_REPLICA_FAULTS=1, and SubscribeOn
-// Replicas for Sentinel shards is documented as experimental.
 func TestSubscribeOnReplicasFaults(t *testing.T) {
-	if os.Getenv("SHARDCAST_REPLICA_FAULTS") != "1" {
-		t.Skip("known silent loss under load (see the doc comment); set SHARDCAST_REPLICA_FAULTS=1 to run")
-	}
 	t.Parallel()
 	r := redistest.StartReplicated(t, 3)
 	s := redistest.StartSentinels(t, 3, redistest.SentinelGroup{Name: "a", Servers: r})
