@@ -4,7 +4,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// masterSpublish sums the SPUBLISH calls the masters of c took so far.
-func masterSpublish(t *testing.T, c *redistest.Cluster, masters []*redistest.Server) int64 {
+// masterSpublish sums the SPUBLISH calls masters took so far.
+func masterSpublish(t *testing.T, masters []*redistest.Server) int64 {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
 	var n int64
@@ -54,9 +53,9 @@ func TestProbesPerRelay(t *testing.T) {
 				interval = DefaultRelayProbeInterval
 			}
 			const rounds = 3
-			before := masterSpublish(t, c, masters)
+			before := masterSpublish(t, masters)
 			time.Sleep(rounds * interval)
-			probes := masterSpublish(t, c, masters) - before
+			probes := masterSpublish(t, masters) - before
 			t.Logf("FIGURE probes %v: %d SPUBLISH in %d intervals of %v, %d partitions, subscribed on %v",
 				tc.on, probes, rounds, interval, l.Partitions(), slices.Sorted(maps.Keys(sub.SubscribedOn())))
 			switch tc.on {
@@ -75,34 +74,6 @@ func TestProbesPerRelay(t *testing.T) {
 	}
 }
 
-// announceReplicaVia puts a proxy in front of replica and makes the
-// cluster name the proxy as its address, returning once every node's
-// CLUSTER SLOTS lists it.
-func announceReplicaVia(t *testing.T, c *redistest.Cluster, replica *redistest.Server) *redistest.Proxy {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	proxy := redistest.StartProxy(t, replica.Addr())
-	_, err := replica.Do(ctx, "CONFIG", "SET", "cluster-announce-port", strconv.Itoa(proxy.Port()))
-	require.NoError(t, err)
-	require.True(t, waitFor(20*time.Second, func() bool {
-		for _, s := range c.Nodes() {
-			reply, err := s.Do(ctx, "CLUSTER", "SLOTS")
-			if err != nil {
-				return false
-			}
-			m, err := shardcast.ParseClusterSlotsFrom(reply, s.Addr())
-			if err != nil {
-				return false
-			}
-			if !slices.ContainsFunc(m.Ranges, func(r shardcast.SlotRange) bool { return slices.Contains(r.Replicas, proxy.Addr()) }) {
-				return false
-			}
-		}
-		return true
-	}), "the cluster never named the proxy %s for replica %s", proxy.Addr(), replica.Addr())
-	return proxy
-}
-
 // TestRelaySilentTogether: a replica that stops relaying (a proxy in front
 // of it drops every message push, while PINGs and commands pass) has all
 // the partitions a broker subscribed on it reported in one
@@ -117,7 +88,9 @@ func TestRelaySilentTogether(t *testing.T) {
 	replicas, err := c.ReplicasOf(ctx, masters[0])
 	require.NoError(t, err)
 	require.Len(t, replicas, 2)
-	proxy := announceReplicaVia(t, c, replicas[0])
+	proxy := announceThrough(t, c, replicas[0], "a replica", func(m shardcast.SlotMap, proxy string) bool {
+		return slices.ContainsFunc(m.Ranges, func(r shardcast.SlotRange) bool { return slices.Contains(r.Replicas, proxy) })
+	})
 
 	pub := newBroker(t, Config{Addrs: c.Seeds()})
 	l := pub.Layout()

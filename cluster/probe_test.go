@@ -19,11 +19,23 @@ import (
 // SLOTS says so.
 func announceVia(t *testing.T, c *redistest.Cluster, master *redistest.Server, slot uint16) *redistest.Proxy {
 	t.Helper()
+	return announceThrough(t, c, master, "master of slot "+strconv.Itoa(int(slot)), func(m shardcast.SlotMap, proxy string) bool {
+		owner, _ := m.MasterOf(slot)
+		return owner == proxy
+	})
+}
+
+// announceThrough puts a proxy in front of node, makes the cluster name
+// the proxy as node's address (cluster-announce-port), and returns once
+// listed holds for every node's CLUSTER SLOTS: the proxy is named there
+// as role says.
+func announceThrough(t *testing.T, c *redistest.Cluster, node *redistest.Server, role string, listed func(m shardcast.SlotMap, proxy string) bool) *redistest.Proxy {
+	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	proxy := redistest.StartProxy(t, master.Addr())
-	_, err := master.Do(ctx, "CONFIG", "SET", "cluster-announce-port", strconv.Itoa(proxy.Port()))
+	proxy := redistest.StartProxy(t, node.Addr())
+	_, err := node.Do(ctx, "CONFIG", "SET", "cluster-announce-port", strconv.Itoa(proxy.Port()))
 	require.NoError(t, err)
-	var last string
+	last := "no CLUSTER SLOTS read yet"
 	require.True(t, waitFor(20*time.Second, func() bool {
 		for _, s := range c.Nodes() {
 			reply, err := s.Do(ctx, "CLUSTER", "SLOTS")
@@ -36,12 +48,13 @@ func announceVia(t *testing.T, c *redistest.Cluster, master *redistest.Server, s
 				last = err.Error()
 				return false
 			}
-			if last, _ = m.MasterOf(slot); last != proxy.Addr() {
+			if !listed(m, proxy.Addr()) {
+				last = s.Addr() + " does not yet"
 				return false
 			}
 		}
 		return true
-	}), "the cluster never named the proxy %s as master of slot %d (last seen %s)", proxy.Addr(), slot, last)
+	}), "the cluster never named the proxy %s as %s (for %s): %s", proxy.Addr(), role, node.Addr(), last)
 	return proxy
 }
 
