@@ -29,9 +29,9 @@ type probeState struct {
 	got     atomic.Uint64 // sequence number of the last probe received
 	// seenAt is when the newest probe that came back through seenOn, the
 	// path's wire then, was published (0: none yet): what was published
-	// before it on the path's node was delivered. On a relayed wire any of
-	// its paths' probes counts (see probeArrived). Both are under the
-	// path's mu.
+	// before it on the path's node was delivered. A relayed wire dates
+	// its losses from its link instead (see probeGroup.lastSeen). Both are
+	// under the path's mu.
 	seenAt int64
 	seenOn *subconn.Conn
 }
@@ -277,8 +277,7 @@ func (c *Core) describeAll(paths []*Path) string {
 
 // probeArrived records a probe received through link l on path p. On a
 // relayed link it speaks for every path the wire carries, since one relay
-// brings them all: each of them saw it, and those in a silent spell are
-// reported restored.
+// brings them all: those in a silent spell are reported restored.
 func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 	if len(payload) != probeSize {
 		return
@@ -296,7 +295,6 @@ func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 	}
 	for _, q := range c.Paths {
 		if q != p && q.probe != nil && q.ActiveWire() == wire {
-			q.saw(wire, at)
 			c.endSpell(l, q)
 		}
 	}
