@@ -128,30 +128,24 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 			}
 			return c.WaitConverged(ctx)
 		},
-		// Move one partition's slot to another master.
+		// Move one partition's slot to another master, as an operator's
+		// resharding does (SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE).
 		"moveslot": func(ctx context.Context) error {
-			part := rng.IntN(l.Partitions())
-			slot := l.Slot(part)
-			from, err := c.MasterOfSlot(ctx, slot)
+			slot, to, err := slotAndTarget(ctx, c, rng, l)
 			if err != nil {
 				return err
 			}
-			ms, err := c.Masters(ctx)
-			if err != nil {
-				return err
-			}
-			var others []*redistest.Server
-			for _, m := range ms {
-				if m != from {
-					others = append(others, m)
-				}
-			}
-			if len(others) == 0 {
-				return errors.New("no other master")
-			}
-			to := others[rng.IntN(len(others))]
-			logf("  slot %d (partition %d) %s -> %s", slot, part, from.Addr(), to.Addr())
 			return c.MoveSlot(ctx, slot, to)
+		},
+		// Move one partition's slot with the server's atomic slot migration
+		// (Valkey 9's CLUSTER MIGRATESLOTS); only on servers that have it
+		// (atomicFault).
+		"atomicmove": func(ctx context.Context) error {
+			slot, to, err := slotAndTarget(ctx, c, rng, l)
+			if err != nil {
+				return err
+			}
+			return c.MigrateSlotsAtomic(ctx, slot, slot, to)
 		},
 		// SIGKILL a replica and restart it a second later: a broker
 		// subscribed on it moves to another node of its shard.
@@ -248,6 +242,37 @@ func clusterFaults(c *redistest.Cluster, l *shardcast.Layout, rng *rand.Rand, ga
 		},
 	}
 }
+
+// slotAndTarget picks a partition's slot and a master other than its
+// owner, at random, and logs the move.
+func slotAndTarget(ctx context.Context, c *redistest.Cluster, rng *rand.Rand, l *shardcast.Layout) (uint16, *redistest.Server, error) {
+	part := rng.IntN(l.Partitions())
+	slot := l.Slot(part)
+	from, err := c.MasterOfSlot(ctx, slot)
+	if err != nil {
+		return 0, nil, err
+	}
+	ms, err := c.Masters(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	var others []*redistest.Server
+	for _, m := range ms {
+		if m != from {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return 0, nil, errors.New("no other master")
+	}
+	to := others[rng.IntN(len(others))]
+	logf("  slot %d (partition %d) %s -> %s", slot, part, from.Addr(), to.Addr())
+	return slot, to, nil
+}
+
+// atomicFault is the fault that needs CLUSTER MIGRATESLOTS: left out of the
+// default list on servers without it, refused when asked for there.
+const atomicFault = "atomicmove"
 
 func args(force bool) []string {
 	if force {

@@ -126,7 +126,7 @@ func main() {
 }
 
 var (
-	clusterFaultNames  = []string{"clientkill", "kill", "pause", "moveslot", "failover", "failoverforce", "addremove", "restartall", "relayout", "killreplica", "pausereplica"}
+	clusterFaultNames  = []string{"clientkill", "kill", "pause", "moveslot", atomicFault, "failover", "failoverforce", "addremove", "restartall", "relayout", "killreplica", "pausereplica"}
 	shardedFaultNames  = []string{"clientkill", "kill", "pause", "relayout"}
 	sentinelFaultNames = []string{"clientkill", "killmaster", "failover", "pausereplica"}
 )

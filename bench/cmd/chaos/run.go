@@ -60,6 +60,16 @@ func startRig(engine string, t *traffic, events *eventLog, cfg config, rng *rand
 		r.pub, r.sub = pub, sub
 		r.in = where{Partition: l.Partition}
 		r.faults = clusterFaults(c, l, rng, cfg.gap, func(f frozenSpan) { r.frozen = append(r.frozen, f) })
+		hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		atomic, err := c.Nodes()[0].HasAtomicMigration(hctx)
+		cancel()
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		if !atomic {
+			delete(r.faults, atomicFault)
+		}
 		r.settled = c.WaitConverged
 		r.nodes = c.Nodes
 		seeds := c.Seeds()
@@ -194,6 +204,17 @@ func runEngine(ctx context.Context, engine string, cfg config) (bool, error) {
 		return false, err
 	}
 	defer r.close()
+	// A fault the server cannot run (atomicmove without CLUSTER
+	// MIGRATESLOTS) leaves the default list and fails a list that names it.
+	for _, n := range names {
+		if _, ok := r.faults[n]; !ok && n != "relayout" {
+			if cfg.faults != "" {
+				return false, fmt.Errorf("fault %s: the server cannot run it", n)
+			}
+			logf("%s: fault %s left out: the server cannot run it", engine, n)
+		}
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { _, ok := r.faults[n]; return !ok && n != "relayout" })
 	if slices.Contains(names, "relayout") {
 		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "relayout" })
 		r.faults["relayout"] = r.relayout.fault(others, r.faults, rng)
