@@ -45,20 +45,6 @@ func TestAtomicSlotMigration(t *testing.T) {
 	t.Run("LibraryKeys", func(t *testing.T) { testAtomicMigrationLibraryKeys(t, c) })
 }
 
-// otherMaster returns a master of c other than m.
-func otherMaster(t *testing.T, c *redistest.Cluster, m *redistest.Server) *redistest.Server {
-	t.Helper()
-	masters, err := c.Masters(testCtx(t, 10*time.Second))
-	require.NoError(t, err)
-	for _, o := range masters {
-		if o != m {
-			return o
-		}
-	}
-	t.Fatalf("no master but %s", m.Addr())
-	return nil
-}
-
 // testAtomicMigrationPushes pins what the servers do, without a broker: a
 // sharded subscriber of the slot on the source gets no push while the job
 // runs and one sunsubscribe when ownership flips; from the push on, the
@@ -70,7 +56,7 @@ func testAtomicMigrationPushes(t *testing.T, c *redistest.Cluster) {
 	slot := crc16.Slot(ch)
 	from, err := c.MasterOfSlot(ctx, slot)
 	require.NoError(t, err)
-	to := otherMaster(t, c, from)
+	to := diffOtherMaster(t, ctx, c, from)
 	sub, err := from.Dial(ctx)
 	require.NoError(t, err)
 	defer sub.Close()
@@ -156,7 +142,7 @@ func testAtomicMigrationFollowed(t *testing.T, c *redistest.Cluster) {
 	masters, err := c.Masters(ctx)
 	require.NoError(t, err)
 	from := masters[0]
-	to := otherMaster(t, c, from)
+	to := diffOtherMaster(t, ctx, c, from)
 	moved := sortedCopy(sub.Masters()[from.Addr()])[:3]
 	movedChannels := inPartitions(l, channels, moved)
 	// The first slot holds keys: after its flip the source deletes them
@@ -229,7 +215,7 @@ func testAtomicMigrationCancelled(t *testing.T, c *redistest.Cluster) {
 	slot := l.Slot(part)
 	from, err := c.MasterOfSlot(ctx, slot)
 	require.NoError(t, err)
-	to := otherMaster(t, c, from)
+	to := diffOtherMaster(t, ctx, c, from)
 	// Keys that keep the job busy long enough to be cancelled.
 	fillSlot(t, from, l.Tag(part), 200000, 256)
 	require.NoError(t, sub.Subscribe(ctx, channels...))
@@ -280,7 +266,7 @@ func testAtomicMigrationLibraryKeys(t *testing.T, c *redistest.Cluster) {
 	slot := crc16.Slot(key)
 	from, err := c.MasterOfSlot(ctx, slot)
 	require.NoError(t, err)
-	to := otherMaster(t, c, from)
+	to := diffOtherMaster(t, ctx, c, from)
 	require.NoError(t, c.MigrateSlotsAtomic(ctx, slot, slot, to))
 	v, err := to.Do(ctx, "GET", key)
 	require.NoError(t, err)
@@ -295,7 +281,7 @@ func testAtomicMigrationLibraryKeys(t *testing.T, c *redistest.Cluster) {
 	_, members, owner := recordIn(t, c)
 	require.Len(t, members, 2)
 	recSlot := crc16.Slot(defaultAgreement.RecordKey())
-	dest := otherMaster(t, c, owner)
+	dest := diffOtherMaster(t, ctx, c, owner)
 	require.NoError(t, c.MigrateSlotsAtomic(ctx, recSlot, recSlot, dest))
 	fields, members, owner := recordIn(t, c)
 	require.Same(t, dest, owner)
