@@ -103,20 +103,16 @@ relayout-demo: redis
 chaos: redis
 	cd bench && $(GO) run ./cmd/chaos $(ARGS)
 
-## test-matrix: the server-sensitive suites against each Redis-compatible server of SERVERS (folders
-## holding redis-server and redis-cli; the word `path` means those on PATH), by default every folder
-## of SERVERS_DIR, with one PASS/FAIL line per server and its time (scripts/test-matrix.sh; logs in
-## bin/matrix/). SERVERS_DIR defaults to ../shared/servers beside this repository, else beside the
-## repository it was cloned from (a CI clone of a checkout on this machine); a missing folder or
-## server is reported and skipped, never a failure. Per server: `go test` of ./cluster, ./sharded and
-## ./brokertest and of contrib/centrifugebroker, as two test binaries at once, without -race (make
-## test runs them all with -race on the PATH server; -race here would not fit the time), then `make
-## chaos` for CHAOS_DURATION (1m) per engine with every fault. One server took 6m05s-6m30s here (7m10s
-## with the packages one after the other) on 2 cores shared with three other jobs (load 7-16): .ci/run
-## is make test (8-13 minutes) plus about 19 for the three servers, 27-32 under that load and less
-## on a machine running only CI; CHAOS_DURATION=30s saves 3 more minutes if needed. It then rewrites
-## the "Tested on" table of docs/SERVERS.md (and of README.md, if it has the markers) from the servers
-## that passed; TESTED_ON=check, which .ci/run sets, fails instead when the table differs.
+## test-matrix: the server-sensitive suites on each server of the matrix (Redis 7.0.15, 8.0.2, 8.0.6;
+## Valkey 8.0.1, 8.1.1, 9.1.2), which scripts/ensure-servers.sh fetches from Debian's packages into
+## ~/.cache/shardcast/servers when missing (about a minute the first time). What runs depends on the
+## server (scripts/test-matrix.sh, docs/SERVERS.md): everything on the newest Redis and Valkey, the
+## fault and server-difference tests and 30 s of chaos per engine on the others. One PASS/FAIL line per
+## server with its time; logs in bin/matrix/. SERVERS='valkey-9.1.2 /opt/my-redis' picks servers (names
+## of the matrix, folders holding redis-server and redis-cli, or `path`). A server that cannot be had is
+## skipped, or fails the run with MATRIX_STRICT=1 (.ci/run sets it). It then rewrites the "Tested on"
+## table of docs/SERVERS.md and README.md from the servers that passed; TESTED_ON=check, which .ci/run
+## sets, fails instead when the table differs.
 .PHONY: test-matrix
 SERVERS ?=
 test-matrix:

@@ -1,34 +1,46 @@
 #!/usr/bin/env bash
-# Runs the server-sensitive suites against each Redis-compatible server of a
-# list (see the Makefile's test-matrix target and docs/SERVERS.md), one
-# pass/fail line per server with its time, then updates (or, with
-# TESTED_ON=check, checks) the "Tested on" table of docs/SERVERS.md and of
-# README.md when it has the markers.
+# Runs the server-sensitive suites against each Redis-compatible server of
+# the matrix (docs/SERVERS.md), one pass/fail line per server with its
+# time, then updates (or, with TESTED_ON=check, checks) the "Tested on"
+# table of docs/SERVERS.md and of README.md when it has the markers.
 #
 #   scripts/test-matrix.sh [server ...]
 #
-# A server is a folder holding redis-server and redis-cli, or the word
-# "path" for the ones on PATH. Without arguments: every folder of the
-# servers folder, which is $SERVERS_DIR when set, else the first that
-# exists of ../shared/servers beside the repository and ../shared/servers
-# beside the repository it was cloned from (a CI clone of /work/main).
-# A server folder that is missing is reported and skipped; so is a missing
-# servers folder. Logs go to $MATRIX_LOGS (default bin/matrix/).
+# A server is a name of scripts/ensure-servers.sh (valkey-9.1.2), a folder
+# holding redis-server and redis-cli, or the word "path" for the ones on
+# PATH. Without arguments: every server of scripts/ensure-servers.sh,
+# which fetches what its cache lacks from Debian's packages.
+# With MATRIX_STRICT=1 (.ci/run sets it) a server that cannot be had is a
+# failure; otherwise it is reported and skipped. Logs go to $MATRIX_LOGS
+# (default bin/matrix/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 GO=${GO:-go}
 logs=${MATRIX_LOGS:-$repo/bin/matrix}
 tested_on=${TESTED_ON:-write}
-chaos_duration=${CHAOS_DURATION:-1m}
+strict=${MATRIX_STRICT:-}
 mkdir -p "$logs"
 
-# What runs per server; the "Tested on" table's third column says the same.
-# The library's packages and the conformance suite without -race (make test
-# runs them with -race on the PATH server), the Centrifuge broker's module,
-# and the chaos soak on both engines with every fault.
-packages=(./cluster ./sharded ./brokertest)
-what_ran="${packages[*]}, contrib/centrifugebroker, chaos ${chaos_duration} per engine (every fault)"
+# What runs per server, by its folder's name (docs/SERVERS.md says why):
+#   full    ./cluster ./sharded ./brokertest and contrib/centrifugebroker
+#           without -race, then the chaos soak for 1m per engine with
+#           every fault: the newest Redis and the newest Valkey, and any
+#           folder the matrix does not know.
+#   faults  the engines' fault tests (kills, pauses, failovers, slot moves,
+#           restarts, re-layouts under faults, dated losses) and the tests
+#           that pin server differences, then the soak for 30s per engine:
+#           the servers between.
+#   chaos   the soak only, 30s per engine: the server make test already
+#           runs every suite on, with -race (Debian 12's Redis 7.0.15).
+# CHAOS_DURATION overrides the soak's time per engine in every tier.
+declare -A tier_of=([redis-8.0.6]=full [valkey-9.1.2]=full
+	[redis-8.0.2]=faults [valkey-8.1.1]=faults [valkey-8.0.1]=faults
+	[redis-7.0.15]=chaos)
+# The fault tests: every test of ./cluster and ./sharded that kills,
+# freezes, restarts, fails over or moves what a broker is subscribed to;
+# and those that pin what differs between servers.
+fault_tests='Failover|Frozen|Paused|Pause|Kill|Killed|Restart|Resumed|SlotMove|AddRemove|Migrat|Storm|Faults|Silent|Stalled|Lost|DatesLoss|Sentinel|ServerDiff|NoBroadcast'
 # The tests mostly wait (failovers, timeouts, heartbeats): a run of them
 # keeps 2 cores about a quarter busy. So two test binaries run at once, as
 # go test -p 2 would, but balanced: the cluster package (the longest,
@@ -37,49 +49,46 @@ what_ran="${packages[*]}, contrib/centrifugebroker, chaos ${chaos_duration} per 
 # once (each package in two halves) saved a minute more, but it and three
 # at once failed timing-bound tests on a loaded machine. The soak runs
 # alone afterwards, since its loss windows are what it checks.
-servers_dir() {
-	if [ -n "${SERVERS_DIR:-}" ]; then
-		echo "$SERVERS_DIR"
-		return
+
+# missing reports a server that cannot be had: a failure when strict.
+missing() {
+	if [ -n "$strict" ]; then
+		echo "test-matrix: FAIL $1"
+		failed=1
+	else
+		echo "test-matrix: SKIP $1"
 	fi
-	local cand=("$repo/../shared/servers")
-	local origin
-	origin=$(git -C "$repo" config --get remote.origin.url 2>/dev/null || true)
-	origin=${origin#file://}
-	if [ -n "$origin" ] && [ -d "$origin" ]; then
-		cand+=("$origin/../shared/servers")
-	fi
-	for c in "${cand[@]}"; do
-		if [ -d "$c" ]; then
-			(cd "$c" && pwd)
-			return
-		fi
-	done
-	echo "${cand[0]}"
 }
 
-servers=("$@")
-if [ ${#servers[@]} -eq 0 ]; then
-	dir=$(servers_dir)
-	if [ ! -d "$dir" ]; then
-		echo "test-matrix: SKIP all: no servers folder at $dir (set SERVERS_DIR=... or SERVERS=...); nothing to run"
-		exit 0
+failed=0
+servers=()
+for arg in "$@"; do
+	if [ "$arg" = path ] || [ -d "$arg" ]; then
+		servers+=("$arg")
+	elif dir=$(scripts/ensure-servers.sh "$arg"); then
+		servers+=("$dir")
+	else
+		missing "$arg: scripts/ensure-servers.sh could not provide it (above)"
 	fi
-	for d in "$dir"/*/; do
-		[ -e "$d" ] && servers+=("${d%/}")
-	done
-	if [ ${#servers[@]} -eq 0 ]; then
-		echo "test-matrix: SKIP all: $dir holds no server folders; nothing to run"
-		exit 0
+done
+if [ $# -eq 0 ]; then
+	if list=$(scripts/ensure-servers.sh); then
+		mapfile -t servers <<<"$list"
+	else
+		missing "the matrix's servers: scripts/ensure-servers.sh could not provide them all (above)"
+		# Whatever it did provide still runs.
+		for d in "${SHARDCAST_SERVERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardcast/servers}"/*/; do
+			[ -x "$d/redis-server" ] && servers+=("${d%/}")
+		done
 	fi
 fi
 
-# run_server runs every suite against one server, with its log in $2, and
-# sets $failed_steps to those that failed; the server's name and version
-# are in $name and $version. Every step runs even after one failed, so one
-# run shows all there is to see on a server.
+# run_server runs the suites of tier $3 against one server, with its log
+# in $2, and sets $failed_steps to those that failed and $what_ran to what
+# ran; the server's name and version are in $name and $version. Every
+# step runs even after one failed, so one run shows all there is to see.
 run_server() {
-	local srv=$1 log=$2 envs=()
+	local srv=$1 log=$2 tier=$3 envs=() chaos=${CHAOS_DURATION:-30s}
 	if [ "$srv" != path ]; then
 		envs=(SHARDCAST_REDIS_DIR="$srv" PATH="$srv:$PATH")
 	fi
@@ -94,16 +103,30 @@ run_server() {
 		pids+=($!)
 	}
 	local t=(env "${envs[@]}" $GO test -count=1 -timeout 20m -v)
-	part "go test ./cluster" "${t[@]}" ./cluster
-	part "go test ./sharded; ./brokertest; contrib/centrifugebroker" bash -c \
-		'"$@" ./sharded; a=$?; "$@" ./brokertest || a=1; cd contrib/centrifugebroker && "$@" ./... && exit $a' - "${t[@]}"
+	case $tier in
+	full)
+		chaos=${CHAOS_DURATION:-1m}
+		what_ran="./cluster ./sharded ./brokertest, contrib/centrifugebroker, chaos $chaos per engine (every fault)"
+		part "go test ./cluster" "${t[@]}" ./cluster
+		part "go test ./sharded; ./brokertest; contrib/centrifugebroker" bash -c \
+			'"$@" ./sharded; a=$?; "$@" ./brokertest || a=1; cd contrib/centrifugebroker && "$@" ./... && exit $a' - "${t[@]}"
+		;;
+	faults)
+		what_ran="fault tests of ./cluster ./sharded, chaos $chaos per engine (every fault)"
+		part "go test -run FAULTS ./cluster" "${t[@]}" -run "$fault_tests" ./cluster
+		part "go test -run FAULTS ./sharded" "${t[@]}" -run "$fault_tests" ./sharded
+		;;
+	*)
+		what_ran="chaos $chaos per engine (every fault); make test runs every suite with -race on it"
+		;;
+	esac
 	for i in "${!pids[@]}"; do
 		wait "${pids[$i]}" || failed_steps+=("${labels[$i]}")
 		{ echo "== ${labels[$i]}"; cat "${parts[$i]}"; } >>"$log"
 		rm -f "${parts[$i]}"
 	done
-	echo "== chaos $chaos_duration" >>"$log"
-	env -C bench "${envs[@]}" $GO run ./cmd/chaos -duration "$chaos_duration" >>"$log" 2>&1 || failed_steps+=("chaos $chaos_duration")
+	echo "== chaos $chaos" >>"$log"
+	env -C bench "${envs[@]}" $GO run ./cmd/chaos -duration "$chaos" >>"$log" 2>&1 || failed_steps+=("chaos $chaos")
 	# Every test binary and the soak log the server they ran; all must
 	# name this one.
 	local want="redistest: server $name $version (" other
@@ -120,7 +143,6 @@ run_server() {
 
 results=$logs/results.tsv
 : >"$results"
-failed=0
 for srv in "${servers[@]}"; do
 	if [ "$srv" = path ]; then
 		bin=$(command -v redis-server || true)
@@ -132,7 +154,7 @@ for srv in "${servers[@]}"; do
 		label=$srv
 	fi
 	if [ -z "$bin" ] || [ ! -x "$bin" ] || [ -z "$cli" ] || [ ! -x "$cli" ]; then
-		echo "test-matrix: SKIP $label: no redis-server and redis-cli there"
+		missing "$label: no redis-server and redis-cli there"
 		continue
 	fi
 	name='' version=''
@@ -144,14 +166,15 @@ for srv in "${servers[@]}"; do
 	fi
 	log=$logs/$(echo "$name-$version" | tr 'A-Z' 'a-z').log
 	began=$(date +%s)
-	if run_server "$srv" "$log"; then
+	tier=${tier_of[$(basename "$srv")]:-full}
+	if run_server "$srv" "$log" "$tier"; then
 		status=PASS
 	else
 		status=FAIL
 		failed=1
 	fi
 	took=$(($(date +%s) - began))
-	printf 'test-matrix: %s %s %s (%s) in %dm%02ds; log %s\n' "$status" "$name" "$version" "$label" $((took / 60)) $((took % 60)) "$log"
+	printf 'test-matrix: %s %s %s (%s, %s) in %dm%02ds; log %s\n' "$status" "$name" "$version" "$label" "$tier" $((took / 60)) $((took % 60)) "$log"
 	if [ $status = FAIL ]; then
 		printf '    failed: %s\n' "${failed_steps[@]}"
 		# The failing tests and subtests, with the figures and the first
@@ -165,7 +188,10 @@ table_status=0
 if [ -s "$results" ]; then
 	docs=(docs/SERVERS.md)
 	[ -f README.md ] && grep -q '<!-- tested-on:begin -->' README.md && docs+=(README.md)
-	scripts/tested-on.sh "$tested_on" "$results" "${docs[@]}" || table_status=$?
+	# A run of the whole matrix writes the whole table.
+	exact=
+	[ $# -eq 0 ] && exact=1
+	EXACT=$exact scripts/tested-on.sh "$tested_on" "$results" "${docs[@]}" || table_status=$?
 fi
 if [ $failed -ne 0 ] || [ $table_status -ne 0 ]; then
 	exit 1

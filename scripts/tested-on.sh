@@ -8,8 +8,8 @@
 # RESULTS has one line per server run: name, version, PASS or FAIL, and
 # what ran, tab-separated. write rewrites each FILE's table: a passing
 # server's row is added or replaced, a failing one's removed, and the rows
-# of servers this run did not cover are kept; rows are sorted by server
-# and version. check changes nothing and fails, showing the difference,
+# of servers this run did not cover are kept (dropped with EXACT=1, for a
+# run of the whole matrix); rows are sorted by server and version. check changes nothing and fails, showing the difference,
 # when write would change a table. A FILE without both markers fails
 # either way.
 set -euo pipefail
@@ -25,7 +25,7 @@ end='<!-- tested-on:end -->'
 
 # render prints FILE with its table rebuilt from its old rows and RESULTS.
 render() {
-	awk -v begin="$begin" -v end="$end" -v results="$results" -F'\t' '
+	awk -v begin="$begin" -v end="$end" -v results="$results" -v exact="${EXACT:-}" -F'\t' '
 	function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
 	BEGIN {
 		while ((getline line < results) > 0) {
@@ -58,7 +58,7 @@ render() {
 	}
 	inside {
 		# An old row: | name | version | what ran |
-		if ($0 ~ /^\|/ && $0 !~ /^\|[- |]*$/) {
+		if (exact == "" && $0 ~ /^\|/ && $0 !~ /^\|[- |]*$/) {
 			split($0, c, "|")
 			name = trim(c[2]); version = trim(c[3])
 			if (name != "Server" && version ~ /^[0-9]/) rows[name " " version] = $0
