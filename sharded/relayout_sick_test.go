@@ -12,22 +12,23 @@ import (
 )
 
 // sickSetup starts instances A, B and C and a broker on A,B that records
-// what it receives.
-func sickSetup(t *testing.T) ([]*redistest.Server, *Broker, *recorder) {
+// what it receives and the events it reports.
+func sickSetup(t *testing.T) ([]*redistest.Server, *Broker, *recorder, *events) {
 	servers := startServers(t, 3)
-	rec := newRecorder()
+	rec, evs := newRecorder(), &events{}
 	b := newBroker(t, Config{Addrs: addrs(servers[0], servers[1]), Conn: faultConn, BarrierTimeout: 300 * time.Millisecond,
-		Options:   shardcast.Options{Handler: rec.handle},
+		Options:   shardcast.Options{Handler: rec.handle, OnEvent: evs.Add},
 		Agreement: shardcast.Agreement{Heartbeat: relayoutHeartbeat}})
-	return servers, b, rec
+	return servers, b, rec, evs
 }
 
 // sickRelayout starts a broker on A,B subscribing 50 channels, lets sick
 // make B unwell (at start, or at the switch), re-layouts to A,C, and
-// checks that the re-layout finishes, the broker is on A,C, and every
-// channel delivers there.
+// checks that the re-layout finishes, the broker is on A,C, every channel
+// delivers there, and every channel reported interrupted is reported
+// restored: the re-layout ends the loss of those it moves off B.
 func sickRelayout(t *testing.T, atStart, atSwitch func(b *redistest.Server)) {
-	servers, b, rec := sickSetup(t)
+	servers, b, rec, evs := sickSetup(t)
 	ac := addrs(servers[0], servers[2])
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -61,6 +62,7 @@ func sickRelayout(t *testing.T, atStart, atSwitch func(b *redistest.Server)) {
 		}
 		return true
 	})
+	assert.Empty(t, evs.Unrestored(), "channels reported interrupted and never restored: %v", evs.All())
 }
 
 // TestRelayoutAwayFromFrozenInstance: the instance a re-layout drops
@@ -90,7 +92,7 @@ func TestRelayoutAwayFromDeadInstance(t *testing.T) {
 // its channels delivering there. (It once held the gate every re-layout
 // step takes for as long as the instance stayed down.)
 func TestRelayoutWhileSubscribeWaitsOnDeadInstance(t *testing.T) {
-	servers, b, rec := sickSetup(t)
+	servers, b, rec, _ := sickSetup(t)
 	ac := addrs(servers[0], servers[2])
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

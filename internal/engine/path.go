@@ -333,6 +333,14 @@ func (p *Path) remove(channels []string, token uint64) []string {
 	return p.wanted.Remove(channels)
 }
 
+// openSince returns when the path's open interruption began, zero when
+// none is open.
+func (p *Path) openSince() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.downSince
+}
+
 // interruptedFor returns the path's total interrupted time, the open
 // interruption included. It never returns less than before: the total
 // and the open interruption are read together, and a wall clock stepped

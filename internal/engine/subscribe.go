@@ -313,14 +313,29 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 		return err
 	}
 	gone := p.remove(channels, token)
+	left := gone // the channels that leave, without the probe's
 	if len(gone) > 0 && p.probe != nil && p.WantedCount() == 0 {
 		gone = append(gone, p.probe.channel) // the path's last channel: its probe goes too
 		p.probe.forget()                     // and one in flight with it
 	}
 	wire := p.ActiveWire()
+	if len(left) > 0 && wire == nil {
+		// An interrupted path holds no subscriptions. The interruption
+		// ends for the channels that leave it (moved by a re-layout to a
+		// path that carries them, or no longer wanted): reported now, or
+		// never, since the path's own Restored names only what it still
+		// wants.
+		if since := p.openSince(); !since.IsZero() {
+			node := ""
+			if l := c.router.Carrier(p.ID); l != nil {
+				node = l.Addr
+			}
+			c.emitPaths(shardcast.EventRestored, node, []*Path{p}, [][]string{left}, since, nil)
+		}
+	}
 	if len(gone) == 0 || wire == nil {
 		p.unlock()
-		return nil // an interrupted path holds no subscriptions
+		return nil
 	}
 	// Once started, the commands finish even if the caller's ctx ends, so
 	// that Redis is not left subscribed to channels nobody wants.
