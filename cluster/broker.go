@@ -413,8 +413,8 @@ func (b *Broker) onMessage(l *engine.Link, key string, payload []byte) {
 // Off masters, l's node may just have been demoted (CLUSTER FAILOVER): a
 // READONLY connection to it takes SSUBSCRIBE for the slots of its new
 // master at once, while that master's cluster view does not list it as a
-// replica yet and relays it nothing (seen on 7.0.15: 0.35 s of messages
-// lost after a Restored). Until the next slot map says what the node is,
+// replica yet and relays it nothing, so messages would be lost after a
+// Restored. Until the next slot map says what the node is,
 // l counts as relayed, so a resubscribe there is reported Restored only
 // once a probe came back through it.
 func (b *Broker) onLost(l *engine.Link, key string) {

@@ -245,9 +245,9 @@ func (b *Broker) slotsFrom(ctx context.Context, pub *pubconn.Pub) (shardcast.Slo
 // A map that names no master for the slot of a partition that has one is
 // not followed either: failovers and migrations hand a slot from master to
 // master, so a gap is a node's partial view (a node that lost its slot
-// table, one caught mid-way through a config update; CI once saw a
-// failover's map with one) or an operator's DELSLOTS. Following it
-// interrupted the partition and resubscribed it a moment later. If the
+// table, one caught mid-way through a config update, a failover's map)
+// or an operator's DELSLOTS. Following it would interrupt the partition
+// and resubscribe it a moment later. If the
 // master really lost the slot, it pushes the unsubscribes itself, which
 // interrupt the partition then.
 func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) shardcast.Assignment {
@@ -497,11 +497,10 @@ func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMov
 // master restarted without data and no write has moved the offset since
 // (Pub/Sub is not replicated) — after a full restart of the cluster, the
 // map names no replica at all. A failover in that window, judged by the
-// map alone, looked like a slot migration: no fence went up, and the
-// copies the demoted master's shard relays were delivered twice (chaos
-// soak: restartall, then CLUSTER FAILOVER FORCE 4 s later). A remembered
-// entry is replaced when a map lists the node again (as a replica of
-// another master, or as a master).
+// map alone, would look like a slot migration: no fence would go up, and
+// the copies the demoted master's shard relays would be delivered twice.
+// A remembered entry is replaced when a map lists the node again (as a
+// replica of another master, or as a master).
 type shardMemory map[string]string
 
 // update returns the memory after slots: every node slots lists is

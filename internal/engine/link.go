@@ -73,7 +73,7 @@ type Link struct {
 	// killed and restarted loads its old slot table and takes SSUBSCRIBE
 	// for the slots its promoted replica now owns until the cluster bus
 	// tells it otherwise, and a partition subscribed there in that moment
-	// was reported Restored while its messages went to the replica.
+	// would be reported Restored while its messages go to the replica.
 	unconfirmedAt atomic.Int64
 
 	// ctx ends when the link is stopped or the broker closes; it bounds
