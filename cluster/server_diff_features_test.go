@@ -163,9 +163,32 @@ func testDiffSlotStats(t *testing.T, b redistest.ServerBuild, c *redistest.Clust
 	in := len(resp.AppendCommand(nil, "SPUBLISH", []string{ch, payload}))
 	frame := len(fmt.Sprintf("*3\r\n$8\r\nsmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(ch), ch, len(payload), payload))
 	reply := len(fmt.Sprintf(":%d\r\n", subs))
-	assert.Equal(t, int64(in), after["network-bytes-in"].(int64)-before["network-bytes-in"].(int64), "the SPUBLISH command")
-	assert.Equal(t, int64(reply+subs*frame), after["network-bytes-out"].(int64)-before["network-bytes-out"].(int64),
-		"the reply and %d smessage of %d bytes", subs, frame)
+	grew := func(field string) int64 {
+		a, okA := after[field].(int64)
+		b, okB := before[field].(int64)
+		require.True(t, okA && okB, "%s: %#v then %#v", field, before[field], after[field])
+		return a - b
+	}
+	assert.Equal(t, int64(in), grew("network-bytes-in"), "the SPUBLISH command")
+	assert.Equal(t, int64(reply+subs*frame), grew("network-bytes-out"), "the reply and %d smessage of %d bytes", subs, frame)
+}
+
+// testDiffCopyAvoidance: Valkey 9 queues a bulk reply of 16 KiB or more by
+// reference (min-string-size-avoid-copy-reply) and charges only the
+// reference to client-output-buffer-limit, so a subscriber's backlog of
+// large messages no longer trips its limit; the other servers have no such
+// setting. The output-buffer tests of cluster and bench/cmd/chaos allow for
+// it.
+func testDiffCopyAvoidance(t *testing.T, b redistest.ServerBuild, c *redistest.Cluster) {
+	ctx := testCtx(t, 10*time.Second)
+	v, err := c.Nodes()[0].Do(ctx, "CONFIG", "GET", "min-string-size-avoid-copy-reply")
+	require.NoError(t, err)
+	kv, _ := v.([]any)
+	if b.IsValkey() && b.Major >= 9 {
+		assert.Equal(t, []any{"min-string-size-avoid-copy-reply", "16384"}, kv, "Valkey 9 avoids copying replies of 16 KiB or more")
+	} else {
+		assert.Empty(t, kv, "no reply copy avoidance before Valkey 9")
+	}
 }
 
 // testDiffClusterShards: CLUSTER SHARDS lists each shard's slots and nodes

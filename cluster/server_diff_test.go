@@ -44,6 +44,7 @@ func TestServerDiff(t *testing.T) {
 	t.Run("HashFieldExpiry", func(t *testing.T) { testDiffHashFieldExpiry(t, b, c) })
 	t.Run("SlotStats", func(t *testing.T) { testDiffSlotStats(t, b, c) })
 	t.Run("ClusterShards", func(t *testing.T) { testDiffClusterShards(t, b, c) })
+	t.Run("CopyAvoidance", func(t *testing.T) { testDiffCopyAvoidance(t, b, c) })
 	t.Run("SlotMove", func(t *testing.T) { testDiffSlotMove(t, c) })
 	t.Run("Failover", func(t *testing.T) { testDiffFailover(t, b, c) })
 }

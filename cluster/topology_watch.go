@@ -245,11 +245,10 @@ func (b *Broker) slotsFrom(ctx context.Context, pub *pubconn.Pub) (shardcast.Slo
 // A map that names no master for the slot of a partition that has one is
 // not followed either: failovers and migrations hand a slot from master to
 // master, so a gap is a node's partial view (a node that lost its slot
-// table, one caught mid-way through a config update, a failover's map)
-// or an operator's DELSLOTS. Following it would interrupt the partition
-// and resubscribe it a moment later. If the
-// master really lost the slot, it pushes the unsubscribes itself, which
-// interrupt the partition then.
+// table, one caught mid-way through a config update or a failover) or an
+// operator's DELSLOTS. Following it would interrupt the partition and
+// resubscribe it a moment later. If the master really lost the slot, it
+// pushes the unsubscribes itself, which interrupt the partition then.
 func (b *Broker) confirmMoves(ctx context.Context, next shardcast.Assignment) shardcast.Assignment {
 	b.mu.Lock()
 	old := b.assign

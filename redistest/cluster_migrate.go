@@ -24,6 +24,9 @@ type SlotMigration struct {
 	First, Last uint16
 	// Name is the server's name of the job (CLUSTER GETSLOTMIGRATIONS).
 	Name string
+	// FirstState is the job's state when the source first listed it,
+	// right after it took the command.
+	FirstState string
 }
 
 // HasAtomicMigration tells whether s knows CLUSTER MIGRATESLOTS.
@@ -87,7 +90,7 @@ func (c *Cluster) StartAtomicMigration(ctx context.Context, first, last uint16, 
 	for _, j := range after {
 		if j["operation"] == "EXPORT" && j["slot_ranges"] == rng && j["target_node"] == to.ID() &&
 			!slices.ContainsFunc(before, func(b map[string]string) bool { return b["name"] == j["name"] }) {
-			m.Name = j["name"]
+			m.Name, m.FirstState = j["name"], j["state"]
 		}
 	}
 	if m.Name == "" {
@@ -125,6 +128,7 @@ func (m *SlotMigration) State(ctx context.Context) (state, message string, err e
 // target owns the slots (and the cluster converged as in WaitConverged).
 // A job that ended otherwise is an error naming its state.
 func (m *SlotMigration) Wait(ctx context.Context) error {
+	var ended error // a job that ended otherwise stops the wait at once
 	err := poll(ctx, func(ctx context.Context) error {
 		state, msg, err := m.State(ctx)
 		switch {
@@ -132,17 +136,17 @@ func (m *SlotMigration) Wait(ctx context.Context) error {
 			return err
 		case state == "success":
 			return nil
-		case ended(state):
-			return errMigrationEnded{state, msg}
+		case isEnded(state):
+			ended = fmt.Errorf("redistest: migration of slots %d-%d to %s ended %s: %s", m.First, m.Last, m.To.Addr(), state, msg)
+			return nil
 		}
 		return fmt.Errorf("migration %s: %s", m.Name, state)
 	})
-	var end errMigrationEnded
-	if errors.As(err, &end) {
-		return fmt.Errorf("redistest: migration of slots %d-%d to %s ended %s: %s", m.First, m.Last, m.To.Addr(), end.state, end.msg)
-	}
 	if err != nil {
 		return fmt.Errorf("redistest: migration of slots %d-%d to %s: %w", m.First, m.Last, m.To.Addr(), err)
+	}
+	if ended != nil {
+		return ended
 	}
 	return m.c.waitConverged(ctx, func(a []slotOwner) error {
 		for slot := int(m.First); slot <= int(m.Last); slot++ {
@@ -171,7 +175,7 @@ func (m *SlotMigration) Cancel(ctx context.Context) (string, error) {
 		if err != nil {
 			return err
 		}
-		if state = s; !ended(s) && s != "success" {
+		if state = s; !isEnded(s) && s != "success" {
 			return fmt.Errorf("migration %s: %s", m.Name, s)
 		}
 		return nil
@@ -182,12 +186,8 @@ func (m *SlotMigration) Cancel(ctx context.Context) (string, error) {
 	return state, m.c.WaitConverged(ctx)
 }
 
-type errMigrationEnded struct{ state, msg string }
-
-func (e errMigrationEnded) Error() string { return e.state + ": " + e.msg }
-
-// ended tells whether a job state is final and not a success.
-func ended(state string) bool {
+// isEnded tells whether a job state is final and not a success.
+func isEnded(state string) bool {
 	return state == "failed" || state == "cancelled" || state == "canceled"
 }
 

@@ -31,7 +31,7 @@ servers=(
 # Suites whose libc is new enough for each server's release.
 declare -A libc_suite=([bookworm]=bookworm [bookworm-backports]=bookworm [trixie]=trixie [sid]=sid)
 
-cache=${SHARDCAST_SERVERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardcast/servers}
+cache=${SHARDCAST_SERVERS_CACHE:-${XDG_CACHE_HOME:-${HOME:?set HOME or SHARDCAST_SERVERS_CACHE}/.cache}/shardcast/servers}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
@@ -47,6 +47,7 @@ ok() {
 	for b in redis-server redis-cli redis-benchmark; do
 		[ -x "$dir/$b" ] || return 1
 	done
+	isolated "$dir/redis-server" || return 1
 	"$dir/redis-server" --version 2>/dev/null | grep -q "v=$version " || return 1
 	"$dir/redis-cli" --version 2>/dev/null | grep -q "$version" || return 1
 	# redis-benchmark has no --version before 7.2; it must at least load.
@@ -122,88 +123,120 @@ ensure_patchelf() {
 		local tmp
 		tmp=$(mktemp -d)
 		(cd "$tmp" && fetch patchelf bookworm) || exit 1
-		dpkg-deb -x "$tmp"/patchelf_*.deb "$d"
+		dpkg-deb -x "$tmp"/patchelf_*.deb "$d" || die "cannot unpack bookworm's patchelf"
 		rm -rf "$tmp"
 	fi
 	patchelf_bin=$d/usr/bin/patchelf
 }
 
-# build NAME SUITE PKG STEM puts server NAME in $cache/NAME.
+# isolated tells whether every library binary $1 loads comes from its
+# folder's lib/, so that no library of the host stands in for one of its
+# own release's.
+isolated() {
+	local bin=$1 lib
+	lib=$(dirname "$bin")/lib
+	[ -x "$lib/ld-linux-x86-64.so.2" ] || return 1
+	"$lib/ld-linux-x86-64.so.2" --list "$bin" 2>&1 | awk -v lib="$lib/" '
+		/linux-vdso/ { next }
+		/=>/ { if (index($3, lib) != 1) bad = 1; next }
+		{ if (index($1, lib) != 1) bad = 1 }
+		END { exit bad }'
+}
+
+# build NAME SUITE PKG STEM puts server NAME in $cache/NAME. It runs in a
+# subshell of its own: a failure ends it with die, and its work folder
+# goes with it.
 build() {
 	local name=$1 suite=$2 pkg=$3 stem=$4
-	local version=${name#*-}
-	apt_init
-	ensure_patchelf
+	local version=${name#*-} libsuite=${libc_suite[$suite]}
 	local work
-	work=$(mktemp -d "$cache/.build-$name.XXXX")
-	say "$name: downloading $pkg $version from Debian $suite, with ${libc_suite[$suite]}'s libraries"
-	(
-		cd "$work"
-		mkdir debs root
-		cd debs
-		fetch "$pkg" "$suite" "$version"
-		# The libraries it needs, and theirs, from the release it was built for.
-		local libsuite=${libc_suite[$suite]} seen=" " queue p
-		read -r -a queue <<<"libc6 libgcc-s1 $(deps ./*.deb | tr '\n' ' ')"
-		while [ ${#queue[@]} -gt 0 ]; do
-			p=${queue[0]}
-			queue=("${queue[@]:1}")
-			case "$seen" in *" $p "*) continue ;; esac
-			seen="$seen$p "
-			fetch "$p" "$libsuite"
-			read -r -a more <<<"$(deps ./"${p}"_*.deb | tr '\n' ' ')"
-			queue+=("${more[@]}")
-		done
-		for p in ./*.deb; do dpkg-deb -x "$p" ../root; done
-	) || die "$name: could not fetch its packages"
-	local dir=$work/out
-	mkdir -p "$dir/lib"
+	work=$(mktemp -d "$cache/.build-$name.XXXX") || die "$name: cannot make a work folder in $cache"
+	trap "rm -rf '$work'" EXIT
+	say "$name: downloading $pkg $version from Debian $suite, with $libsuite's libraries"
+	mkdir "$work/debs" "$work/root" || die "$name: cannot write in $work"
+	cd "$work/debs" || die "$name: cannot enter $work/debs"
+	fetch "$pkg" "$suite" "$version"
+	# The libraries it needs, and theirs, from the release it was built for.
+	local seen=" " queue more p
+	read -r -a queue <<<"libc6 libgcc-s1 $(deps ./*.deb | tr '\n' ' ')"
+	while [ ${#queue[@]} -gt 0 ]; do
+		p=${queue[0]}
+		queue=("${queue[@]:1}")
+		case "$seen" in *" $p "*) continue ;; esac
+		seen="$seen$p "
+		fetch "$p" "$libsuite"
+		read -r -a more <<<"$(deps ./"${p}"_*.deb | tr '\n' ' ')"
+		queue+=("${more[@]}")
+	done
+	for p in ./*.deb; do
+		dpkg-deb -x "$p" "$work/root" || die "$name: cannot unpack $p"
+	done
+	# Built in the final folder, since the loader's path and the library
+	# path are written into the binaries; a folder that fails is removed.
+	local dir=$cache/$name
+	rm -rf "$dir"
+	trap "rm -rf '$work'; [ -n \"\${built:-}\" ] || rm -rf '$dir'" EXIT
+	mkdir -p "$dir/lib" || die "$name: cannot write $dir"
 	# Every shared object of the unpacked packages, flat in lib/.
 	find "$work/root" \( -name '*.so' -o -name '*.so.*' \) \( -type f -o -type l \) -print0 |
 		while IFS= read -r -d "" f; do [ -e "$dir/lib/${f##*/}" ] || cp -L "$f" "$dir/lib/" 2>/dev/null || true; done
-	local loader=$dir/lib/ld-linux-x86-64.so.2
-	[ -e "$loader" ] || die "$name: libc6 of $suite brought no ld-linux-x86-64.so.2"
-	local b
+	local loader=$dir/lib/ld-linux-x86-64.so.2 b src
+	[ -e "$loader" ] || die "$name: libc6 of $libsuite brought no ld-linux-x86-64.so.2"
 	for b in server cli benchmark; do
-		local src=$work/root/usr/bin/$stem-$b
+		src=$work/root/usr/bin/$stem-$b
 		[ "$b" = server ] && src=$work/root/usr/bin/$stem-check-rdb
 		[ -f "$src" ] || die "$name: $pkg has no $(basename "$src")"
-		cp "$src" "$dir/redis-$b"
-		"$patchelf_bin" --set-interpreter "$loader" --set-rpath "$dir/lib" "$dir/redis-$b"
-		if "$loader" --list "$dir/redis-$b" 2>&1 | grep -q 'not found'; then
+		cp "$src" "$dir/redis-$b" || die "$name: cannot copy $src"
+		# DT_RPATH (--force-rpath), not DT_RUNPATH: it also serves the
+		# libraries' own dependencies (libstdc++ of libjemalloc, say).
+		"$patchelf_bin" --set-interpreter "$loader" --force-rpath --set-rpath "$dir/lib" "$dir/redis-$b" ||
+			die "$name: patchelf failed on redis-$b"
+		if ! isolated "$dir/redis-$b"; then
 			"$loader" --list "$dir/redis-$b" >&2 || true
-			die "$name: redis-$b needs a library its packages did not bring"
+			die "$name: redis-$b loads a library its packages did not bring (above)"
 		fi
 	done
-	rm -rf "${cache:?}/$name"
-	mv "$dir" "$cache/$name"
-	rm -rf "$work"
-	# The loader and rpath name the folder it was built in: patch them to
-	# the final one.
-	for b in server cli benchmark; do
-		"$patchelf_bin" --set-interpreter "$cache/$name/lib/ld-linux-x86-64.so.2" \
-			--set-rpath "$cache/$name/lib" "$cache/$name/redis-$b"
-	done
-	ok "$cache/$name" "$version" || {
-		"$cache/$name/redis-server" --version >&2 || true
+	ok "$dir" "$version" || {
+		"$dir/redis-server" --version >&2 || true
 		die "$name: the unpacked binaries do not answer --version with $version"
 	}
+	built=1
 }
 
+[ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] ||
+	die "the matrix's servers are fetched for amd64 only; this machine is $(dpkg --print-architecture 2>/dev/null || uname -m)"
+# One run at a time per cache: runs share the apt state and the folders.
+exec 9>"$cache/.lock"
+flock 9 || die "cannot lock $cache/.lock"
+rm -rf "$cache"/.build-*
+
 want=("$@")
-found=0
+picked=()
 for row in "${servers[@]}"; do
-	read -r name suite pkg stem <<<"$row"
-	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
-		continue
+	read -r name _ <<<"$row"
+	if [ ${#want[@]} -eq 0 ] || printf '%s\n' "${want[@]}" | grep -qxF "$name"; then
+		picked+=("$row")
 	fi
-	found=$((found + 1))
+done
+for w in "${want[@]}"; do
+	printf '%s\n' "${picked[@]}" | awk '{print $1}' | grep -qxF "$w" ||
+		die "unknown server $w (known: $(printf '%s\n' "${servers[@]}" | awk '{printf "%s ", $1}'))"
+done
+failed=()
+for row in "${picked[@]}"; do
+	read -r name suite pkg stem <<<"$row"
 	if ! ok "$cache/$name" "${name#*-}"; then
-		build "$name" "$suite" "$pkg" "$stem"
+		apt_init
+		ensure_patchelf
+		# Each in a subshell: one Debian refuses does not stop the others.
+		if ! (build "$name" "$suite" "$pkg" "$stem"); then
+			failed+=("$name")
+			continue
+		fi
 	fi
 	say "$name: $("$cache/$name/redis-server" --version)"
 	echo "$cache/$name"
 done
-if [ ${#want[@]} -gt 0 ] && [ $found -ne ${#want[@]} ]; then
-	die "unknown server in: ${want[*]} (known: $(printf '%s ' "${servers[@]}" | awk '{for (i = 1; i <= NF; i += 4) printf "%s ", $i}'))"
+if [ ${#failed[@]} -gt 0 ]; then
+	die "could not provide ${failed[*]} (above)"
 fi
