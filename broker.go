@@ -66,8 +66,10 @@ const (
 	// to the named channels from Since on may be lost.
 	EventInterrupted EventKind = iota + 1
 	// EventRestored reports that previously interrupted subscriptions are
-	// confirmed by Redis again. Since..Until is the gap during which
-	// messages may have been lost.
+	// confirmed by Redis again, or that interrupted channels left their
+	// interruption (unsubscribed, or moved by a re-layout to a path that
+	// carries them). Since..Until is the gap during which messages may
+	// have been lost.
 	EventRestored
 	// EventDropped reports messages dropped because a worker queue was
 	// full (the handler was slower than the publish rate; Err is nil), or
