@@ -131,8 +131,9 @@ func TestResubscribeIsBatched(t *testing.T) {
 // TestSubscribeWhileShardDown: a Subscribe for a channel whose instance is
 // down waits until ctx ends and says so; it never reports success, and the
 // channels of the call on the instance that is up are not left subscribed.
-// An Unsubscribe while down is remembered. Once the instance is back, the
-// same Subscribe succeeds and delivers.
+// An Unsubscribe while down is remembered, and ends that channel's
+// interruption. Once the instance is back, the same Subscribe succeeds and
+// delivers.
 func TestSubscribeWhileShardDown(t *testing.T) {
 	servers := startServers(t, 2)
 	rec := newRecorder()
@@ -171,10 +172,15 @@ func TestSubscribeWhileShardDown(t *testing.T) {
 	// Events reach OnEvent from the emitter's goroutine: the resubscribe
 	// can be confirmed, and Subscribe return, before its EventRestored
 	// is handed over.
-	waitFor(t, "EventRestored", func() bool { return len(evs.Of(shardcast.EventRestored)) > 0 })
+	// The channel unsubscribed while down left its interruption then, and
+	// the one kept is restored by the resubscribe: one event each, in that
+	// order, naming nothing else.
+	waitFor(t, "EventRestored", func() bool { return len(evs.Of(shardcast.EventRestored)) >= 2 })
 	restored := evs.Of(shardcast.EventRestored)
-	require.Len(t, restored, 1)
-	assert.Equal(t, []string{kept}, restored[0].Channels)
+	require.Len(t, restored, 2)
+	assert.Equal(t, []string{dropped}, restored[0].Channels)
+	assert.Equal(t, []string{kept}, restored[1].Channels)
+	assert.Empty(t, evs.Unrestored(), "every channel reported interrupted is restored")
 
 	publishUntilAccepted(t, pub, during)
 	for _, ch := range []string{kept, during, up[0]} {
