@@ -3,6 +3,7 @@ package shardcast
 import (
 	"errors"
 
+	"github.com/shardcast/shardcast/internal/badconfig"
 	"github.com/shardcast/shardcast/internal/notsent"
 )
 
@@ -20,7 +21,7 @@ var (
 	ErrNoHandler = errors.New("shardcast: subscribe needs Options.Handler; this broker is publish-only")
 	// ErrInvalidConfig wraps every configuration error returned by a
 	// constructor.
-	ErrInvalidConfig = errors.New("shardcast: invalid config")
+	ErrInvalidConfig = badconfig.Err
 	// ErrNotSent is wrapped by a Publish error when the message certainly
 	// never reached Redis: the connection was closed, down or already
 	// failed, or its backlog was full. Resending such a message cannot

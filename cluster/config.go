@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
@@ -148,7 +149,7 @@ func (c Config) settings() (settings, error) {
 	}
 	s := settings{Config: c, probeRelaysOnly: relaysOnly}
 	for i, a := range c.Addrs {
-		d, err := redisaddr.ParseAddr(a, c.Conn)
+		d, err := redisaddr.ParseAddr(a, engine.Login(c.Conn))
 		if err != nil {
 			return settings{}, err
 		}

@@ -30,7 +30,7 @@ func (b *Broker) joinLayout(cfg Config, conn shardcast.ConnOptions) error {
 	if control == "" {
 		control = cfg.Addrs[0]
 	}
-	t, err := redisaddr.Parse(control, conn)
+	t, err := redisaddr.Parse(control, engine.Login(conn))
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	conn := c.Conn.WithDefaults()
 	mine := make(map[string]string, len(c.Addrs))
 	for _, a := range c.Addrs {
-		if t, err := redisaddr.Parse(a, conn); err == nil {
+		if t, err := redisaddr.Parse(a, engine.Login(conn)); err == nil {
 			mine[t.ID] = a
 		}
 	}
@@ -162,7 +162,7 @@ func (c Config) follow(r shardcast.LayoutRecord) (Config, error) {
 	// An instance of the record that c does not name gets the
 	// credentials and TLS of c's URLs, where those agree (see
 	// engine.URLDefaults), as a re-layout's new instances do.
-	urls := redisaddr.URLDefaults(c.Addrs, shardcast.ConnOptions{})
+	urls := engine.URLDefaults(c.Addrs, shardcast.ConnOptions{})
 	var user *url.Userinfo
 	if urls.Password != "" {
 		user = url.UserPassword(urls.Username, urls.Password)

@@ -130,7 +130,7 @@ func build(cfg Config) (*Broker, error) {
 	targets := make([]redisaddr.Target, len(cfg.Addrs))
 	addrs := make([]string, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
-		t, err := redisaddr.Parse(a, conn)
+		t, err := redisaddr.Parse(a, engine.Login(conn))
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,7 @@ func build(cfg Config) (*Broker, error) {
 	}
 	// Instances a re-layout adds come as host:port: they are dialled
 	// with the credentials and TLS of Addrs' URLs, where those agree.
-	b := &Broker{conn: redisaddr.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
+	b := &Broker{conn: engine.URLDefaults(cfg.Addrs, conn), conns: conn.SubscribeConns}
 	b.slots = make([]atomic.Pointer[slot], max(minSlots, 2*len(addrs)))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: opts, Conn: conn, Paths: len(b.slots) * b.conns, Mode: subconn.Classic, Trouble: b.troubleAt,
@@ -240,7 +240,7 @@ func (b *Broker) deliver(l *engine.Link, p int, channel string, payload []byte) 
 func Fingerprint(addrs []string) (string, error) {
 	hosts := make([]string, len(addrs))
 	for i, a := range addrs {
-		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, redisaddr.Login{})
 		if err != nil {
 			return "", err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
@@ -108,7 +109,7 @@ func (c Config) validate() error {
 		return err
 	}
 	if c.ControlAddr != "" {
-		if _, err := redisaddr.Parse(c.ControlAddr, c.Conn); err != nil {
+		if _, err := redisaddr.Parse(c.ControlAddr, engine.Login(c.Conn)); err != nil {
 			return fmt.Errorf("%w (sharded.Config.ControlAddr)", err)
 		}
 	}

@@ -136,8 +136,8 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	// The old list comes from the record, as host:port: it is dialled
 	// with the credentials and TLS of the URLs among ControlAddr and To,
 	// where those agree.
-	conn := redisaddr.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
-	t, err := redisaddr.Parse(cfg.ControlAddr, conn)
+	conn := engine.URLDefaults(append([]string{cfg.ControlAddr}, cfg.To...), cfg.Conn.WithDefaults())
+	t, err := redisaddr.Parse(cfg.ControlAddr, engine.Login(conn))
 	if err != nil {
 		return nil, fmt.Errorf("%w (RelayoutConfig.ControlAddr)", err)
 	}
@@ -255,7 +255,7 @@ func (c *coordinator) dialAll(ctx context.Context, addrs []string) ([]string, er
 // entry in the layout; it keeps a Sentinel shard's Sentinels for the
 // record.
 func (c *coordinator) connect(addr string) (string, error) {
-	t, err := redisaddr.Parse(addr, c.conn)
+	t, err := redisaddr.Parse(addr, engine.Login(c.conn))
 	if err != nil {
 		return "", err
 	}

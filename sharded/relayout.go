@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
@@ -282,7 +283,7 @@ func (b *Broker) joiningSlot(ctx context.Context, addr string, sentinels []strin
 		}
 		addr = redisaddr.SentinelURL(addr, sentinels, b.conn.TLS != nil, nil)
 	}
-	t, err := redisaddr.Parse(addr, b.conn)
+	t, err := redisaddr.Parse(addr, engine.Login(b.conn))
 	if err != nil {
 		return nil, err
 	}

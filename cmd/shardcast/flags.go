@@ -82,13 +82,18 @@ func (t *target) conn(getenv func(string) string) (shardcast.ConnOptions, error)
 	return o, nil
 }
 
+// login is what the address parser takes from o.
+func login(o shardcast.ConnOptions) redisaddr.Login {
+	return redisaddr.Login{Username: o.Username, Password: o.Password, TLS: o.TLS, DialTimeout: o.DialTimeout}
+}
+
 // dialer returns how to reach addr (host:port or a URL) under the flags.
 func (t *target) dialer(addr string, getenv func(string) string) (subconn.Dialer, error) {
 	o, err := t.conn(getenv)
 	if err != nil {
 		return subconn.Dialer{}, err
 	}
-	return redisaddr.ParseAddr(addr, o)
+	return redisaddr.ParseAddr(addr, login(o))
 }
 
 // check refuses what the flags cannot mean before anything is dialled:

@@ -288,7 +288,7 @@ func readShards(ctx context.Context, t *target, rf recordFlags, getenv func(stri
 	var v shardsView
 	var dialers []subconn.Dialer
 	for _, a := range t.instances() {
-		d, err := redisaddr.ParseAddr(a, conn)
+		d, err := redisaddr.ParseAddr(a, login(conn))
 		if err != nil {
 			return shardsView{}, err
 		}

@@ -50,7 +50,7 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 		}
 		var addrs []string
 		for _, a := range t.instances() {
-			d, err := redisaddr.ParseAddr(a, conn)
+			d, err := redisaddr.ParseAddr(a, login(conn))
 			if err != nil {
 				return err
 			}

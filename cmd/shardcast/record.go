@@ -41,7 +41,7 @@ func (r recordFlags) check(t *target) error {
 		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
 	}
 	if r.control != "" {
-		if _, err := redisaddr.ParseAddr(r.control, shardcast.ConnOptions{}); err != nil {
+		if _, err := redisaddr.ParseAddr(r.control, redisaddr.Login{}); err != nil {
 			return fmt.Errorf("-control: %w", err)
 		}
 	}

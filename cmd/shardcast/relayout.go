@@ -47,7 +47,7 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 		return usageErrorf(fs, "-control is for a sharded application (-shards); a cluster's record lives on the cluster")
 	}
 	if control != "" {
-		if _, err := redisaddr.ParseAddr(control, shardcast.ConnOptions{}); err != nil {
+		if _, err := redisaddr.ParseAddr(control, redisaddr.Login{}); err != nil {
 			return usageErr(fs, fmt.Errorf("-control: %w", err))
 		}
 	}

@@ -441,7 +441,7 @@ func decodeErrorKind(err error) (string, error) {
 func ShardedFingerprint(addrs []string) (string, []string, error) {
 	norm := make([]string, len(addrs))
 	for i, a := range addrs {
-		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, redisaddr.Login{})
 		if err != nil {
 			return "", nil, fmt.Errorf("layoutgen: %w", err)
 		}
@@ -471,7 +471,7 @@ func addrVectors() []AddrVector {
 	}
 	out := make([]AddrVector, len(addrs))
 	for i, a := range addrs {
-		t, err := redisaddr.Parse(a, shardcast.ConnOptions{})
+		t, err := redisaddr.Parse(a, redisaddr.Login{})
 		out[i] = AddrVector{Addr: a, OK: err == nil}
 		if err == nil {
 			out[i].Normalized = t.ID

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/badconfig"
 )
 
 // Distinct returns ErrInvalidConfig, naming both entries, when two of
@@ -24,14 +24,14 @@ import (
 func Distinct(field string, addrs []string) error {
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {
-		t, err := Parse(a, shardcast.ConnOptions{})
+		t, err := Parse(a, Login{})
 		if err != nil {
 			return err
 		}
 		k := instanceKey(t.ID)
 		if j, ok := seen[k]; ok {
 			return fmt.Errorf("%w: %s lists the instance %s twice (entries %d and %d: %q and %q); list each instance once",
-				shardcast.ErrInvalidConfig, field, t.ID, j, i, Redact(addrs[j]), Redact(a))
+				badconfig.Err, field, t.ID, j, i, Redact(addrs[j]), Redact(a))
 		}
 		seen[k] = i
 	}

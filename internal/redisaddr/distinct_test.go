@@ -3,7 +3,7 @@ package redisaddr
 import (
 	"testing"
 
-	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/badconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,16 +36,16 @@ func TestDistinct(t *testing.T) {
 			assert.NoError(t, err, "%q", tc.addrs)
 			continue
 		}
-		require.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", tc.addrs)
+		require.ErrorIs(t, err, badconfig.Err, "%q", tc.addrs)
 		assert.ErrorContains(t, err, tc.want, "%q", tc.addrs)
 		assert.ErrorContains(t, err, "sharded.Config.Addrs", "the message names the field")
 	}
 
 	err := Distinct("cluster.Config.Addrs", []string{"redis://:hunter2@h:1", "h:1"})
-	require.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+	require.ErrorIs(t, err, badconfig.Err)
 	assert.NotContains(t, err.Error(), "hunter2", "the password is not echoed")
 
 	err = Distinct("cluster.Config.Addrs", []string{"h:1", "redis//h:1"})
-	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "a malformed entry fails as ParseAddr does")
+	assert.ErrorIs(t, err, badconfig.Err, "a malformed entry fails as ParseAddr does")
 	assert.ErrorContains(t, err, "redis://host:port")
 }

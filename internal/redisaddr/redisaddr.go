@@ -11,12 +11,26 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/badconfig"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
+
+// Login is what reaching a configured address takes from a broker's
+// connection options (shardcast.ConnOptions, whose fields of the same
+// names these are; the kit's engine.Login converts): the credentials and
+// TLS of host:port addresses, those of the Sentinels, and the dial
+// timeout.
+type Login struct {
+	Username, Password                 string
+	TLS                                *tls.Config
+	SentinelUsername, SentinelPassword string
+	SentinelTLS                        *tls.Config
+	DialTimeout                        time.Duration
+}
 
 // ParseAddr turns one configured address into how to reach it. An address
 // is either "host:port", reached with o's credentials and TLS, or a URL:
@@ -28,12 +42,12 @@ import (
 // and so is a host:port whose host holds a character no host name or IP
 // address does (a slash, as in the mistyped "redis//h:6379") or whose
 // port is not a number from 1 to 65535.
-func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
+func ParseAddr(addr string, o Login) (subconn.Dialer, error) {
 	d := subconn.Dialer{Timeout: o.DialTimeout}
 	if !strings.Contains(addr, "://") {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil || addr == "" {
-			return d, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", shardcast.ErrInvalidConfig, addr)
+			return d, fmt.Errorf("%w: address %q is not host:port or a redis:// URL", badconfig.Err, addr)
 		}
 		if err := checkPlain(addr, host, port); err != nil {
 			return d, err
@@ -43,7 +57,7 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
-		return d, fmt.Errorf("%w: address %q: not a URL", shardcast.ErrInvalidConfig, Redact(addr))
+		return d, fmt.Errorf("%w: address %q: not a URL", badconfig.Err, Redact(addr))
 	}
 	switch u.Scheme {
 	case "redis", "valkey":
@@ -53,17 +67,17 @@ func ParseAddr(addr string, o shardcast.ConnOptions) (subconn.Dialer, error) {
 			d.TLS = o.TLS.Clone()
 		}
 	case "redis+sentinel", "rediss+sentinel", "valkey+sentinel", "valkeys+sentinel":
-		return d, fmt.Errorf("%w: address %q names a master through Sentinel, which only sharded.Config.Addrs takes", shardcast.ErrInvalidConfig, Redact(addr))
+		return d, fmt.Errorf("%w: address %q names a master through Sentinel, which only sharded.Config.Addrs takes", badconfig.Err, Redact(addr))
 	default:
-		return d, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", shardcast.ErrInvalidConfig, Redact(addr), u.Scheme)
+		return d, fmt.Errorf("%w: address %q: scheme %q, want redis:// or rediss://", badconfig.Err, Redact(addr), u.Scheme)
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		// Options in a query (timeouts, protocol) would be dropped without
 		// a word, and the layout spec's address grammar has none.
-		return d, fmt.Errorf("%w: address %q: a query or fragment is not supported; set ConnOptions instead", shardcast.ErrInvalidConfig, Redact(addr))
+		return d, fmt.Errorf("%w: address %q: a query or fragment is not supported; set ConnOptions instead", badconfig.Err, Redact(addr))
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return d, fmt.Errorf("%w: address %q has no host", shardcast.ErrInvalidConfig, Redact(addr))
+		return d, fmt.Errorf("%w: address %q has no host", badconfig.Err, Redact(addr))
 	}
 	port := u.Port()
 	if port == "" {
@@ -92,7 +106,7 @@ func checkPlain(addr, host, port string) error {
 			hint = "; a URL is written redis://host:port"
 		}
 		return fmt.Errorf("%w: address %q: host %q holds %q, which no host name or IP address does%s",
-			shardcast.ErrInvalidConfig, addr, host, r, hint)
+			badconfig.Err, addr, host, r, hint)
 	}
 	if port == "" {
 		return nil
@@ -104,7 +118,7 @@ func checkPlain(addr, host, port string) error {
 func checkPort(addr, port string) error {
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 || port[0] < '0' || port[0] > '9' {
-		return fmt.Errorf("%w: address %q: port %q is not a number from 1 to 65535", shardcast.ErrInvalidConfig, Redact(addr), port)
+		return fmt.Errorf("%w: address %q: port %q is not a number from 1 to 65535", badconfig.Err, Redact(addr), port)
 	}
 	return nil
 }
@@ -121,7 +135,7 @@ func badHostRune(r rune) bool {
 // credentials itself: the settings for addresses that come as plain
 // host:port from elsewhere (a layout record's instances, which a
 // re-layout adds), which would otherwise be dialled without them.
-func URLDefaults(addrs []string, o shardcast.ConnOptions) shardcast.ConnOptions {
+func URLDefaults(addrs []string, o Login) Login {
 	var first *subconn.Dialer
 	for _, a := range addrs {
 		if !strings.Contains(a, "://") {

@@ -6,18 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/badconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestParseAddr(t *testing.T) {
 	conf := &tls.Config{ServerName: "cache.internal"}
-	o := shardcast.ConnOptions{Username: "u", Password: "p", TLS: conf, DialTimeout: time.Second}
-	noTLS := shardcast.ConnOptions{DialTimeout: time.Second}
+	o := Login{Username: "u", Password: "p", TLS: conf, DialTimeout: time.Second}
+	noTLS := Login{DialTimeout: time.Second}
 	for _, tc := range []struct {
 		addr             string
-		o                shardcast.ConnOptions
+		o                Login
 		host, user, pass string
 		tls              bool
 	}{
@@ -46,7 +46,7 @@ func TestParseAddr(t *testing.T) {
 	for _, bad := range []string{"", "localhost", "http://h:1", "unix:///tmp/r.sock", "redis://", "redis://[::1", "redis://:pw@",
 		"redis://h:1?timeout=5s", "redis://h:1?", "redis://h:1#f", "rediss://u:pw@h:1/0?protocol=3"} {
 		_, err := ParseAddr(bad, o)
-		assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", bad)
+		assert.ErrorIs(t, err, badconfig.Err, "%q", bad)
 	}
 	_, err = ParseAddr("ftp://user:hunter2@h:1", o)
 	require.Error(t, err)
@@ -59,7 +59,7 @@ func TestParseAddr(t *testing.T) {
 // TestURLDefaults: plain host:port addresses take the credentials and TLS
 // of the URLs beside them when those agree and the options set none.
 func TestURLDefaults(t *testing.T) {
-	o := shardcast.ConnOptions{DialTimeout: time.Second}
+	o := Login{DialTimeout: time.Second}
 	got := URLDefaults([]string{"redis://u:pw@a:1", "b:2", "redis://u:pw@c:3"}, o)
 	assert.Equal(t, "u", got.Username)
 	assert.Equal(t, "pw", got.Password)
@@ -73,7 +73,7 @@ func TestURLDefaults(t *testing.T) {
 	} {
 		assert.Equal(t, o, URLDefaults(addrs, o), name)
 	}
-	own := shardcast.ConnOptions{Password: "mine"}
+	own := Login{Password: "mine"}
 	assert.Equal(t, own, URLDefaults([]string{"redis://:pw@a:1"}, own), "options that set credentials win")
 }
 
@@ -101,20 +101,20 @@ func TestParseAddrMalformed(t *testing.T) {
 		{"redis://h:0", `port "0"`},
 		{"redis://h:70000", `port "70000"`},
 	} {
-		_, err := ParseAddr(tc.addr, shardcast.ConnOptions{})
-		require.ErrorIs(t, err, shardcast.ErrInvalidConfig, "%q", tc.addr)
+		_, err := ParseAddr(tc.addr, Login{})
+		require.ErrorIs(t, err, badconfig.Err, "%q", tc.addr)
 		assert.ErrorContains(t, err, tc.want, "%q", tc.addr)
 	}
 	// The edges that stay valid: the spec's vectors accept an empty host
 	// or port, an IPv6 zone holds '%', and a name may hold '_'.
 	for _, ok := range []string{"h:1", "h:65535", "[fe80::1%eth0]:6379", "redis_1:6379", ":6379", "h:", "redis://h:65535"} {
-		_, err := ParseAddr(ok, shardcast.ConnOptions{})
+		_, err := ParseAddr(ok, Login{})
 		assert.NoError(t, err, "%q", ok)
 	}
 }
 
 func TestParseSentinel(t *testing.T) {
-	tg, err := Parse("redis+sentinel://u:p%40w@10.0.0.1,10.0.0.2:26380,[::1]/mymaster", shardcast.ConnOptions{DialTimeout: time.Second})
+	tg, err := Parse("redis+sentinel://u:p%40w@10.0.0.1,10.0.0.2:26380,[::1]/mymaster", Login{DialTimeout: time.Second})
 	require.NoError(t, err)
 	assert.Equal(t, "sentinel/mymaster", tg.ID)
 	assert.Equal(t, "mymaster", tg.Master)
@@ -125,18 +125,18 @@ func TestParseSentinel(t *testing.T) {
 	assert.Equal(t, time.Second, tg.Dialer.Timeout)
 	assert.Empty(t, tg.Dialer.Addr)
 
-	tg, err = Parse("rediss+sentinel://h:1/m", shardcast.ConnOptions{})
+	tg, err = Parse("rediss+sentinel://h:1/m", Login{})
 	require.NoError(t, err)
 	assert.NotNil(t, tg.Dialer.TLS, "TLS to the data nodes")
 
-	tg, err = Parse("127.0.0.1:6379", shardcast.ConnOptions{})
+	tg, err = Parse("127.0.0.1:6379", Login{})
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:6379", tg.ID)
 	assert.Empty(t, tg.Sentinels)
 
-	_, err = ParseAddr("redis+sentinel://h:1/m", shardcast.ConnOptions{})
-	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "a node address cannot be a Sentinel master")
-	assert.ErrorIs(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://g:2/m"}), shardcast.ErrInvalidConfig)
+	_, err = ParseAddr("redis+sentinel://h:1/m", Login{})
+	assert.ErrorIs(t, err, badconfig.Err, "a node address cannot be a Sentinel master")
+	assert.ErrorIs(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://g:2/m"}), badconfig.Err)
 	assert.NoError(t, Distinct("x", []string{"redis+sentinel://h:1/m", "redis+sentinel://h:1/n"}))
 }
 
@@ -155,7 +155,7 @@ func TestSentinelURL(t *testing.T) {
 		{"user and password, tls", true, url.UserPassword("u", "p")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tg, err := Parse(SentinelURL("sentinel/m", sentinels, c.tls, c.user), shardcast.ConnOptions{})
+			tg, err := Parse(SentinelURL("sentinel/m", sentinels, c.tls, c.user), Login{})
 			require.NoError(t, err)
 			assert.Equal(t, "sentinel/m", tg.ID)
 			assert.Equal(t, sentinels, tg.Sentinels)

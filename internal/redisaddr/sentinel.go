@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/badconfig"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -46,7 +46,7 @@ type Target struct {
 // valkeys+sentinel:// are the same). The credentials and TLS are the data
 // nodes'; the Sentinels are reached with o's SentinelUsername,
 // SentinelPassword and SentinelTLS. A Sentinel's port defaults to 26379.
-func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
+func Parse(addr string, o Login) (Target, error) {
 	if !IsSentinel(addr) {
 		d, err := ParseAddr(addr, o)
 		return Target{ID: d.Addr, Dialer: d}, err
@@ -63,16 +63,16 @@ func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 			t.Dialer.TLS = o.TLS.Clone()
 		}
 	default:
-		return t, fmt.Errorf("%w: address %q: scheme %q, want redis+sentinel:// or rediss+sentinel://", shardcast.ErrInvalidConfig, Redact(addr), scheme)
+		return t, fmt.Errorf("%w: address %q: scheme %q, want redis+sentinel:// or rediss+sentinel://", badconfig.Err, Redact(addr), scheme)
 	}
 	hosts, name, ok := strings.Cut(rest, "/")
 	if !ok || name == "" || strings.ContainsAny(name, "/?# \t\r\n") {
-		return t, fmt.Errorf("%w: address %q: want a master name after the Sentinels, as in redis+sentinel://host:26379/mymaster", shardcast.ErrInvalidConfig, Redact(addr))
+		return t, fmt.Errorf("%w: address %q: want a master name after the Sentinels, as in redis+sentinel://host:26379/mymaster", badconfig.Err, Redact(addr))
 	}
 	if at := strings.LastIndex(hosts, "@"); at >= 0 {
 		u, err := url.Parse("redis://" + hosts[:at+1] + "x")
 		if err != nil || u.User == nil {
-			return t, fmt.Errorf("%w: address %q: bad user or password", shardcast.ErrInvalidConfig, Redact(addr))
+			return t, fmt.Errorf("%w: address %q: bad user or password", badconfig.Err, Redact(addr))
 		}
 		t.Dialer.Username = u.User.Username()
 		t.Dialer.Password, _ = u.User.Password()
@@ -84,7 +84,7 @@ func Parse(addr string, o shardcast.ConnOptions) (Target, error) {
 		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" {
-			return t, fmt.Errorf("%w: address %q: Sentinel %q is not host:port", shardcast.ErrInvalidConfig, Redact(addr), h)
+			return t, fmt.Errorf("%w: address %q: Sentinel %q is not host:port", badconfig.Err, Redact(addr), h)
 		}
 		if err := checkPlain(h, host, port); err != nil {
 			return t, fmt.Errorf("%w (in %q)", err, Redact(addr))
