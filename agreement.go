@@ -18,12 +18,12 @@ import (
 // holds the record until its heartbeat expires.
 //
 // Both engines take it as Config.Agreement; the zero value turns it on.
-// It costs two small keys (RecordKey, RegistryKey; docs/LAYOUT.md §9), two
+// It costs two small keys (RecordKey and the registry; docs/LAYOUT.md §9), two
 // script calls per Heartbeat and the permission to run scripts. A server
 // that refuses the scripts with NOPERM (a user allowed Pub/Sub only) does
 // not stop the broker: it runs without the record and logs one Warn; set
 // Off to do so on purpose, without the Warn. The sharded engine also
-// writes an id into each instance once (InstanceKey), so that brokers
+// writes an id into each instance once (an instance key), so that brokers
 // reaching the same instances under other names (a host name and its
 // address, a TCP proxy) agree. docs/LAYOUT.md, "The layout record", lists
 // every key and the permissions each needs.
@@ -93,51 +93,13 @@ func (a Agreement) Validate() error {
 // Agreement.App: the hash tag of partition 0, which is "7lw" for every
 // partition count. On a cluster the keys thus share one slot, so that one
 // script can change them together, and that slot is one every layout
-// uses.
+// uses. The agreement's other keys and its barrier channel are named in
+// internal/layoutkey, after RecordKey.
 var agreementKeyBase = "{" + partitionTags[0] + "}:shardcast-layout:"
 
 // RecordKey returns the name of the hash that holds the layout record:
 // App + "{7lw}:shardcast-layout:record".
 func (a Agreement) RecordKey() string { return a.App + agreementKeyBase + "record" }
-
-// RegistryKey returns the name of the sorted set of live brokers, each
-// scored by the Redis server time, in milliseconds, at which its
-// registration expires: App + "{7lw}:shardcast-layout:brokers".
-func (a Agreement) RegistryKey() string { return a.App + agreementKeyBase + "brokers" }
-
-// TransitionKey returns the name of the hash that holds the online
-// re-layout under way, if any: App + "{7lw}:shardcast-layout:transition"
-// (docs/RELAYOUT.md).
-func (a Agreement) TransitionKey() string { return a.App + agreementKeyBase + "transition" }
-
-// InstanceKey returns the name of the string the sharded engine keeps in
-// each of its instances, with the agreement on: App +
-// "{7lw}:shardcast-layout:instance", holding a random id the first broker
-// to reach the instance writes (if absent, so once) and every broker
-// reads back. It names the instance in the layout record
-// (LayoutRecord.InstanceIDs) whatever address a broker reaches it by. It
-// has no TTL; it goes with the instance's data (a restart without
-// persistence, FLUSHALL), and the next broker then writes a new one.
-func (a Agreement) InstanceKey() string { return a.App + agreementKeyBase + "instance" }
-
-// PlacementKey returns the name of the counter each broker that may
-// subscribe on replicas increments once, at start, to number itself: App
-// + "{7lw}:shardcast-layout:placement". Brokers numbered in turn spread
-// evenly over each shard's nodes (cluster.SubscribeOn).
-func (a Agreement) PlacementKey() string { return a.App + agreementKeyBase + "placement" }
-
-// AcksKey returns the name of the hash in which each live broker
-// acknowledges the phase of the re-layout it completed: App +
-// "{7lw}:shardcast-layout:acks".
-func (a Agreement) AcksKey() string { return a.App + agreementKeyBase + "acks" }
-
-// BarrierChannel returns the channel on which the coordinator of
-// re-layout id sends its barriers: App +
-// "{7lw}:shardcast-layout:barrier:" + id. Names under App +
-// "{7lw}:shardcast-layout:" are reserved for the agreement.
-func (a Agreement) BarrierChannel(id string) string {
-	return a.App + agreementKeyBase + "barrier:" + id
-}
 
 // LayoutRecord describes one layout as the layout record holds it.
 type LayoutRecord struct {
@@ -160,7 +122,7 @@ type LayoutRecord struct {
 	// recorded.
 	Instances []string
 	// InstanceIDs name the sharded engine's instances, in the order of
-	// Instances, by the id each holds (Agreement.InstanceKey), or by
+	// Instances, by the id each holds (docs/LAYOUT.md §9, the instance key), or by
 	// "addr:" and the host:port where an instance could not keep one
 	// (a replica, a user without the permission). Two instance lists with
 	// the same ids route alike whatever names reach them: a broker whose

@@ -11,20 +11,17 @@ import (
 	"github.com/shardcast/shardcast/internal/crc16"
 )
 
-// TestAgreementKeys pins the key names docs/LAYOUT.md §9 gives, and
-// checks that both keys share the slot of partition 0 for every App.
+// TestAgreementKeys pins the record's key name docs/LAYOUT.md §9 gives,
+// and checks that it is in the slot of partition 0 for every App.
 func TestAgreementKeys(t *testing.T) {
 	assert.Equal(t, "{7lw}:shardcast-layout:record", Agreement{}.RecordKey())
-	assert.Equal(t, "{7lw}:shardcast-layout:brokers", Agreement{}.RegistryKey())
 	assert.Equal(t, "chat:{7lw}:shardcast-layout:record", Agreement{App: "chat:"}.RecordKey())
-	assert.Equal(t, "chat:{7lw}:shardcast-layout:brokers", Agreement{App: "chat:"}.RegistryKey())
 	for _, n := range SupportedPartitions() {
 		l, err := NewLayout(n, "")
 		require.NoError(t, err)
 		for _, app := range []string{"", "chat:", "a b/c"} {
 			a := Agreement{App: app}
 			assert.Equal(t, l.Slot(0), crc16.Slot(a.RecordKey()), "%d partitions, App %q", n, app)
-			assert.Equal(t, l.Slot(0), crc16.Slot(a.RegistryKey()), "%d partitions, App %q", n, app)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ func recordIn(t *testing.T, c *redistest.Cluster) (map[string]string, []string, 
 	for i := 0; i+1 < len(list); i += 2 {
 		fields[list[i].(string)] = list[i+1].(string)
 	}
-	raw, err = owner.Do(ctx, "ZRANGE", defaultAgreement.RegistryKey(), "0", "-1")
+	raw, err = owner.Do(ctx, "ZRANGE", layoutkey.Registry(defaultAgreement), "0", "-1")
 	require.NoError(t, err)
 	var members []string
 	for _, m := range raw.([]any) {
@@ -206,7 +207,7 @@ func testHeartbeatFollowsFailover(t *testing.T, c *redistest.Cluster) {
 	promoted, err := c.WaitFailover(ctx, owner)
 	require.NoError(t, err)
 	score := func() float64 {
-		v, err := promoted.Do(ctx, "ZSCORE", defaultAgreement.RegistryKey(), b.member.ID())
+		v, err := promoted.Do(ctx, "ZSCORE", layoutkey.Registry(defaultAgreement), b.member.ID())
 		require.NoError(t, err)
 		s, _ := v.(string)
 		f, _ := strconv.ParseFloat(s, 64)
@@ -245,7 +246,7 @@ func testAgreementFollow(t *testing.T, c *redistest.Cluster) {
 	fp, err := owner.Do(ctx, "HGET", follow.RecordKey(), "fingerprint")
 	require.NoError(t, err)
 	assert.Equal(t, l.Fingerprint(), fp, "following changes no record")
-	n, err := owner.Do(ctx, "ZCARD", follow.RegistryKey())
+	n, err := owner.Do(ctx, "ZCARD", layoutkey.Registry(follow))
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n, "both brokers registered")
 
@@ -276,7 +277,7 @@ func testAgreementFollow(t *testing.T, c *redistest.Cluster) {
 	_, err = owner.Do(ctx, "HSET", foreign.RecordKey(), "version", "1", "fingerprint", "c0ffee",
 		"engine", "sharded", "instances", "10.0.0.1:6379", "description", "sharded: 1 instances: 10.0.0.1:6379")
 	require.NoError(t, err)
-	_, err = owner.Do(ctx, "ZADD", foreign.RegistryKey(), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-sharded-broker")
+	_, err = owner.Do(ctx, "ZADD", layoutkey.Registry(foreign), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-sharded-broker")
 	require.NoError(t, err)
 	_, err = New(Config{Addrs: c.Seeds(), Agreement: foreign})
 	require.ErrorIs(t, err, shardcast.ErrLayoutMismatch)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/relayout"
 )
 
@@ -190,7 +191,7 @@ func (b *Broker) settle(ctx context.Context) error {
 	if b.core.Paths == nil {
 		return nil
 	}
-	barriers := b.cfg.Agreement.BarrierChannel("")
+	barriers := layoutkey.Barrier(b.cfg.Agreement, "")
 	rt := router{b}
 	groups := map[int][]string{}
 	for p, path := range b.core.Paths {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,7 @@ func TestRelayoutEventsNameNoBarrier(t *testing.T) {
 		allowed[from.Partition(ch)], allowed[to.Partition(ch)] = true, true
 	}
 
-	barrier := func(ch string) bool { return strings.Contains(ch, shardcast.Agreement{}.BarrierChannel("")) }
+	barrier := func(ch string) bool { return strings.Contains(ch, layoutkey.Barrier(shardcast.Agreement{}, "")) }
 	mark := -1
 	cfg := clusterRelayoutConfig(c, app, 32)
 	cfg.OnPhase = func(p shardcast.RelayoutPhaseReport) {

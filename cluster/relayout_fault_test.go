@@ -9,6 +9,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -297,7 +298,7 @@ func (s *relayoutFault) check(err error) brokertest.FaultFigures {
 		if err != nil {
 			return false
 		}
-		n, err := owner.Do(ctx, "EXISTS", s.a.TransitionKey())
+		n, err := owner.Do(ctx, "EXISTS", layoutkey.Transition(s.a))
 		if err != nil || n != int64(0) {
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -201,7 +202,7 @@ func testRelayoutAbort(t *testing.T, c *redistest.Cluster) {
 	fp, err := owner.Do(testCtx(t, 10*time.Second), "HGET", a.RecordKey(), "fingerprint")
 	require.NoError(t, err)
 	assert.Equal(t, l128.Fingerprint(), fp, "the record keeps the old layout")
-	n, err := owner.Do(testCtx(t, 10*time.Second), "EXISTS", a.TransitionKey())
+	n, err := owner.Do(testCtx(t, 10*time.Second), "EXISTS", layoutkey.Transition(a))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "the transition is gone")
 	for i, x := range f.Brokers {
@@ -307,7 +308,7 @@ func testRelayoutRefused(t *testing.T, c *redistest.Cluster) {
 	a := relayoutAgreement(app)
 	owner, err := c.MasterOfSlot(ctx, crc16.Slot(a.RecordKey()))
 	require.NoError(t, err)
-	n, err := owner.Do(ctx, "EXISTS", a.TransitionKey())
+	n, err := owner.Do(ctx, "EXISTS", layoutkey.Transition(a))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "nothing began")
 
@@ -372,7 +373,7 @@ func TestLateBarrierNotDelivered(t *testing.T) {
 	rec := newRecorder()
 	b := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle}})
 	ctx := testCtx(t, 30*time.Second)
-	barrier := shardcast.Agreement{}.BarrierChannel("20261201T000000Z-0123456789ab")
+	barrier := layoutkey.Barrier(shardcast.Agreement{}, "20261201T000000Z-0123456789ab")
 	channels := []string{barrier, "x:" + barrier, "after"}
 	require.NoError(t, b.Subscribe(ctx, channels...))
 	for _, ch := range channels[:2] {

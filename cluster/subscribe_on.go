@@ -9,6 +9,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/pubconn"
 )
 
@@ -135,12 +136,12 @@ func (b *Broker) avoidingLocked(now time.Time) func(addr string) bool {
 }
 
 // placementSeq numbers the broker for placement: the next value of the
-// counter Agreement.PlacementKey names, on the master of its slot in
+// counter layoutkey.Placement names, on the master of its slot in
 // slots. If that fails (an ACL that refuses INCR, a master unreachable)
 // the broker takes a random number, which spreads a fleet evenly only on
 // average.
 func (b *Broker) placementSeq(slots shardcast.SlotMap) uint64 {
-	key := b.cfg.Agreement.PlacementKey()
+	key := layoutkey.Placement(b.cfg.Agreement)
 	var pub *pubconn.Pub
 	if master, ok := slots.MasterOf(crc16.Slot(key)); ok {
 		pub = pubconn.New(b.cfg.dialer(master), engine.PubTimeouts(b.cfg.Conn))

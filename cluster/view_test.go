@@ -6,6 +6,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -125,7 +126,7 @@ func TestViewSplitOverlappingPrefixes(t *testing.T) {
 // partition where the new layout would also place "x:" + barrier name.
 func TestViewSplitBarrier(t *testing.T) {
 	from, to := mustLayout(128, "x:"), mustLayout(128, "")
-	barrier := shardcast.Agreement{}.BarrierChannel("20261201T034944Z-34559dccc6f6")
+	barrier := layoutkey.Barrier(shardcast.Agreement{}, "20261201T034944Z-34559dccc6f6")
 	v := newView(from, 0, [2]string{}).withNext(to, "20261201T034944Z-34559dccc6f6", barrier)
 	for p := range from.Partitions() {
 		key := "{" + from.Tag(p) + "}." + from.Prefix() + barrier

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +30,7 @@ func recordOn(t *testing.T, s *redistest.Server, a shardcast.Agreement) (map[str
 	for i := 0; i+1 < len(list); i += 2 {
 		fields[list[i].(string)] = list[i+1].(string)
 	}
-	raw, err = s.Do(ctx, "ZRANGE", a.RegistryKey(), "0", "-1")
+	raw, err = s.Do(ctx, "ZRANGE", layoutkey.Registry(a), "0", "-1")
 	require.NoError(t, err)
 	var members []string
 	for _, m := range raw.([]any) {
@@ -317,7 +318,7 @@ func TestLayoutAgreementFollow(t *testing.T) {
 	_, err = servers[0].Do(ctx, "HSET", foreign.RecordKey(), "version", "1", "fingerprint", "c0ffee",
 		"engine", "cluster", "partitions", "128", "prefix", "", "description", `cluster: 128 partitions, prefix ""`)
 	require.NoError(t, err)
-	_, err = servers[0].Do(ctx, "ZADD", foreign.RegistryKey(), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-cluster-broker")
+	_, err = servers[0].Do(ctx, "ZADD", layoutkey.Registry(foreign), strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), "a-cluster-broker")
 	require.NoError(t, err)
 	_, err = New(Config{Addrs: ab, Agreement: foreign})
 	require.ErrorIs(t, err, shardcast.ErrLayoutMismatch)

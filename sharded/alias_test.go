@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,7 @@ func TestAliasedAddressesAgree(t *testing.T) {
 	ids := strings.Split(fields["instance_ids"], "\n")
 	require.Len(t, ids, 2)
 	for i, s := range servers {
-		v, err := s.Do(context.Background(), "GET", defaultAgreement.InstanceKey())
+		v, err := s.Do(context.Background(), "GET", layoutkey.Instance(defaultAgreement))
 		require.NoError(t, err)
 		assert.Equal(t, ids[i], v, "the record names instance %d by the id it holds", i)
 		assert.True(t, strings.HasPrefix(ids[i], "i-"), ids[i])
@@ -99,7 +100,7 @@ func TestAliasedAddressesOldRecord(t *testing.T) {
 
 	// Instance 1 loses its id; the next broker of the record's names
 	// draws a new one and records it, and aliases follow.
-	_, err = servers[1].Do(ctx, "DEL", defaultAgreement.InstanceKey())
+	_, err = servers[1].Do(ctx, "DEL", layoutkey.Instance(defaultAgreement))
 	require.NoError(t, err)
 	_, err = New(Config{Addrs: []string{byName[0], byName[1]}})
 	requireRefused(t, err, byName, byIP, 3)

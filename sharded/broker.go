@@ -14,6 +14,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/relayout"
@@ -182,7 +183,7 @@ func build(cfg Config) (*Broker, error) {
 	if cfg.SubscribeOn == Replicas && b.core.Paths != nil {
 		ctx, cancel := context.WithTimeout(b.core.Ctx(), conn.CommandTimeout)
 		b.place = &placer{avoid: make(map[string]time.Time),
-			seq: engine.PlacementSeq(ctx, b.control, cfg.Agreement.WithDefaults().PlacementKey(), b.core.Log)}
+			seq: engine.PlacementSeq(ctx, b.control, layoutkey.Placement(cfg.Agreement.WithDefaults()), b.core.Log)}
 		cancel()
 		b.placeFirst()
 	}

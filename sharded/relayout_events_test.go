@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +39,7 @@ func TestRelayoutEventsNameNoBarrier(t *testing.T) {
 	defer cancel()
 	require.NoError(t, b.Subscribe(ctx, chans...))
 
-	barrier := func(ch string) bool { return strings.Contains(ch, shardcast.Agreement{}.BarrierChannel("")) }
+	barrier := func(ch string) bool { return strings.Contains(ch, layoutkey.Barrier(shardcast.Agreement{}, "")) }
 	mark := -1
 	cfg := relayoutConfig(ab[0], abc)
 	cfg.OnPhase = func(p PhaseReport) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,7 +118,7 @@ func (s *faultSetup) check(err error) brokertest.FaultFigures {
 		})
 	}
 	waitFor(t, "the transition to end", func() bool {
-		n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey())
+		n, err := s.control.Do(context.Background(), "EXISTS", layoutkey.Transition(defaultAgreement))
 		return err == nil && n == int64(0)
 	})
 	fields, _ := recordOn(t, s.control, defaultAgreement)
@@ -277,7 +278,7 @@ func TestRelayoutNewInstanceDeadAborts(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			if n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey()); err == nil && n == int64(1) {
+			if n, err := s.control.Do(context.Background(), "EXISTS", layoutkey.Transition(defaultAgreement)); err == nil && n == int64(1) {
 				assert.NoError(t, c.Kill())
 				return
 			}
@@ -359,7 +360,7 @@ func TestRelayoutControlFrozenDuringPrepare(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			if n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey()); err == nil && n == int64(1) {
+			if n, err := s.control.Do(context.Background(), "EXISTS", layoutkey.Transition(defaultAgreement)); err == nil && n == int64(1) {
 				assert.NoError(t, s.control.Pause())
 				s.later(time.Second, func() { assert.NoError(t, s.control.Resume()) })
 				return
@@ -385,7 +386,7 @@ func TestRelayoutControlRestartedDuringPrepare(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			if n, err := s.control.Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey()); err == nil && n == int64(1) {
+			if n, err := s.control.Do(context.Background(), "EXISTS", layoutkey.Transition(defaultAgreement)); err == nil && n == int64(1) {
 				assert.NoError(t, s.control.Kill())
 				s.later(time.Second, func() { assert.NoError(t, s.control.Restart(context.Background())) })
 				return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/relayout"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
@@ -210,7 +211,7 @@ func waitRenewals(t *testing.T, s *redistest.Server, id string, n int) {
 	t.Helper()
 	last, moves := "", -1
 	waitFor(t, "the broker's registration to be renewed", func() bool {
-		v, err := s.Do(context.Background(), "ZSCORE", defaultAgreement.RegistryKey(), id)
+		v, err := s.Do(context.Background(), "ZSCORE", layoutkey.Registry(defaultAgreement), id)
 		score, _ := v.(string)
 		if err != nil || score == "" {
 			return false

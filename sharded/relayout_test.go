@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/brokertest"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -170,7 +171,7 @@ func TestRelayoutAbort(t *testing.T) {
 	require.NoError(t, err)
 	fields, _ := recordOn(t, servers[0], defaultAgreement)
 	assert.Equal(t, oldFP, fields["fingerprint"], "the record keeps the old list")
-	n, err := servers[0].Do(context.Background(), "EXISTS", defaultAgreement.TransitionKey())
+	n, err := servers[0].Do(context.Background(), "EXISTS", layoutkey.Transition(defaultAgreement))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "the transition is gone")
 	for i, b := range f.brokers {
@@ -321,7 +322,7 @@ func TestRelayoutFinishReappears(t *testing.T) {
 		if p.Phase != shardcast.PhaseDrain {
 			return // the drain is reported once the transition is in finish, until this returns
 		}
-		v, err := servers[0].Do(ctx, "HGETALL", defaultAgreement.TransitionKey())
+		v, err := servers[0].Do(ctx, "HGETALL", layoutkey.Transition(defaultAgreement))
 		require.NoError(t, err)
 		fields, ok := v.([]any)
 		require.True(t, ok, "HGETALL reply %T", v)
@@ -340,7 +341,7 @@ func TestRelayoutFinishReappears(t *testing.T) {
 	// the transition's id, and take the finish back as its own).
 	time.Sleep(5 * relayoutHeartbeat)
 	// The end lost: the transition is back, without acknowledgements.
-	_, err = servers[0].Do(ctx, append([]string{"HSET", defaultAgreement.TransitionKey()}, finish...)...)
+	_, err = servers[0].Do(ctx, append([]string{"HSET", layoutkey.Transition(defaultAgreement)}, finish...)...)
 	require.NoError(t, err)
 	require.ErrorContains(t, AbortRelayout(ctx, relayoutConfig(ab[0], nil)), "finishing", "a finish cannot be aborted")
 	cfg.OnPhase = nil
@@ -349,7 +350,7 @@ func TestRelayoutFinishReappears(t *testing.T) {
 	require.Len(t, rep.Phases, 1)
 	assert.Equal(t, shardcast.PhaseFinish, rep.Phases[0].Phase)
 	assert.Equal(t, 2, rep.Phases[0].Brokers)
-	n, err := servers[0].Do(ctx, "EXISTS", defaultAgreement.TransitionKey())
+	n, err := servers[0].Do(ctx, "EXISTS", layoutkey.Transition(defaultAgreement))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "the transition is gone")
 	f.WaitPublished(200)
@@ -382,7 +383,7 @@ func TestRelayoutRefused(t *testing.T) {
 	_, err = Relayout(ctx, relayoutConfig(ab[0], append(ab, servers[3].Addr())))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), servers[3].Addr()+" unreachable")
-	n, err := servers[0].Do(ctx, "EXISTS", defaultAgreement.TransitionKey())
+	n, err := servers[0].Do(ctx, "EXISTS", layoutkey.Transition(defaultAgreement))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "nothing began")
 
@@ -409,7 +410,7 @@ func TestLateBarrierNotDelivered(t *testing.T) {
 	b := newBroker(t, Config{Addrs: addrs(servers[0]), Options: shardcast.Options{Handler: rec.handle}})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	barrier := defaultAgreement.BarrierChannel("20261201T000000Z-0123456789ab")
+	barrier := layoutkey.Barrier(defaultAgreement, "20261201T000000Z-0123456789ab")
 	require.NoError(t, b.Subscribe(ctx, barrier, "after"))
 	_, err := servers[0].Do(ctx, "PUBLISH", barrier, "20261201T000000Z-0123456789ab")
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 )
 
 // instanceIDScript returns the id instance KEYS[1] holds, writing ARGV[1]
@@ -28,7 +29,7 @@ return ARGV[1]
 const AddrIDPrefix = "addr:"
 
 // InstanceID returns the id of the instance run reaches, addr by name
-// (shardcast.Agreement.InstanceKey), writing a new random one if it has
+// (layoutkey.Instance), writing a new random one if it has
 // none. Where the instance cannot keep one (a replica refuses the write,
 // a user lacks the permission, scripts are off), it returns the address
 // form, AddrIDPrefix + addr, and the reason: that instance is then
@@ -36,13 +37,13 @@ const AddrIDPrefix = "addr:"
 func InstanceID(ctx context.Context, run Runner, a shardcast.Agreement, addr string) (string, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	v, err := run(ctx, instanceIDScript, []string{a.InstanceKey()}, []string{"i-" + hex.EncodeToString(b[:])})
+	v, err := run(ctx, instanceIDScript, []string{layoutkey.Instance(a)}, []string{"i-" + hex.EncodeToString(b[:])})
 	if err != nil {
-		return AddrIDPrefix + addr, fmt.Errorf("shardcast: instance id %s on %s: %w", a.InstanceKey(), addr, err)
+		return AddrIDPrefix + addr, fmt.Errorf("shardcast: instance id %s on %s: %w", layoutkey.Instance(a), addr, err)
 	}
 	id, ok := v.(string)
 	if !ok || id == "" || strings.HasPrefix(id, AddrIDPrefix) {
-		return AddrIDPrefix + addr, fmt.Errorf("shardcast: instance id %s on %s: unexpected reply %v", a.InstanceKey(), addr, v)
+		return AddrIDPrefix + addr, fmt.Errorf("shardcast: instance id %s on %s: unexpected reply %v", layoutkey.Instance(a), addr, v)
 	}
 	return id, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/resp"
 )
 
@@ -79,7 +80,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{
 		cfg:  cfg,
 		id:   newID(),
-		keys: []string{cfg.RecordKey(), cfg.RegistryKey(), cfg.TransitionKey()},
+		keys: []string{cfg.RecordKey(), layoutkey.Registry(cfg.Agreement), layoutkey.Transition(cfg.Agreement)},
 	}
 	m.ours = cfg.Ours
 	m.quit, m.stop = context.WithCancel(context.Background())
@@ -304,7 +305,7 @@ type State struct {
 // Read returns the record and the live brokers of a, through run, without
 // changing anything.
 func Read(ctx context.Context, run Runner, a shardcast.Agreement) (State, error) {
-	v, err := run(ctx, readScript, []string{a.RecordKey(), a.RegistryKey()}, nil)
+	v, err := run(ctx, readScript, []string{a.RecordKey(), layoutkey.Registry(a)}, nil)
 	if err != nil {
 		return State{}, fmt.Errorf("shardcast: read layout record %s: %w", a.RecordKey(), err)
 	}

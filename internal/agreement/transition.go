@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 )
 
 // An online re-layout (docs/RELAYOUT.md) keeps two more keys next to the
@@ -52,18 +53,18 @@ func (s TransitionState) Acked(broker string) bool {
 }
 
 func transitionKeys(a shardcast.Agreement) []string {
-	return []string{a.RecordKey(), a.RegistryKey(), a.TransitionKey(), a.AcksKey()}
+	return []string{a.RecordKey(), layoutkey.Registry(a), layoutkey.Transition(a), layoutkey.Acks(a)}
 }
 
 // ReadTransition returns the transition, the live brokers and their acks.
 func ReadTransition(ctx context.Context, run Runner, a shardcast.Agreement) (TransitionState, error) {
 	v, err := run(ctx, stateScript, transitionKeys(a), nil)
 	if err != nil {
-		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: %w", a.TransitionKey(), err)
+		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: %w", layoutkey.Transition(a), err)
 	}
 	reply, ok := v.([]any)
 	if !ok || len(reply) != 4 {
-		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: unexpected reply %v", a.TransitionKey(), v)
+		return TransitionState{}, fmt.Errorf("shardcast: read re-layout %s: unexpected reply %v", layoutkey.Transition(a), v)
 	}
 	now, _ := reply[0].(int64)
 	st := TransitionState{Now: time.UnixMilli(now), Live: strs(reply[2]), Acks: pairs(reply[3])}
@@ -116,11 +117,11 @@ type BeginResult struct {
 // already holds to.
 func Begin(ctx context.Context, run Runner, a shardcast.Agreement, id, coordinator string, to shardcast.LayoutRecord) (BeginResult, error) {
 	args := []string{id, coordinator, to.Fingerprint, to.Description, to.Engine,
-		strings.Join(to.Instances, "\n"), a.BarrierChannel(id), strconv.Itoa(to.Partitions), to.Prefix, formatSentinels(to.Sentinels)}
+		strings.Join(to.Instances, "\n"), layoutkey.Barrier(a, id), strconv.Itoa(to.Partitions), to.Prefix, formatSentinels(to.Sentinels)}
 	v, err := run(ctx, beginScript, transitionKeys(a), args)
 	if err != nil {
 		// The script may have run with its reply lost.
-		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s (it may have begun: run it again to resume it, or abort it): %w", a.TransitionKey(), err)
+		return BeginResult{}, fmt.Errorf("shardcast: begin re-layout in %s (it may have begun: run it again to resume it, or abort it): %w", layoutkey.Transition(a), err)
 	}
 	reply, _ := v.([]any)
 	if len(reply) < 1 {
@@ -232,7 +233,7 @@ func Advance(ctx context.Context, run Runner, a shardcast.Agreement, t *Transiti
 		if to == "done" {
 			return AdvanceResult{Advanced: true}, nil // ended, by this call whose reply was lost or by another
 		}
-		return AdvanceResult{}, fmt.Errorf("%w: re-layout %s (%s)", shardcast.ErrRelayoutVanished, t.ID, a.TransitionKey())
+		return AdvanceResult{}, fmt.Errorf("%w: re-layout %s (%s)", shardcast.ErrRelayoutVanished, t.ID, layoutkey.Transition(a))
 	case "phase":
 		got, _ := reply[1].(string)
 		if got == shardcast.PhaseAbort {
@@ -260,7 +261,7 @@ func Abort(ctx context.Context, run Runner, a shardcast.Agreement, id string) (s
 		got, _ := reply[1].(string)
 		return got, nil
 	case "none":
-		return "", fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, a.TransitionKey())
+		return "", fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, layoutkey.Transition(a))
 	case "other":
 		got, _ := reply[1].(string)
 		return "", fmt.Errorf("%w: %s, not %s", shardcast.ErrRelayoutInProgress, got, id)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,24 +51,24 @@ func TestAdvanceRules(t *testing.T) {
 	secs, err := strconv.ParseInt(now.([]any)[0].(string), 10, 64)
 	require.NoError(t, err)
 	slow := strconv.FormatInt(secs*1000-int64(a.Heartbeat/time.Millisecond)*3/2, 10)
-	_, err = s.Do(ctx, "HSET", a.TransitionKey(), "seen_at", slow)
+	_, err = s.Do(ctx, "HSET", layoutkey.Transition(a), "seen_at", slow)
 	require.NoError(t, err)
 	got, err = Advance(ctx, run, a, tr, shardcast.PhaseSwitch, shardcast.PhaseSwitch, "test", true)
 	require.NoError(t, err)
 	assert.True(t, got.Advanced, "1.5 heartbeats since the last call is no gap")
-	refill, err := s.Do(ctx, "HGET", a.TransitionKey(), "refill_until")
+	refill, err := s.Do(ctx, "HGET", layoutkey.Transition(a), "refill_until")
 	require.NoError(t, err)
 	assert.Nil(t, refill, "no refill began")
 
 	// A gap of more than HeartbeatsToExpire-1 heartbeats since the last
 	// call: nothing moves for HeartbeatsToExpire heartbeats.
-	_, err = s.Do(ctx, "HSET", a.TransitionKey(), "seen_at", "1")
+	_, err = s.Do(ctx, "HSET", layoutkey.Transition(a), "seen_at", "1")
 	require.NoError(t, err)
 	got, err = Advance(ctx, run, a, tr, shardcast.PhaseSwitch, shardcast.PhaseDrain, "test", true)
 	require.NoError(t, err)
 	assert.False(t, got.Advanced)
 	assert.Greater(t, got.Refilling, 2*time.Hour, "refilling for HeartbeatsToExpire heartbeats")
-	_, err = s.Do(ctx, "HDEL", a.TransitionKey(), "refill_until")
+	_, err = s.Do(ctx, "HDEL", layoutkey.Transition(a), "refill_until")
 	require.NoError(t, err)
 	got, err = Advance(ctx, run, a, tr, shardcast.PhaseSwitch, shardcast.PhaseDrain, "test", true)
 	require.NoError(t, err)

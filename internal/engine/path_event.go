@@ -5,10 +5,11 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 )
 
 // Besides the application's channels, a path may want the engine's own: a
-// re-layout subscribes its barrier (shardcast.Agreement.BarrierChannel) on
+// re-layout subscribes its barrier (layoutkey.Barrier) on
 // the old layout's paths and drops it at the finish. The events that
 // report paths name the application's channels only: the application never
 // subscribed the others, and would wait forever for the Restored of a
@@ -16,7 +17,7 @@ import (
 
 // barrierInfix is in the name of every re-layout's barrier channel,
 // whatever the application.
-var barrierInfix = shardcast.Agreement{}.BarrierChannel("")
+var barrierInfix = layoutkey.Barrier(shardcast.Agreement{}, "")
 
 // IsBarrier reports whether channel is a re-layout's barrier. On the
 // cluster engine a barrier's key may read as a channel of another prefix

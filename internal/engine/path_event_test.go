@@ -6,6 +6,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/events"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,9 +15,9 @@ import (
 // are all the engine's own is left out, and an event left with no path is
 // not emitted.
 func TestEmitPathsLeavesOutOwnChannels(t *testing.T) {
-	barrier := shardcast.Agreement{App: "app:"}.BarrierChannel("r1")
+	barrier := layoutkey.Barrier(shardcast.Agreement{App: "app:"}, "r1")
 	// A cluster's barrier key under a new prefix that extends the old.
-	prefixed := "old:" + shardcast.Agreement{}.BarrierChannel("r2")
+	prefixed := "old:" + layoutkey.Barrier(shardcast.Agreement{}, "r2")
 	for _, c := range []struct {
 		name      string
 		lists     [][]string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 )
 
 // Coordinator steps the fleet of an application through a re-layout:
@@ -56,7 +57,7 @@ func (c *Coordinator) Begin(ctx context.Context, to shardcast.LayoutRecord) (*ag
 		// What it wrote, rather than a read that could fail and leave
 		// the transition behind.
 		t = &agreement.Transition{ID: id, Phase: shardcast.PhasePrepare, From: res.From.Fingerprint,
-			To: to.Fingerprint, ToRecord: to, Barrier: c.Agreement.BarrierChannel(id), Coordinator: c.Name}
+			To: to.Fingerprint, ToRecord: to, Barrier: layoutkey.Barrier(c.Agreement, id), Coordinator: c.Name}
 	} else if t == nil || t.To != to.Fingerprint {
 		desc := ""
 		if t != nil {
@@ -143,7 +144,7 @@ func (c *Coordinator) AbortCurrent(ctx context.Context) error {
 		return err
 	}
 	if st.T == nil {
-		return fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, c.Agreement.TransitionKey())
+		return fmt.Errorf("%w in %s", shardcast.ErrNoRelayout, layoutkey.Transition(c.Agreement))
 	}
 	var rep shardcast.RelayoutReport
 	return c.Abort(ctx, st.T, &rep)

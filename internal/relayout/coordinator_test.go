@@ -14,6 +14,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/agreement"
 	"github.com/shardcast/shardcast/internal/engine"
+	"github.com/shardcast/shardcast/internal/layoutkey"
 	"github.com/shardcast/shardcast/internal/pubconn"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/redistest"
@@ -251,7 +252,7 @@ func checkDone(t *testing.T, srv *redistest.Server, f *fakeFleet, n int, rep sha
 	fp, err := srv.Do(context.Background(), "HGET", testAgreement.RecordKey(), "fingerprint")
 	require.NoError(t, err)
 	assert.Equal(t, layoutTwo.Fingerprint, fp, "the record")
-	ex, err := srv.Do(context.Background(), "EXISTS", testAgreement.TransitionKey())
+	ex, err := srv.Do(context.Background(), "EXISTS", layoutkey.Transition(testAgreement))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, ex, "the transition ended")
 }
@@ -418,13 +419,13 @@ func TestCoordinatorAbortIsBounded(t *testing.T) {
 	require.ErrorIs(t, err, shardcast.ErrRelayoutAborted)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "phase abort: waiting for the acknowledgement of brokers")
-	phase, err := srv.Do(context.Background(), "HGET", testAgreement.TransitionKey(), "phase")
+	phase, err := srv.Do(context.Background(), "HGET", layoutkey.Transition(testAgreement), "phase")
 	require.NoError(t, err)
 	assert.Equal(t, shardcast.PhaseAbort, phase, "the abort stays recorded")
 
 	f.setHold(false) // the brokers acknowledge; running the abort again ends it
 	require.NoError(t, c.AbortCurrent(context.Background()))
-	n, err := srv.Do(context.Background(), "EXISTS", testAgreement.TransitionKey())
+	n, err := srv.Do(context.Background(), "EXISTS", layoutkey.Transition(testAgreement))
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n, "the transition ended")
 }
