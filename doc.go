@@ -48,9 +48,9 @@
 //   - [Layout]: channel → partition (jump hash of xxhash64) → hash tag and
 //     slot, from generated tag tables whose partitions spread evenly over
 //     any number of Redis Cluster masters.
-//   - Topology: [ParseClusterSlotsFrom] reads CLUSTER SLOTS into a
-//     [SlotMap], [SlotMap.Assign] gives each partition its master
-//     ([Assignment]), and [Assignment.Diff] says which partitions moved.
+//   - Topology: a [SlotMap] (built by [NewSlotMap], or read from CLUSTER
+//     SLOTS by cluster.ParseSlots) says which master owns which slots, and
+//     [SlotMap.Assign] gives each partition its master ([Assignment]).
 //   - Resubscribing: [GroupByPartition] and [Group.Batches] cut channels
 //     into batched subscribe commands, and a [Resubscriber] sends whole
 //     groups with bounded concurrency.

@@ -46,7 +46,7 @@ var (
 	// server answers the question (INFO, CLUSTER SLOTS); a user not
 	// allowed to ask is not checked.
 	ErrWrongEngine = errors.New("shardcast: wrong engine for this server")
-	// ErrBadTopology wraps every error ParseClusterSlotsFrom returns: a reply
+	// ErrBadTopology wraps every error cluster.ParseSlots returns: a reply
 	// of the wrong shape, a Redis error inside the reply, an out-of-range or
 	// overlapping slot range, or a node whose address cannot be worked out. A
 	// Redis error found in the reply stays reachable through errors.Is/As as

@@ -28,7 +28,7 @@ type SlotRange struct {
 }
 
 // SlotMap tells which master owns which slots; slots in no range are
-// unowned. ParseClusterSlotsFrom returns Ranges sorted by Start, disjoint,
+// unowned. NewSlotMap returns Ranges sorted by Start, disjoint,
 // each naming a master, with adjacent ranges of the same master, master ID
 // and replicas merged: two maps describing the same ownership are equal
 // field by field however Redis split the ranges. MasterOf relies on that
@@ -39,12 +39,15 @@ type SlotMap struct {
 	Ranges []SlotRange
 }
 
-// newSlotMap validates ranges and returns them as a normalised SlotMap:
+// NewSlotMap validates ranges, in any order, and returns them as a
+// normalised SlotMap, as the cluster engine's parser of CLUSTER SLOTS
+// does:
 // sorted, replicas sorted and de-duplicated, adjacent identical ranges
 // merged. It fails for a range past slot 16383, a range whose End is below
-// its Start, a range without a master, or two ranges that share a slot; the
-// parser wraps those errors in ErrBadTopology. The input is not modified.
-func newSlotMap(ranges []SlotRange) (SlotMap, error) {
+// its Start, a range without a master, or two ranges that share a slot;
+// cluster.ParseSlots wraps those errors in ErrBadTopology. The input is
+// not modified.
+func NewSlotMap(ranges []SlotRange) (SlotMap, error) {
 	out := make([]SlotRange, 0, len(ranges))
 	for _, r := range ranges {
 		if err := checkSlotRange(int64(r.Start), int64(r.End)); err != nil {

@@ -26,7 +26,7 @@ func TestNewSlotMapNormalises(t *testing.T) {
 		{Start: 101, End: 199, Master: addrA, Replicas: []string{addrB2, addrA2, addrA2}},
 		{Start: 0, End: 100, Master: addrA, Replicas: []string{addrA2, addrB2}},
 	}
-	m, err := newSlotMap(in)
+	m, err := NewSlotMap(in)
 	require.NoError(t, err)
 	assert.Equal(t, []SlotRange{
 		{Start: 0, End: 199, Master: addrA, Replicas: []string{addrA2, addrB2}},
@@ -38,11 +38,11 @@ func TestNewSlotMapNormalises(t *testing.T) {
 		{Start: 0, End: 10, Master: addrA, MasterID: "idA"},
 		{Start: 11, End: 20, Master: addrA, MasterID: "idA2"},
 	}
-	m, err = newSlotMap(split)
+	m, err = NewSlotMap(split)
 	require.NoError(t, err)
 	assert.Len(t, m.Ranges, 2, "a replaced node at the same address keeps its own range")
 
-	empty, err := newSlotMap(nil)
+	empty, err := NewSlotMap(nil)
 	require.NoError(t, err)
 	assert.Equal(t, SlotMap{}, empty)
 }
@@ -54,14 +54,14 @@ func TestNewSlotMapRejects(t *testing.T) {
 		"end < start": {{Start: 10, End: 9, Master: addrA}},
 		"no master":   {{Start: 0, End: 9}},
 	} {
-		m, err := newSlotMap(bad)
+		m, err := NewSlotMap(bad)
 		assert.Error(t, err, name)
 		assert.Empty(t, m.Ranges, name)
 	}
 }
 
 func TestSlotMapMasterOf(t *testing.T) {
-	m, err := newSlotMap([]SlotRange{
+	m, err := NewSlotMap([]SlotRange{
 		{Start: 0, End: 10, Master: addrA},
 		{Start: 20, End: 16383, Master: addrB, Replicas: []string{addrB2, addrA2}},
 		{Start: 11, End: 15, Master: addrA},

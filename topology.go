@@ -48,7 +48,7 @@ func parseClusterSlots(reply any, fallback string) (SlotMap, error) {
 		}
 		ranges = append(ranges, r)
 	}
-	return newSlotMap(ranges)
+	return NewSlotMap(ranges)
 }
 
 // parseSlotsEntry reads [start, end, master, replica...].

@@ -39,15 +39,15 @@ func TestShardMemory(t *testing.T) {
 	assert.Equal(t, shardMemory{"r1:1": "m1:1", "r2:1": "m2:1"}, m, "replicas left out are remembered")
 
 	failover := m.classifier(assigned, bare, promoted, slotOf)
-	assert.True(t, failover(shardcast.PartitionMove{Partition: 5, From: "m1:1", To: "r1:1"}),
+	assert.True(t, failover(partitionMove{Partition: 5, From: "m1:1", To: "r1:1"}),
 		"the map before names no replica, the memory does")
 	assert.False(t, wasReplica(bare, 5, "r1:1"), "(the map alone says no)")
-	assert.False(t, failover(shardcast.PartitionMove{Partition: 5, From: "m1:1", To: "m2:1"}), "a migration to another shard")
-	assert.True(t, shardMemory{}.classifier(assigned, bare, promoted, slotOf)(shardcast.PartitionMove{Partition: 5, From: "m1:1", To: "r1:1"}),
+	assert.False(t, failover(partitionMove{Partition: 5, From: "m1:1", To: "m2:1"}), "a migration to another shard")
+	assert.True(t, shardMemory{}.classifier(assigned, bare, promoted, slotOf)(partitionMove{Partition: 5, From: "m1:1", To: "r1:1"}),
 		"with no memory and no map naming the replica: the new master owned no slot before")
-	assert.True(t, failover(shardcast.PartitionMove{Partition: 5, From: "m1:1", To: "new:1"}),
+	assert.True(t, failover(partitionMove{Partition: 5, From: "m1:1", To: "new:1"}),
 		"slots moved to a master that owned none are fenced too (the price of erring on the safe side)")
-	assert.False(t, failover(shardcast.PartitionMove{Partition: 5, From: "", To: "r1:1"}), "no old master")
+	assert.False(t, failover(partitionMove{Partition: 5, From: "", To: "r1:1"}), "no old master")
 
 	m = m.update(promoted)
 	assert.NotContains(t, m, "r1:1", "a master is nobody's replica")
@@ -58,15 +58,15 @@ func TestShardMemory(t *testing.T) {
 	moved := slices.Clone(assigned)
 	moved[5] = "r1:1"
 	back := m.classifier(moved, demoted, bare, slotOf) // and back again, m1 listed as r1's replica before
-	assert.True(t, back(shardcast.PartitionMove{Partition: 5, From: "r1:1", To: "m1:1"}))
+	assert.True(t, back(partitionMove{Partition: 5, From: "r1:1", To: "m1:1"}))
 	m = m.update(demoted)
 	assert.Equal(t, "r1:1", m["m1:1"], "recorded afresh")
 	// The old master already listed as the new one's replica is enough.
-	assert.True(t, shardMemory{}.classifier(assigned, bare, demoted, slotOf)(shardcast.PartitionMove{Partition: 5, From: "m1:1", To: "r1:1"}))
+	assert.True(t, shardMemory{}.classifier(assigned, bare, demoted, slotOf)(partitionMove{Partition: 5, From: "m1:1", To: "r1:1"}))
 	// A stale view read before the move back still names m1 as the owner,
 	// but the broker did not follow it (confirmMoves): what counts is that
 	// m1 carried no partition.
-	assert.True(t, shardMemory{}.classifier(moved, full, bare, slotOf)(shardcast.PartitionMove{Partition: 5, From: "r1:1", To: "m1:1"}),
+	assert.True(t, shardMemory{}.classifier(moved, full, bare, slotOf)(partitionMove{Partition: 5, From: "r1:1", To: "m1:1"}),
 		"judged by the assignment, not by a stale map")
 }
 

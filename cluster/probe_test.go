@@ -43,7 +43,7 @@ func announceThrough(t *testing.T, c *redistest.Cluster, node *redistest.Server,
 				last = err.Error()
 				return false
 			}
-			m, err := shardcast.ParseClusterSlotsFrom(reply, s.Addr())
+			m, err := ParseSlots(reply, s.Addr())
 			if err != nil {
 				last = err.Error()
 				return false

@@ -42,7 +42,7 @@ func TestSlotGapIsNotAMove(t *testing.T) {
 	// The owner's slot ranges, as the seed sees them.
 	reply, err := seed.Do(ctx, "CLUSTER", "SLOTS")
 	require.NoError(t, err)
-	m, err := shardcast.ParseClusterSlotsFrom(reply, seed.Addr())
+	m, err := ParseSlots(reply, seed.Addr())
 	require.NoError(t, err)
 	args := []string{"CLUSTER", "DELSLOTSRANGE"}
 	for _, r := range m.Ranges {

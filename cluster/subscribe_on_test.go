@@ -99,7 +99,7 @@ func replicaCluster(t *testing.T) *redistest.Cluster {
 		if err != nil {
 			return false
 		}
-		m, err := shardcast.ParseClusterSlotsFrom(v, masters[0].Addr())
+		m, err := ParseSlots(v, masters[0].Addr())
 		if err != nil {
 			return false
 		}

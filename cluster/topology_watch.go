@@ -223,7 +223,7 @@ func (b *Broker) slotsFrom(ctx context.Context, pub *pubconn.Pub) (shardcast.Slo
 	if err != nil {
 		return shardcast.SlotMap{}, fmt.Errorf("%s: %w", pub.Addr(), err)
 	}
-	m, err := shardcast.ParseClusterSlotsFrom(reply, pub.Addr())
+	m, err := ParseSlots(reply, pub.Addr())
 	if err == nil && len(m.Ranges) == 0 {
 		err = errors.New("empty slot map")
 	}
@@ -435,9 +435,9 @@ type moveSet struct {
 // master's slots leave it, and the resubscribe is reported Restored only
 // once a probe came back through it (engine.Link.Relayed); were a
 // replica to stay quiet without them, its probes would find it silent.
-func (b *Broker) reportMoves(ms moveSet, failover func(mv shardcast.PartitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
-	masterMoves := inUse(ms.old, ms.assign, ms.old.Diff(ms.assign))
-	subMoves := inUse(ms.oldSubs, ms.subs, ms.oldSubs.Diff(ms.subs))
+func (b *Broker) reportMoves(ms moveSet, failover func(mv partitionMove) bool, keep map[string][]*subconn.Conn, healthy map[string]time.Time) {
+	masterMoves := inUse(ms.old, ms.assign, movedPartitions(ms.old, ms.assign))
+	subMoves := inUse(ms.oldSubs, ms.subs, movedPartitions(ms.oldSubs, ms.subs))
 	fenced := make(map[int]bool)
 	if len(masterMoves) > 0 {
 		b.topologyChanges.Add(1)
@@ -537,12 +537,12 @@ func (m shardMemory) update(slots shardcast.SlotMap) shardMemory {
 // master is added) is the fences of a failover for the moved partitions: for
 // 2 x HealthInterval, a message stamped before one its channel already
 // delivered is dropped and reported rather than delivered late.
-func (m shardMemory) classifier(assigned shardcast.Assignment, before, after shardcast.SlotMap, slotOf func(int) uint16) func(mv shardcast.PartitionMove) bool {
+func (m shardMemory) classifier(assigned shardcast.Assignment, before, after shardcast.SlotMap, slotOf func(int) uint16) func(mv partitionMove) bool {
 	owned := make(map[string]bool)
 	for _, addr := range assigned {
 		owned[addr] = true
 	}
-	return func(mv shardcast.PartitionMove) bool {
+	return func(mv partitionMove) bool {
 		if mv.From == "" {
 			return false // nothing delivered it before
 		}

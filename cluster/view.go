@@ -222,9 +222,9 @@ func losing(from, to *shardcast.Layout) []int {
 // inUse keeps the moves of partitions both assignments cover: a
 // re-layout that grows or shrinks the partitions in use adds or drops
 // partitions, which is no move.
-func inUse(old, assign shardcast.Assignment, moved []shardcast.PartitionMove) []shardcast.PartitionMove {
+func inUse(old, assign shardcast.Assignment, moved []partitionMove) []partitionMove {
 	n := min(len(old), len(assign))
-	return slices.DeleteFunc(moved, func(mv shardcast.PartitionMove) bool { return mv.Partition >= n })
+	return slices.DeleteFunc(moved, func(mv partitionMove) bool { return mv.Partition >= n })
 }
 
 // masterChanges returns, sorted, the masters that own partitions in assign

@@ -18,7 +18,7 @@ import (
 
 // slotOwners reads CLUSTER SLOTS from s and returns, per slot, the
 // "ip:port" of its master; unowned slots are "". It parses the reply
-// itself rather than through shardcast.ParseClusterSlotsFrom, so that the
+// itself rather than through cluster.ParseSlots, so that the
 // tests compare inspect with an independent reading.
 func slotOwners(t *testing.T, ctx context.Context, s *redistest.Server) []string {
 	t.Helper()

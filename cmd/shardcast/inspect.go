@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/sharded"
@@ -126,7 +127,7 @@ func connectSeed(ctx context.Context, t *target, getenv func(string) string) (*n
 			errs = append(errs, err)
 			continue
 		}
-		slots, err := shardcast.ParseClusterSlotsFrom(reply, d.Addr)
+		slots, err := cluster.ParseSlots(reply, d.Addr)
 		if err != nil {
 			c.close()
 			errs = append(errs, fmt.Errorf("%s: %w", d.Addr, err))

@@ -1,4 +1,4 @@
-package shardcast
+package cluster
 
 import (
 	"errors"
@@ -10,7 +10,23 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardcast/shardcast"
 )
+
+const (
+	addrA, addrB, addrC = "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"
+	addrA2, addrB2      = "127.0.0.1:7004", "127.0.0.1:7005"
+	addrC2              = "127.0.0.1:7006"
+)
+
+// topoHealthy is the SlotMap of a healthy 3-master, 3-replica cluster, as
+// topoHealthySlots reports it.
+var topoHealthy = shardcast.SlotMap{Ranges: []shardcast.SlotRange{
+	{Start: 0, End: 5460, Master: addrA, MasterID: "idA", Replicas: []string{addrA2}},
+	{Start: 5461, End: 10922, Master: addrB, MasterID: "idB", Replicas: []string{addrB2}},
+	{Start: 10923, End: 16383, Master: addrC, MasterID: "idC", Replicas: []string{addrC2}},
+}}
 
 // The replies below have the shapes rueidis' ToAny produced for Redis 7.0.15
 // on a 3-master, 3-replica loopback cluster (node IDs and ports changed):
@@ -47,14 +63,14 @@ func TestParseClusterSlotsTopology(t *testing.T) {
 	failedOver := topoHealthySlots(topoMeta3)
 	// After SIGKILL of 7003 its replica 7006 serves the slots, with no replica.
 	failedOver[2] = topoSlotsEntry(10923, 16383, topoSlotsNode(7006, "idC2", topoMeta3()))
-	promoted := SlotMap{Ranges: append(topoHealthy.Ranges[:2:2],
-		SlotRange{Start: 10923, End: 16383, Master: addrC2, MasterID: "idC2"})}
+	promoted := shardcast.SlotMap{Ranges: append(topoHealthy.Ranges[:2:2],
+		shardcast.SlotRange{Start: 10923, End: 16383, Master: addrC2, MasterID: "idC2"})}
 
 	tests := []struct {
 		name    string
 		reply   any
 		queried string
-		want    SlotMap
+		want    shardcast.SlotMap
 	}{
 		{"healthy RESP3", topoHealthySlots(topoMeta3), "", topoHealthy},
 		{"healthy RESP2", topoHealthySlots(topoMeta2), "", topoHealthy},
@@ -69,7 +85,7 @@ func TestParseClusterSlotsTopology(t *testing.T) {
 					[]any{"?", int64(7004), "idA2", map[string]any{"ip": "10.0.0.4"}}},
 			},
 			"",
-			SlotMap{Ranges: []SlotRange{{Start: 0, End: 16383, Master: "redis-a.local:7001", MasterID: "idA", Replicas: []string{"10.0.0.4:7004"}}}},
+			shardcast.SlotMap{Ranges: []shardcast.SlotRange{{Start: 0, End: 16383, Master: "redis-a.local:7001", MasterID: "idA", Replicas: []string{"10.0.0.4:7004"}}}},
 		},
 		{
 			// unknown-endpoint gives null; a node unsure of its ip gives "".
@@ -80,19 +96,19 @@ func TestParseClusterSlotsTopology(t *testing.T) {
 					[]any{"", int64(7004), "idA2", []any{}}},
 			},
 			"redis.example:6379",
-			SlotMap{Ranges: []SlotRange{{Start: 0, End: 16383, Master: "redis.example:7001", MasterID: "idA", Replicas: []string{"redis.example:7004"}}}},
+			shardcast.SlotMap{Ranges: []shardcast.SlotRange{{Start: 0, End: 16383, Master: "redis.example:7001", MasterID: "idA", Replicas: []string{"redis.example:7004"}}}},
 		},
 		{
 			"legacy entries without id or metadata, []byte and int values",
 			[]any{[]any{0, 16383, []any{[]byte("::1"), 7001}}},
 			"",
-			SlotMap{Ranges: []SlotRange{{Start: 0, End: 16383, Master: "[::1]:7001"}}},
+			shardcast.SlotMap{Ranges: []shardcast.SlotRange{{Start: 0, End: 16383, Master: "[::1]:7001"}}},
 		},
-		{"empty cluster", []any{}, "", SlotMap{}},
+		{"empty cluster", []any{}, "", shardcast.SlotMap{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseClusterSlotsFrom(tt.reply, tt.queried)
+			got, err := ParseSlots(tt.reply, tt.queried)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
@@ -103,7 +119,7 @@ func TestSlotMigrationTopology(t *testing.T) {
 	// Slot 100 moves from A to B. While it is MIGRATING/IMPORTING, CLUSTER
 	// SLOTS still shows it under A; after CLUSTER SETSLOT 100 NODE B it is a
 	// range of its own.
-	before, err := ParseClusterSlotsFrom(topoHealthySlots(topoMeta3), "")
+	before, err := ParseSlots(topoHealthySlots(topoMeta3), "")
 	require.NoError(t, err)
 	afterReply := topoHealthySlots(topoMeta3)
 	a, b := afterReply[1].([]any), afterReply[0].([]any)
@@ -113,7 +129,7 @@ func TestSlotMigrationTopology(t *testing.T) {
 		topoSlotsEntry(101, 5460, a[2].([]any), a[3].([]any)),
 		afterReply[0], afterReply[2],
 	}
-	after, err := ParseClusterSlotsFrom(afterReply, "")
+	after, err := ParseSlots(afterReply, "")
 	require.NoError(t, err)
 	require.Len(t, after.Ranges, 5)
 	assert.NotEqual(t, before, after)
@@ -128,8 +144,8 @@ func TestSlotMigrationTopology(t *testing.T) {
 
 	slots := []uint16{0, 100, 101, 5461, 16383}
 	slotOf := func(p int) uint16 { return slots[p] }
-	diff := before.Assign(slotOf, len(slots)).Diff(after.Assign(slotOf, len(slots)))
-	assert.Equal(t, []PartitionMove{{Partition: 1, From: addrA, To: addrB}}, diff)
+	diff := movedPartitions(before.Assign(slotOf, len(slots)), after.Assign(slotOf, len(slots)))
+	assert.Equal(t, []partitionMove{{Partition: 1, From: addrA, To: addrB}}, diff)
 }
 
 func TestTopologyMalformedReplies(t *testing.T) {
@@ -159,19 +175,19 @@ func TestTopologyMalformedReplies(t *testing.T) {
 		"bad replica":        {[]any{[]any{int64(0), int64(5), node(), int64(3)}}, "replica 0"},
 	}
 	for name, tt := range slotsCases {
-		m, err := ParseClusterSlotsFrom(tt.reply, "")
-		require.ErrorIs(t, err, ErrBadTopology, name)
+		m, err := ParseSlots(tt.reply, "")
+		require.ErrorIs(t, err, shardcast.ErrBadTopology, name)
 		assert.ErrorContains(t, err, tt.hint, name)
 		assert.Empty(t, m.Ranges, name)
 	}
-	_, err := ParseClusterSlotsFrom([]any{[]any{int64(0), int64(5), []any{"h", redisErr}}}, "")
+	_, err := ParseSlots([]any{[]any{int64(0), int64(5), []any{"h", redisErr}}}, "")
 	assert.ErrorIs(t, err, redisErr, "a Redis error inside the reply stays reachable")
 
 }
 
 // TestTopologyParserSurvivesJunk feeds random nested values, and valid
 // replies with random parts replaced, to the parser: it must never panic,
-// and whatever it accepts must satisfy the SlotMap invariants.
+// and whatever it accepts must satisfy the shardcast.SlotMap invariants.
 func TestTopologyParserSurvivesJunk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	valid := []any{topoHealthySlots(topoMeta3), topoHealthySlots(topoMeta2)}
@@ -182,16 +198,16 @@ func TestTopologyParserSurvivesJunk(t *testing.T) {
 			reply = topoMutate(rng, topoDeepCopy(valid[rng.IntN(len(valid))]))
 		}
 		for _, queried := range []string{"", "10.0.0.1:6379"} {
-			m, err := ParseClusterSlotsFrom(reply, queried)
+			m, err := ParseSlots(reply, queried)
 			if err != nil {
-				require.ErrorIs(t, err, ErrBadTopology)
+				require.ErrorIs(t, err, shardcast.ErrBadTopology)
 				continue
 			}
 			accepted++
 			for j, r := range m.Ranges {
 				require.NotEmpty(t, r.Master)
 				require.LessOrEqual(t, r.Start, r.End)
-				require.Less(t, int(r.End), topoSlotCount)
+				require.Less(t, int(r.End), maxSlot+1)
 				if j > 0 {
 					require.Greater(t, r.Start, m.Ranges[j-1].End, "sorted and disjoint")
 				}
@@ -282,12 +298,12 @@ func topoDeepCopy(v any) any {
 	return v
 }
 
-func ExampleParseClusterSlotsFrom() {
+func ExampleParseSlots() {
 	reply := []any{ // CLUSTER SLOTS through rueidis' ToAny
 		[]any{int64(5461), int64(16383), []any{"10.0.0.2", int64(6379), "id2", map[string]any{}}},
 		[]any{int64(0), int64(5460), []any{"", int64(6379), "id1", map[string]any{}}},
 	}
-	m, err := ParseClusterSlotsFrom(reply, "10.0.0.1:6379")
+	m, err := ParseSlots(reply, "10.0.0.1:6379")
 	if err != nil {
 		fmt.Println(err)
 		return
