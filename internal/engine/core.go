@@ -55,7 +55,6 @@ type Core struct {
 	routing   Routing // nil: a call goes by router.PathOf
 	mode      subconn.Mode
 	onTrouble func(addr string)
-	probeBack probeRestores // paths probes restored, reported together
 	// probeRelaysOnly: probe relayed wires only (see StartProbes).
 	probeRelaysOnly bool
 	partitions      bool // paths are cluster partitions: events list them
@@ -66,8 +65,8 @@ type Core struct {
 
 	calls, published, reconnects atomic.Uint64
 
-	// late reports the messages the paths' order fences dropped.
-	late lateReport
+	// ledger keeps the paths' loss windows and reports them.
+	ledger *ledger
 
 	// hot samples published and received messages for HotChannels; nil
 	// when detection is off.
@@ -136,7 +135,11 @@ func NewCore(cfg CoreConfig) *Core {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.Emitter = events.NewEmitter(cfg.Options.OnEvent, c.Log)
-	c.late.emit = c.Emitter.Emit
+	var partitionOf func(int) int
+	if cfg.Partitions {
+		partitionOf = c.partitionOf
+	}
+	c.ledger = newLedger(c.Emitter.Emit, partitionOf)
 	c.hot = hot.NewTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
 		c.Pool = shardcast.NewWorkerPool(cfg.Options, c.Emitter.Emit)
@@ -312,7 +315,7 @@ func (c *Core) reportStale(l *Link, p int, channel string, at time.Time) {
 	if c.partitions {
 		part = c.partitionOf(p)
 	}
-	c.late.add(l.Addr, part, channel, at)
+	c.ledger.stale(l.Addr, part, channel, at)
 }
 
 func (c *Core) dropStale(l *Link, p *Path) {
@@ -402,7 +405,7 @@ func (c *Core) Close(teardown func()) {
 		c.background.Close()
 		c.wg.Wait()
 		teardown()
-		c.late.close()
+		c.ledger.close()
 		if c.Pool != nil {
 			c.Pool.Close()
 		}

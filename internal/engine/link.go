@@ -410,7 +410,7 @@ func (l *Link) abandoned(wire *subconn.Conn) {
 
 // interruptPaths interrupts every path active on wire, reports those that
 // lose subscriptions in one EventInterrupted dated since with cause err
-// (of the application's channels, see emitPaths), and returns how many
+// (of the application's channels, see ledger.emitPaths), and returns how many
 // lost subscriptions.
 func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) int {
 	c := l.c
@@ -423,7 +423,7 @@ func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) in
 		}
 	}
 	if len(lost) > 0 {
-		c.emitPaths(shardcast.EventInterrupted, l.Addr, lost, lists, since, err)
+		c.ledger.interrupted(l.Addr, lost, lists, since, err)
 	}
 	return len(lost)
 }

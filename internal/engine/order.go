@@ -2,14 +2,12 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/envelope"
 )
 
 // orderFence keeps each channel of a path in publish order for a while
@@ -103,108 +101,3 @@ func (f *orderFence) admit(channel string, ns int64) bool {
 // path dropped as stale around a move (see Core.reportStale).
 var errOvertaken = fmt.Errorf("%w: dropped around a failover or slot move to keep delivery at most once and in order (a late copy from the old or the demoted node, or a message stamped before one already delivered; some may have been delivered from the new node)",
 	shardcast.ErrPartitionMoved)
-
-// lateReport gathers the messages paths dropped as stale and reports them:
-// one EventDropped per node at most every lateReportDelay, naming the
-// channels (up to maxLateChannels, then Truncated) and partitions, with
-// Count and, as Since..Until, the earliest and latest publish times of the
-// dropped messages: the loss window on the publishers' clocks, which is
-// where the application looks for what it missed.
-type lateReport struct {
-	emit func(shardcast.Event)
-
-	mu      sync.Mutex
-	pending map[string]*lateWindow // by node address
-	timer   *time.Timer            // set while a report is due
-	closed  bool
-}
-
-// lateWindow is one node's drops since the last report.
-type lateWindow struct {
-	ev       shardcast.Event
-	channels map[string]bool
-	parts    map[int]bool
-}
-
-// lateReportDelay is how long drops are gathered before they are reported.
-const lateReportDelay = 100 * time.Millisecond
-
-// maxLateChannels caps Event.Channels of one report.
-const maxLateChannels = 1000
-
-// add records a message of channel, published at, that the order fence of
-// partition part (-1: the engine has no partitions) dropped on the link
-// to addr. channel may be a view of a read buffer.
-func (r *lateReport) add(addr string, part int, channel string, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	// A stamp is truncated (envelope.Resolution): the message was
-	// published up to that much after it, and the window must cover that.
-	end := at.Add(envelope.Resolution - time.Nanosecond)
-	w := r.pending[addr]
-	if w == nil {
-		if r.pending == nil {
-			r.pending = make(map[string]*lateWindow)
-		}
-		w = &lateWindow{ev: shardcast.Event{Kind: shardcast.EventDropped, Shard: addr, Since: at, Until: end, Err: errOvertaken},
-			channels: make(map[string]bool), parts: make(map[int]bool)}
-		r.pending[addr] = w
-	}
-	w.ev.Count++
-	if at.Before(w.ev.Since) {
-		w.ev.Since = at
-	}
-	if end.After(w.ev.Until) {
-		w.ev.Until = end
-	}
-	if !w.channels[channel] {
-		if len(w.channels) < maxLateChannels {
-			ch := strings.Clone(channel)
-			w.channels[ch] = true
-			w.ev.Channels = append(w.ev.Channels, ch)
-		} else {
-			w.ev.Truncated = true
-		}
-	}
-	if part >= 0 && !w.parts[part] {
-		w.parts[part] = true
-		w.ev.Partitions = append(w.ev.Partitions, part)
-	}
-	if r.timer == nil {
-		r.timer = time.AfterFunc(lateReportDelay, r.flush)
-	}
-}
-
-// flush emits the pending reports. Events are emitted under the lock, so
-// that close returns only once every report is queued on the emitter.
-func (r *lateReport) flush() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.timer = nil
-	addrs := make([]string, 0, len(r.pending))
-	for addr := range r.pending {
-		addrs = append(addrs, addr)
-	}
-	slices.Sort(addrs)
-	for _, addr := range addrs {
-		ev := r.pending[addr].ev
-		slices.Sort(ev.Partitions)
-		r.emit(ev)
-	}
-	clear(r.pending)
-}
-
-// close reports what is pending at once; later drops are not reported.
-// Call it once no reader can drop a message any more.
-func (r *lateReport) close() {
-	r.mu.Lock()
-	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	r.mu.Unlock()
-	r.flush()
-}

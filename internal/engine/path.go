@@ -22,10 +22,11 @@ type Path struct {
 	// Whoever holds several turns takes them in ascending ID order.
 	turn Turn
 
-	mu        sync.Mutex
-	wanted    ChannelSet
-	wire      *subconn.Conn // nil while interrupted
-	downSince time.Time     // start of the current interruption, if any
+	mu     sync.Mutex
+	wanted ChannelSet
+	wire   *subconn.Conn // nil while interrupted
+	// win is the path's loss window (see ledger).
+	win window
 	// lost counts server-pushed unsubscribes seen for this path, and the
 	// slot moves that took it to another node. A subscribe reads it
 	// before sending and takes the confirmation only if it is unchanged
@@ -56,17 +57,14 @@ type Path struct {
 	order     orderFence
 	orderSpan time.Duration
 
-	// Counters of the path's messages; under mu, the total of its
-	// interruptions (downSince dates the open one).
+	// Counters of the path's messages.
 	received, dropped, badFrames, stale atomic.Uint64
-	interrupted                         spanTotal
 
 	// probe is the path's delivery probe (nil when probes are off). A
-	// silent spell begins when a probe does not come back and ends when
-	// one does: its Restored is raised then, not on resubscribing.
-	probe       *probeState
-	silentSpell bool
-	silentSince time.Time
+	// silent spell (see window) begins when a probe does not come back
+	// and ends when one does: its Restored is raised then, not on
+	// resubscribing.
+	probe *probeState
 }
 
 // orderSpan is how long, by default, a failover move keeps the path's
@@ -212,9 +210,7 @@ func (p *Path) dropLocked(at time.Time) ([]string, bool) {
 	if len(p.wanted) == 0 {
 		return nil, false
 	}
-	if p.downSince.IsZero() {
-		p.downSince = at
-	}
+	p.win.open(at)
 	return p.wanted.Slice(), true
 }
 
@@ -254,18 +250,7 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64, relayed bool) (since t
 		// long the resubscribe took.
 		p.order.extend(time.Now(), p.orderSpan)
 	}
-	since = p.downSince
-	p.downSince = time.Time{}
-	if !since.IsZero() {
-		p.interrupted.end(time.Since(since))
-	}
-	if relayed && p.probe != nil && !since.IsZero() && !p.silentSpell {
-		p.silentSpell, p.silentSince = true, since
-	}
-	if p.silentSpell {
-		since = time.Time{} // restored when a probe comes back
-	}
-	return since, true
+	return p.win.close(relayed, p.probe != nil), true
 }
 
 // noteLost records a server-pushed unsubscribe that arrived on wire and
@@ -338,7 +323,7 @@ func (p *Path) remove(channels []string, token uint64) []string {
 func (p *Path) openSince() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.downSince
+	return p.win.since
 }
 
 // interruptedFor returns the path's total interrupted time, the open
@@ -349,11 +334,16 @@ func (p *Path) openSince() time.Time {
 func (p *Path) interruptedFor() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var open time.Duration
-	if !p.downSince.IsZero() {
-		open = time.Since(p.downSince)
-	}
-	return p.interrupted.read(open)
+	return p.win.elapsed()
+}
+
+// carrySince dates p's open interruption, or silent spell, from since if
+// that is earlier: a spell a probe ended was not reported restored before
+// the path was lost again, so the loss runs from the spell's start.
+func (p *Path) carrySince(since time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.win.carry(since)
 }
 
 // subscribed returns the channels to subscribe on the path's wire: the

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strings"
-	"time"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/layoutkey"
@@ -26,38 +25,6 @@ var barrierInfix = layoutkey.Barrier(shardcast.Agreement{}, "")
 // whatever comes before it.
 func IsBarrier(channel string) bool {
 	return strings.Contains(channel, barrierInfix)
-}
-
-// emitPaths reports paths of the node at addr in one event of kind,
-// lists[i] holding the channels of paths[i]. A path whose every channel
-// is the engine's own is left out, channels and partition; when that
-// leaves none of the paths, nothing is emitted: the event would tell the
-// application of nothing it subscribed. A path that names no channel at
-// all is kept: only channels of the engine's own make a path its business.
-func (c *Core) emitPaths(kind shardcast.EventKind, addr string, paths []*Path, lists [][]string, since time.Time, err error) {
-	var kept []*Path
-	app := make([][]string, 0, len(lists))
-	for i, p := range paths {
-		chans := appChannels(lists[i])
-		if len(chans) == 0 && len(lists[i]) > 0 {
-			continue // the engine's own
-		}
-		kept = append(kept, p)
-		app = append(app, chans)
-	}
-	if len(kept) == 0 {
-		return
-	}
-	ev := shardcast.Event{Kind: kind, Shard: addr, Channels: concat(app), Since: since, Err: err}
-	if kind == shardcast.EventRestored {
-		ev.Until = time.Now()
-	}
-	if c.partitions {
-		for _, p := range kept {
-			ev.Partitions = append(ev.Partitions, c.partitionOf(p.ID))
-		}
-	}
-	c.Emitter.Emit(ev)
 }
 
 // appChannels returns chans without the engine's own channels: chans

@@ -32,13 +32,14 @@ func TestEmitPathsLeavesOutOwnChannels(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got []shardcast.Event
-			core := &Core{partitions: true, Emitter: events.NewEmitter(func(ev shardcast.Event) { got = append(got, ev) }, nil)}
+			emitter := events.NewEmitter(func(ev shardcast.Event) { got = append(got, ev) }, nil)
+			l := newLedger(emitter.Emit, func(p int) int { return p })
 			paths := make([]*Path, len(c.lists))
 			for i := range paths {
 				paths[i] = newPath(i)
 			}
-			core.emitPaths(shardcast.EventInterrupted, "node:6379", paths, c.lists, time.Now(), nil)
-			core.Emitter.Close()
+			l.interrupted("node:6379", paths, c.lists, time.Now(), nil)
+			emitter.Close()
 			if c.want == nil {
 				assert.Empty(t, got)
 				return

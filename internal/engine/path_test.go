@@ -101,7 +101,7 @@ func TestRelayedRestoreWaitsForProbe(t *testing.T) {
 	p.probe = &probeState{channel: "probe"}
 	_, ok := p.activateIf(wire, p.lostSeq(), true)
 	require.True(t, ok)
-	assert.False(t, p.silentSpell, "a first activation ends no interruption")
+	assert.False(t, p.win.spell, "a first activation ends no interruption")
 
 	down := time.Now().Add(-time.Second)
 	_, lost := p.interrupt(wire, down)
@@ -109,12 +109,12 @@ func TestRelayedRestoreWaitsForProbe(t *testing.T) {
 	since, ok := p.activateIf(wire, p.lostSeq(), true)
 	require.True(t, ok)
 	assert.True(t, since.IsZero(), "not restored by the confirmation")
-	assert.True(t, p.silentSpell)
-	assert.Equal(t, down, p.silentSince, "the spell keeps the interruption's start")
+	assert.True(t, p.win.spell)
+	assert.Equal(t, down, p.win.spellSince, "the spell keeps the interruption's start")
 
 	p.probe = nil
 	_, _ = p.interrupt(wire, down)
-	p.silentSpell, p.silentSince = false, time.Time{}
+	p.win.spell, p.win.spellSince = false, time.Time{}
 	since, ok = p.activateIf(wire, p.lostSeq(), true)
 	require.True(t, ok)
 	assert.Equal(t, down, since, "without probes the confirmation restores it")
@@ -142,19 +142,19 @@ func TestRestoreCarriedIntoNextLoss(t *testing.T) {
 	// A probe that comes back ends a spell begun at spell; the wire is
 	// lost before the gathered Restored goes out.
 	spell := time.Now().Add(-3 * time.Second)
-	c.probeBack.add("a:1", p, spell)
+	c.ledger.probeBack("a:1", p, spell)
 	down := time.Now().Add(-time.Second)
 	_, lost := p.interrupt(wire, down)
 	require.True(t, lost)
-	c.reportRestores()
+	c.ledger.reportProbed()
 	since, ok := p.activateIf(wire, p.lostSeq(), false)
 	require.True(t, ok)
 	assert.Equal(t, spell, since, "the next Restored runs from the spell's start")
 
 	// Lost again while in a later spell: the spell keeps the earlier start.
-	p.silentSpell, p.silentSince = true, down
+	p.win.spell, p.win.spellSince = true, down
 	p.carrySince(spell)
-	assert.Equal(t, spell, p.silentSince)
+	assert.Equal(t, spell, p.win.spellSince)
 	p.carrySince(time.Now())
-	assert.Equal(t, spell, p.silentSince, "a later start changes nothing")
+	assert.Equal(t, spell, p.win.spellSince, "a later start changes nothing")
 }

@@ -127,7 +127,6 @@ func (c *Core) StartProbes(publish func(ctx context.Context, channel string, pay
 		}
 	}
 	c.probeRelaysOnly = relaysOnly
-	c.probeBack.kick = make(chan struct{}, 1)
 	c.Go(func() { c.runProbes(publish) })
 }
 
@@ -157,11 +156,11 @@ func (c *Core) runProbes(publish func(ctx context.Context, channel string, paylo
 			send = true
 			turn++
 		case <-judge.C:
-		case <-c.probeBack.kick:
+		case <-c.ledger.probed.kick:
 			gather.Reset(restoreGather)
 			continue
 		case <-gather.C:
-			c.reportRestores()
+			c.ledger.reportProbed()
 			continue
 		}
 		now := probeNow()
@@ -230,11 +229,7 @@ func (c *Core) silent(g probeGroup) {
 			p.mu.Unlock()
 			continue // moved on meanwhile: the verdict is not its own
 		}
-		first := !p.silentSpell
-		p.silentSpell = true
-		if p.silentSince.IsZero() {
-			p.silentSince = since
-		}
+		first := p.win.silence(since)
 		chans, lost := p.dropLocked(since)
 		p.mu.Unlock()
 		p.probe.forget()
@@ -254,7 +249,7 @@ func (c *Core) silent(g probeGroup) {
 		addr = l.Addr
 	}
 	if len(paths) > 0 {
-		c.emitPaths(shardcast.EventInterrupted, addr, paths, lists, since,
+		c.ledger.interrupted(addr, paths, lists, since,
 			fmt.Errorf("%s: %w", c.describeAll(paths), shardcast.ErrSilentPath))
 	}
 	if again > 0 {
@@ -304,13 +299,13 @@ func (c *Core) probeArrived(l *Link, p *Path, payload []byte) {
 // runProbes to report restored.
 func (c *Core) endSpell(l *Link, p *Path) {
 	p.mu.Lock()
-	spell, since := p.silentSpell, p.silentSince
-	active := p.wire != nil
-	if spell && active {
-		p.silentSpell, p.silentSince = false, time.Time{}
+	var since time.Time
+	spell := false
+	if p.wire != nil {
+		since, spell = p.win.endSpell()
 	}
 	p.mu.Unlock()
-	if spell && active {
-		c.probeBack.add(l.Addr, p, since)
+	if spell {
+		c.ledger.probeBack(l.Addr, p, since)
 	}
 }

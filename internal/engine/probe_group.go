@@ -67,7 +67,7 @@ func (c *Core) probeLink(p *Path, wire *subconn.Conn) *Link {
 func (p *Path) inSpell() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.silentSpell
+	return p.win.spell
 }
 
 // inFlight reports whether a probe of g is awaited, and the earliest

@@ -287,7 +287,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 		return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, errVoided)
 	}
 	if !since.IsZero() {
-		c.emitRestored(l.Addr, []*Path{p}, since)
+		c.ledger.restored(l.Addr, []*Path{p}, since)
 	}
 	return wire, nil
 }
@@ -320,18 +320,13 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 	}
 	wire := p.ActiveWire()
 	if len(left) > 0 && wire == nil {
-		// An interrupted path holds no subscriptions. The interruption
-		// ends for the channels that leave it (moved by a re-layout to a
-		// path that carries them, or no longer wanted): reported now, or
-		// never, since the path's own Restored names only what it still
-		// wants.
-		if since := p.openSince(); !since.IsZero() {
-			node := ""
-			if l := c.router.Carrier(p.ID); l != nil {
-				node = l.Addr
-			}
-			c.emitPaths(shardcast.EventRestored, node, []*Path{p}, [][]string{left}, since, nil)
+		// An interrupted path holds no subscriptions; the channels that
+		// leave it leave its window too (see ledger.left).
+		node := ""
+		if l := c.router.Carrier(p.ID); l != nil {
+			node = l.Addr
 		}
+		c.ledger.left(node, p, left, p.openSince())
 	}
 	if len(gone) == 0 || wire == nil {
 		p.unlock()
@@ -411,7 +406,7 @@ func (c *Core) interruptPath(p *Path, wire *subconn.Conn, cause error) {
 		}
 	}
 	if chans, ok := p.interrupt(wire, since); ok {
-		c.emitPaths(shardcast.EventInterrupted, addr, []*Path{p}, [][]string{chans}, since, cause)
+		c.ledger.interrupted(addr, []*Path{p}, [][]string{chans}, since, cause)
 	}
 }
 
@@ -425,7 +420,7 @@ func (c *Core) NoteLost(l *Link, p int, cause error) {
 		since = h
 	}
 	if chans, ok := path.noteLost(l.Current(), since); ok {
-		c.emitPaths(shardcast.EventInterrupted, l.Addr, []*Path{path}, [][]string{chans}, since, cause)
+		c.ledger.interrupted(l.Addr, []*Path{path}, [][]string{chans}, since, cause)
 	}
 	c.RequestRefresh()
 }

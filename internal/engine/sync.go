@@ -124,17 +124,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 	}
 	if len(restored) > 0 {
-		c.emitRestored(l.Addr, restored, since)
+		c.ledger.restored(l.Addr, restored, since)
 	}
 	c.signalChange()
-}
-
-func (c *Core) emitRestored(addr string, paths []*Path, since time.Time) {
-	lists := make([][]string, len(paths))
-	for i, p := range paths {
-		lists[i] = p.Wanted()
-	}
-	c.emitPaths(shardcast.EventRestored, addr, paths, lists, since, nil)
 }
 
 // heal resubscribes every interrupted path whose link is up. Each link
@@ -321,6 +313,6 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 	}
 	for _, r := range order {
 		e := lost[r]
-		c.emitPaths(shardcast.EventInterrupted, r.from, e.paths, e.lists, e.since, cause(r.from, r.to))
+		c.ledger.interrupted(r.from, e.paths, e.lists, e.since, cause(r.from, r.to))
 	}
 }
