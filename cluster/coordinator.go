@@ -79,6 +79,7 @@ func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
 // coordinator is the cluster engine's side of a Relayout or AbortRelayout
 // run (relayout.Mover): a publish-only broker of its own (the agreement
 // off), which runs the agreement's scripts and SPUBLISHes the barriers.
+// ReadLayout runs the scripts only.
 type coordinator struct {
 	b *Broker
 	// partitions and prefix are cfg's: the layout to move to, 0 and nil
@@ -94,7 +95,7 @@ func openCoordinator(cfg RelayoutConfig) (*coordinator, error) {
 	// partition of any layout.
 	b, err := New(Config{Addrs: cfg.Addrs, Conn: cfg.Conn, Partitions: bankSize, Agreement: shardcast.Agreement{Off: true}})
 	if err != nil {
-		return nil, fmt.Errorf("shardcast: relayout: %w", err)
+		return nil, err
 	}
 	return &coordinator{b: b, partitions: cfg.Partitions, prefix: cfg.Prefix}, nil
 }

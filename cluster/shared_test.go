@@ -32,6 +32,7 @@ func TestSharedCluster(t *testing.T) {
 	t.Run("Eval", func(t *testing.T) { testEval(t, c) })
 	t.Run("EvalScriptErrorNotResent", func(t *testing.T) { testEvalScriptErrorNotResent(t, c) })
 	t.Run("HotChannels", func(t *testing.T) { testHotChannels(t, c) })
+	t.Run("ReadLayout", func(t *testing.T) { testReadLayout(t, c) })
 	t.Run("Conformance", func(t *testing.T) { testConformance(t, c) })
 }
 

@@ -107,7 +107,7 @@ func AbortRelayout(ctx context.Context, cfg RelayoutConfig) error {
 // coordinator is the sharded engine's side of a Relayout or
 // AbortRelayout run (relayout.Mover): the control instance's connection
 // runs the agreement's scripts, and the instances' publishing connections
-// send the barriers.
+// send the barriers. ReadLayout uses its control connection only.
 type coordinator struct {
 	conn    shardcast.ConnOptions
 	control *pubconn.Pub
@@ -147,7 +147,7 @@ func openCoordinator(ctx context.Context, cfg RelayoutConfig) (*coordinator, err
 	defer cancel()
 	if err := c.control.Ping(pctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("shardcast: relayout: control instance %s: %w", t.ID, err)
+		return nil, fmt.Errorf("shardcast: control instance %s: %w", t.ID, err)
 	}
 	return c, nil
 }

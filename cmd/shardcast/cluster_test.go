@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +24,7 @@ func slotOwners(t *testing.T, ctx context.Context, s *redistest.Server) []string
 	t.Helper()
 	reply, err := s.Do(ctx, "CLUSTER", "SLOTS")
 	require.NoError(t, err)
-	owners := make([]string, crc16.SlotCount)
+	owners := make([]string, 16384) // a cluster's hash slots
 	for _, e := range reply.([]any) {
 		entry := e.([]any)
 		master := entry[2].([]any)
@@ -41,7 +41,7 @@ func slotOwners(t *testing.T, ctx context.Context, s *redistest.Server) []string
 func partitionsPerMaster(owners []string, l *shardcast.Layout) map[string]int {
 	counts := map[string]int{}
 	for p := range l.Partitions() {
-		counts[owners[crc16.Slot("{"+l.Tag(p)+"}."+l.Prefix()+"probe")]]++
+		counts[owners[cluster.KeySlot("{"+l.Tag(p)+"}."+l.Prefix()+"probe")]]++
 	}
 	return counts
 }
@@ -168,13 +168,13 @@ func testKeyOwner(t *testing.T, c *redistest.Cluster, seed string) {
 	require.Len(t, got, len(channels))
 	for i, ch := range channels {
 		assert.Equal(t, l.Key(ch), got[i].Key)
-		assert.Equal(t, crc16.Slot(l.Key(ch)), got[i].Slot)
-		assert.Equal(t, owners[crc16.Slot(l.Key(ch))], got[i].Master, ch)
+		assert.Equal(t, cluster.KeySlot(l.Key(ch)), got[i].Slot)
+		assert.Equal(t, owners[cluster.KeySlot(l.Key(ch))], got[i].Master, ch)
 	}
 	text := mustRun(t, ctx, "key", "-cluster", seed, "room:1")
 	l128, _ := shardcast.NewLayout(128, "")
 	assert.Contains(t, text, "MASTER")
-	assert.Contains(t, text, l128.Key("room:1")+"  "+owners[crc16.Slot(l128.Key("room:1"))])
+	assert.Contains(t, text, l128.Key("room:1")+"  "+owners[cluster.KeySlot(l128.Key("room:1"))])
 }
 
 // TestInspectSkew moves a block of slots by hand and checks that inspect

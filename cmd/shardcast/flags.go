@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/redisaddr"
-	"github.com/shardcast/shardcast/internal/subconn"
 )
 
 // target is where a command reaches Redis: a cluster's seed nodes or the
@@ -82,20 +80,6 @@ func (t *target) conn(getenv func(string) string) (shardcast.ConnOptions, error)
 	return o, nil
 }
 
-// login is what the address parser takes from o.
-func login(o shardcast.ConnOptions) redisaddr.Login {
-	return redisaddr.Login{Username: o.Username, Password: o.Password, TLS: o.TLS, DialTimeout: o.DialTimeout}
-}
-
-// dialer returns how to reach addr (host:port or a URL) under the flags.
-func (t *target) dialer(addr string, getenv func(string) string) (subconn.Dialer, error) {
-	o, err := t.conn(getenv)
-	if err != nil {
-		return subconn.Dialer{}, err
-	}
-	return redisaddr.ParseAddr(addr, login(o))
-}
-
 // check refuses what the flags cannot mean before anything is dialled:
 // both engines or (unless noneOK) neither, a -timeout that is not
 // positive, an address that does not parse and an instance listed twice.
@@ -111,7 +95,7 @@ func (t *target) check(noneOK bool) error {
 		flag  string
 		addrs []string
 	}{{"-cluster", t.seeds()}, {"-shards", t.instances()}} {
-		if err := redisaddr.Distinct(l.flag, l.addrs); err != nil {
+		if err := shardcast.CheckAddrs(l.flag, l.addrs); err != nil {
 			return err
 		}
 	}

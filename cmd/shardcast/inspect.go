@@ -9,8 +9,6 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/redisaddr"
-	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -102,14 +100,13 @@ func unreadError(n int, errOf func(int) string) error {
 	return nil
 }
 
-// connectSeed connects to the first seed that answers CLUSTER SLOTS and
-// returns the connection, the parsed slot map and the dialer for the
+// connectSeed connects to the first of seeds that answers CLUSTER SLOTS
+// and returns the connection, the parsed slot map and the dialer for the
 // other nodes.
-func connectSeed(ctx context.Context, t *target, getenv func(string) string) (*nodeConn, shardcast.SlotMap, subconn.Dialer, error) {
-	seeds := t.seeds()
+func connectSeed(ctx context.Context, seeds []string, conn shardcast.ConnOptions) (*nodeConn, shardcast.SlotMap, nodeDialer, error) {
 	var errs []error
 	for _, seed := range seeds {
-		d, err := t.dialer(seed, getenv)
+		d, err := newDialer(seed, conn)
 		if err != nil {
 			return nil, shardcast.SlotMap{}, d, err
 		}
@@ -140,19 +137,23 @@ func connectSeed(ctx context.Context, t *target, getenv func(string) string) (*n
 		}
 		return c, slots, d, nil
 	}
-	return nil, shardcast.SlotMap{}, subconn.Dialer{}, errors.Join(errs...)
+	return nil, shardcast.SlotMap{}, nodeDialer{}, errors.Join(errs...)
 }
 
 // readCluster reads the slot map and node list from a seed, then samples
 // every master's counters over the sample window and asks every replica
 // for its link state.
 func readCluster(ctx context.Context, t *target, app string, getenv func(string) string, window time.Duration) (clusterView, error) {
-	seed, slots, d, err := connectSeed(ctx, t, getenv)
+	conn, err := t.conn(getenv)
+	if err != nil {
+		return clusterView{}, err
+	}
+	seed, slots, d, err := connectSeed(ctx, t.seeds(), conn)
 	if err != nil {
 		return clusterView{}, err
 	}
 	v := clusterView{Seed: d.Addr, Slots: slots, Masters: map[string]sample{}, ReplicaLinks: map[string]string{}}
-	v.Record = readClusterRecord(ctx, d, slots, app)
+	v.Record = readClusterRecord(ctx, t.seeds(), conn, slots, app)
 	if text, err := seed.text(ctx, "CLUSTER", "NODES"); err == nil {
 		v.Nodes = parseClusterNodes(text)
 		v.preferSlotMapEndpoints()
@@ -160,10 +161,9 @@ func readCluster(ctx context.Context, t *target, app string, getenv func(string)
 	seed.close()
 
 	masters := clusterMasters(v)
-	dialers := make([]subconn.Dialer, len(masters))
+	dialers := make([]nodeDialer, len(masters))
 	for i, m := range masters {
-		dialers[i] = d
-		dialers[i].Addr = m.Addr
+		dialers[i] = d.at(m.Addr)
 	}
 	samples := sampleNodes(ctx, dialers, window)
 	if ctx.Err() != nil {
@@ -178,15 +178,15 @@ func readCluster(ctx context.Context, t *target, app string, getenv func(string)
 	return v, nil
 }
 
-// readClusterRecord reads app's layout record from the master of its slot,
-// dialled like the seed d.
-func readClusterRecord(ctx context.Context, d subconn.Dialer, slots shardcast.SlotMap, app string) recordInfo {
+// readClusterRecord reads app's layout record from the master of its slot
+// in slots, through the seeds.
+func readClusterRecord(ctx context.Context, seeds []string, conn shardcast.ConnOptions, slots shardcast.SlotMap, app string) recordInfo {
 	addr, ok := recordNode(slots, app)
 	if !ok {
 		return recordInfo{App: app, Error: "no master serves the record's slot"}
 	}
-	d.Addr = addr
-	return readRecord(ctx, d, app)
+	st, err := cluster.ReadLayout(ctx, seeds, recordConn(conn), shardcast.Agreement{App: app})
+	return recordOf(app, addr, st, err)
 }
 
 // replicaAddrs lists every replica the node list or the slot map names.
@@ -213,9 +213,8 @@ func replicaAddrs(v clusterView) []string {
 }
 
 // replicaLinkState asks a replica for its master_link_status.
-func replicaLinkState(ctx context.Context, d subconn.Dialer, addr string) string {
-	d.Addr = addr
-	c, err := dialNode(ctx, d)
+func replicaLinkState(ctx context.Context, d nodeDialer, addr string) string {
+	c, err := dialNode(ctx, d.at(addr))
 	if err != nil {
 		return "unreachable"
 	}
@@ -229,7 +228,7 @@ func replicaLinkState(ctx context.Context, d subconn.Dialer, addr string) string
 
 // sampleNodes reads INFO from every node, waits window, and reads INFO and
 // CLIENT LIST again. A node that cannot be read gets an Err in its sample.
-func sampleNodes(ctx context.Context, dialers []subconn.Dialer, window time.Duration) []sample {
+func sampleNodes(ctx context.Context, dialers []nodeDialer, window time.Duration) []sample {
 	samples := make([]sample, len(dialers))
 	conns := make([]*nodeConn, len(dialers))
 	started := make([]time.Time, len(dialers))
@@ -287,9 +286,9 @@ func readShards(ctx context.Context, t *target, rf recordFlags, getenv func(stri
 		return shardsView{}, err
 	}
 	var v shardsView
-	var dialers []subconn.Dialer
+	var dialers []nodeDialer
 	for _, a := range t.instances() {
-		d, err := redisaddr.ParseAddr(a, login(conn))
+		d, err := newDialer(a, conn)
 		if err != nil {
 			return shardsView{}, err
 		}
@@ -301,11 +300,9 @@ func readShards(ctx context.Context, t *target, rf recordFlags, getenv func(stri
 	if fp, err := sharded.Fingerprint(t.instances()); err == nil {
 		v.Fingerprint = fp
 	}
-	control, err := rf.controlDialer(t, getenv)
-	if err != nil {
+	if v.Record, err = rf.readShardsRecord(ctx, t, conn); err != nil {
 		return shardsView{}, err
 	}
-	v.Record = readRecord(ctx, control, rf.app)
 	v.Samples = sampleNodes(ctx, dialers, window)
 	if ctx.Err() != nil {
 		return shardsView{}, ctx.Err()

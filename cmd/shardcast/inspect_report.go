@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/cluster"
 )
 
 // This file turns what inspect read from Redis into its report. Nothing
@@ -154,7 +154,7 @@ type partitionInfo struct {
 }
 
 // naiveSlot is the slot partition p would have with the tag "{p}".
-func naiveSlot(p int) uint16 { return crc16.Slot("{" + strconv.Itoa(p) + "}") }
+func naiveSlot(p int) uint16 { return cluster.KeySlot("{" + strconv.Itoa(p) + "}") }
 
 // buildClusterReport computes the report of layout l over what v holds.
 func buildClusterReport(l *shardcast.Layout, v clusterView) clusterReport {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/crc16"
+	"github.com/shardcast/shardcast/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +27,7 @@ func threeMasters() shardcast.SlotMap {
 func countByMaster(m shardcast.SlotMap, n int, tag func(p int) string) map[string]int {
 	out := map[string]int{}
 	for p := range n {
-		slot := crc16.Slot("{" + tag(p) + "}.x")
+		slot := cluster.KeySlot("{" + tag(p) + "}.x")
 		owner := ""
 		for _, r := range m.Ranges {
 			if r.Start <= slot && slot <= r.End {
@@ -69,8 +69,8 @@ func TestClusterReportPartitions(t *testing.T) {
 }
 
 func TestNaiveSlot(t *testing.T) {
-	assert.Equal(t, crc16.Slot("{7}"), naiveSlot(7))
-	assert.Equal(t, crc16.Slot("{127}.room"), naiveSlot(127))
+	assert.Equal(t, cluster.KeySlot("{7}"), naiveSlot(7))
+	assert.Equal(t, cluster.KeySlot("{127}.room"), naiveSlot(127))
 }
 
 func TestClusterReportSkewAndGaps(t *testing.T) {

@@ -6,8 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/jump"
-	"github.com/shardcast/shardcast/internal/redisaddr"
+	"github.com/shardcast/shardcast/sharded"
 )
 
 func runKey(ctx context.Context, args []string, io stdio) error {
@@ -50,19 +49,19 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 		}
 		var addrs []string
 		for _, a := range t.instances() {
-			d, err := redisaddr.ParseAddr(a, login(conn))
+			e, err := shardcast.ParseAddr(a, conn)
 			if err != nil {
 				return err
 			}
-			addrs = append(addrs, d.Addr)
+			addrs = append(addrs, e.Addr)
 		}
-		control, err := rf.controlDialer(&t, io.getenv)
+		rec, err := rf.readShardsRecord(ctx, &t, conn)
 		if err != nil {
 			return err
 		}
 		// The instances as given decide; the record, when it differs,
 		// is worth a warning (on stderr: stdout stays the table or JSON).
-		fmt.Fprintln(io.err, shardsNote(addrs, readRecord(ctx, control, rf.app)))
+		fmt.Fprintln(io.err, shardsNote(addrs, rec))
 		rows := shardKeys(channels, addrs)
 		if asJSON {
 			return printJSON(io.out, rows)
@@ -81,14 +80,18 @@ func runKey(ctx context.Context, args []string, io stdio) error {
 	}
 	var slots *shardcast.SlotMap
 	if t.cluster != "" {
-		c, m, d, err := connectSeed(ctx, &t, io.getenv)
+		conn, err := t.conn(io.getenv)
+		if err != nil {
+			return err
+		}
+		c, m, _, err := connectSeed(ctx, t.seeds(), conn)
 		if err != nil {
 			return err
 		}
 		c.close()
 		slots = &m
 		var note string
-		layout, note, err = clusterLayout(fs, lf, readClusterRecord(ctx, d, m, rf.app))
+		layout, note, err = clusterLayout(fs, lf, readClusterRecord(ctx, t.seeds(), conn, m, rf.app))
 		if err != nil {
 			return err
 		}
@@ -156,7 +159,7 @@ type shardKey struct {
 func shardKeys(channels, addrs []string) []shardKey {
 	out := make([]shardKey, len(channels))
 	for i, ch := range channels {
-		n := jump.Channel(ch, len(addrs))
+		n := sharded.InstanceOf(ch, len(addrs))
 		out[i] = shardKey{Channel: ch, Instance: n, Addr: addrs[n]}
 	}
 	return out

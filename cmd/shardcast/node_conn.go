@@ -1,74 +1,90 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"time"
 
-	"github.com/shardcast/shardcast/internal/resp"
-	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/redis/rueidis"
+	"github.com/shardcast/shardcast"
 )
 
+// nodeDialer says how to reach one Redis node: its endpoint (as the
+// engines parse the address) and the bound on the dial, the login and
+// each command.
+type nodeDialer struct {
+	shardcast.Endpoint
+	Timeout time.Duration
+}
+
+// newDialer returns how to reach addr (host:port or a URL) under conn.
+func newDialer(addr string, conn shardcast.ConnOptions) (nodeDialer, error) {
+	e, err := shardcast.ParseAddr(addr, conn)
+	return nodeDialer{Endpoint: e, Timeout: conn.DialTimeout}, err
+}
+
+// at returns d for the node at addr, with the same login.
+func (d nodeDialer) at(addr string) nodeDialer {
+	d.Addr = addr
+	return d
+}
+
 // nodeConn is one plain request/reply connection to one Redis node, for
-// the administrative commands inspect and key send (CLUSTER SLOTS, INFO,
-// CLIENT LIST). It is not safe for concurrent use.
+// the administrative commands of inspect and key (CLUSTER SLOTS, CLUSTER
+// NODES, INFO, CLIENT LIST). It is one rueidis connection speaking
+// RESP2: the replies are parsed as the text and arrays RESP2 gives (RESP3
+// would prefix INFO, CLIENT LIST and CLUSTER NODES with "txt:"), and it
+// counts as one client in the node's connected_clients, which inspect
+// leaves out.
 type nodeConn struct {
 	addr    string
-	nc      net.Conn
-	rd      *resp.Reader
-	buf     []byte
+	c       rueidis.Client
 	timeout time.Duration
 }
 
-// dialNode connects to d.Addr and logs in, bounded by ctx and d.Timeout;
-// d.Timeout (when set) also bounds each later command.
-func dialNode(ctx context.Context, d subconn.Dialer) (*nodeConn, error) {
-	nc, err := d.Dial(ctx)
-	if err != nil {
+// dialNode connects to d.Addr and logs in, bounded by d.Timeout (the
+// dial takes no ctx: one that already ended fails at once); d.Timeout,
+// when set, also bounds each later command.
+func dialNode(ctx context.Context, d nodeDialer) (*nodeConn, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: cannot connect: %w", d.Addr, err)
 	}
-	if err := d.Login(ctx, nc); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("%s: login: %w", d.Addr, err)
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{d.Addr},
+		Username:    d.Username, Password: d.Password, TLSConfig: d.TLS,
+		Dialer:            net.Dialer{Timeout: d.Timeout},
+		ConnWriteTimeout:  d.Timeout,
+		ForceSingleClient: true,
+		PipelineMultiplex: -1, // one connection
+		DisableCache:      true,
+		DisableRetry:      true,
+		AlwaysRESP2:       true,
+		ClientSetInfo:     rueidis.DisableClientSetInfo,
+	})
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("%s: cannot connect: %w", d.Addr, err)
 	}
-	return &nodeConn{addr: d.Addr, nc: nc, rd: resp.NewReader(bufio.NewReader(nc)), timeout: d.Timeout}, nil
+	return &nodeConn{addr: d.Addr, c: c, timeout: d.Timeout}, nil
 }
 
-// do sends one command and returns its reply (see resp.Reader.Reply); an
-// error reply is returned as a *resp.ServerError error. A failed read or
-// write leaves the connection unusable.
+// do sends one command and returns its reply, decoded as strings, int64,
+// nil and []any; an error reply is returned as an error that names the
+// node and the command.
 func (c *nodeConn) do(ctx context.Context, args ...string) (any, error) {
-	var deadline time.Time // zero: none
 	if c.timeout > 0 {
-		deadline = time.Now().Add(c.timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
 	}
-	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-		deadline = d
-	}
-	_ = c.nc.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
-	defer stop()
-	c.buf = resp.AppendCommand(c.buf[:0], args[0], args[1:])
-	if _, err := c.nc.Write(c.buf); err != nil {
-		return nil, c.fail(ctx, args[0], err)
-	}
-	reply, err := c.rd.Reply()
+	reply, err := c.c.Do(ctx, c.c.B().Arbitrary(args...).Build()).ToAny()
 	if err != nil {
-		return nil, c.fail(ctx, args[0], err)
-	}
-	if se, ok := reply.(*resp.ServerError); ok {
-		return nil, fmt.Errorf("%s: %s: %w", c.addr, args[0], se)
+		return nil, fmt.Errorf("%s: %s: %w", c.addr, args[0], err)
 	}
 	return reply, nil
-}
-
-func (c *nodeConn) fail(ctx context.Context, verb string, err error) error {
-	if ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return fmt.Errorf("%s: %s: %w", c.addr, verb, err)
 }
 
 // text runs a command whose reply is one string (INFO, CLIENT LIST,
@@ -85,4 +101,4 @@ func (c *nodeConn) text(ctx context.Context, args ...string) (string, error) {
 	return s, nil
 }
 
-func (c *nodeConn) close() { _ = c.nc.Close() }
+func (c *nodeConn) close() { c.c.Close() }

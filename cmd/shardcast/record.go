@@ -6,14 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/agreement"
-	"github.com/shardcast/shardcast/internal/crc16"
-	"github.com/shardcast/shardcast/internal/redisaddr"
-	"github.com/shardcast/shardcast/internal/subconn"
+	"github.com/shardcast/shardcast/cluster"
+	"github.com/shardcast/shardcast/sharded"
 )
 
 // This file reads the layout record of the application's running brokers
@@ -41,25 +38,38 @@ func (r recordFlags) check(t *target) error {
 		return errors.New("-control is for -shards: a cluster's layout record is on the master of its slot")
 	}
 	if r.control != "" {
-		if _, err := redisaddr.ParseAddr(r.control, redisaddr.Login{}); err != nil {
+		if _, err := shardcast.ParseAddr(r.control, shardcast.ConnOptions{}); err != nil {
 			return fmt.Errorf("-control: %w", err)
 		}
 	}
 	return nil
 }
 
-// controlDialer returns the dialer of the instance that holds a sharded
-// application's record: -control, or the first of -shards.
-func (r recordFlags) controlDialer(t *target, getenv func(string) string) (subconn.Dialer, error) {
+// readShardsRecord reads a sharded application's record from the
+// instance that holds it: -control, or the first of -shards.
+func (r recordFlags) readShardsRecord(ctx context.Context, t *target, conn shardcast.ConnOptions) (recordInfo, error) {
 	control := r.control
 	if control == "" {
 		list := t.instances()
 		if len(list) == 0 {
-			return subconn.Dialer{}, errors.New("-shards lists no instance")
+			return recordInfo{}, errors.New("-shards lists no instance")
 		}
 		control = list[0]
 	}
-	return t.dialer(control, getenv)
+	e, err := shardcast.ParseAddr(control, conn)
+	if err != nil {
+		return recordInfo{}, err
+	}
+	st, err := sharded.ReadLayout(ctx, control, recordConn(conn), shardcast.Agreement{App: r.app})
+	return recordOf(r.app, e.Addr, st, err), nil
+}
+
+// recordConn is conn for reading the layout record: -timeout, which
+// conn holds as its DialTimeout, bounds each read too, as it bounds
+// every other command of inspect and key.
+func recordConn(conn shardcast.ConnOptions) shardcast.ConnOptions {
+	conn.CommandTimeout = conn.DialTimeout
+	return conn
 }
 
 // recordInfo is what was found of the layout record.
@@ -84,37 +94,20 @@ type recordInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
-// readRecord reads app's layout record through d (the node that holds
-// it). A failure is reported in the result, not returned: the record only
-// adds to what inspect and key show.
-func readRecord(ctx context.Context, d subconn.Dialer, app string) recordInfo {
-	info := recordInfo{App: app, Where: d.Addr}
-	c, err := dialNode(ctx, d)
+// recordOf is what inspect and key show of app's layout record, read
+// (st, or err) on where, the node that holds it. A failure is reported
+// in the result, not returned: the record only adds to what they show.
+func recordOf(app, where string, st shardcast.LayoutStatus, err error) recordInfo {
+	info := recordInfo{App: app, Where: where}
 	if err != nil {
 		info.Error = err.Error()
 		return info
 	}
-	defer c.close()
-	run := func(ctx context.Context, s *shardcast.Script, keys, args []string) (any, error) {
-		cmd := append([]string{"EVAL", s.Source(), strconv.Itoa(len(keys))}, keys...)
-		return c.do(ctx, append(cmd, args...)...)
+	info.LiveBrokers = len(st.Brokers)
+	if t := st.Relayout; t != nil {
+		info.Relayout = fmt.Sprintf("%s in phase %s, to %s", t.ID, t.Phase, t.To.Description)
 	}
-	a := shardcast.Agreement{App: app}
-	st, err := agreement.ReadTransition(ctx, run, a)
-	if err != nil {
-		info.Error = err.Error()
-		return info
-	}
-	rec, err := agreement.Read(ctx, run, a)
-	if err != nil {
-		info.Error = err.Error()
-		return info
-	}
-	info.LiveBrokers = len(st.Live)
-	if t := st.T; t != nil {
-		info.Relayout = fmt.Sprintf("%s in phase %s, to %s", t.ID, t.Phase, t.ToRecord.Description)
-	}
-	if r := rec.Record; r != nil {
+	if r := st.Record; r != nil {
 		info.Found = true
 		info.Fingerprint, info.Description, info.Engine = r.Fingerprint, r.Description, r.Engine
 		info.Partitions, info.Prefix, info.Instances = r.Partitions, r.Prefix, r.Instances
@@ -124,7 +117,7 @@ func readRecord(ctx context.Context, d subconn.Dialer, app string) recordInfo {
 
 // recordNode returns the master that holds app's record in a cluster.
 func recordNode(slots shardcast.SlotMap, app string) (string, bool) {
-	return slots.MasterOf(crc16.Slot(shardcast.Agreement{App: app}.RecordKey()))
+	return slots.MasterOf(cluster.KeySlot(shardcast.Agreement{App: app}.RecordKey()))
 }
 
 // clusterLayout returns the layout inspect and key use on a cluster: the

@@ -8,7 +8,6 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/cluster"
-	"github.com/shardcast/shardcast/internal/redisaddr"
 	"github.com/shardcast/shardcast/sharded"
 )
 
@@ -47,7 +46,7 @@ func runRelayout(ctx context.Context, args []string, io stdio) error {
 		return usageErrorf(fs, "-control is for a sharded application (-shards); a cluster's record lives on the cluster")
 	}
 	if control != "" {
-		if _, err := redisaddr.ParseAddr(control, redisaddr.Login{}); err != nil {
+		if _, err := shardcast.ParseAddr(control, shardcast.ConnOptions{}); err != nil {
 			return usageErr(fs, fmt.Errorf("-control: %w", err))
 		}
 	}

@@ -1,7 +1,8 @@
 // Package redisaddr parses the addresses a broker is configured with
-// (host:port and redis:// URLs) into how to dial them. The engines, the
-// operator's command and the layout generator share it, so one address
-// means the same everywhere.
+// (host:port and redis:// URLs) into how to dial them. The engines and
+// the layout generator share it, and the root exports it to tools (the
+// operator's command among them) as shardcast.ParseAddr and CheckAddrs,
+// so one address means the same everywhere.
 package redisaddr
 
 import (
