@@ -1,10 +1,7 @@
 package shardcast
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,509 +12,61 @@ import (
 	"go.uber.org/goleak"
 )
 
-// wptDeadline bounds every wait in these tests; it is far above what any
-// condition needs, so it only fires when something is actually stuck.
-const wptDeadline = 20 * time.Second
-
-// wptEvents collects the events a pool emits and lets a test wait for a
-// condition on them without sleeping.
-type wptEvents struct {
-	mu     sync.Mutex
-	events []Event
-	notify chan struct{}
-}
-
-func newWptEvents() *wptEvents { return &wptEvents{notify: make(chan struct{}, 1)} }
-
-func (c *wptEvents) emit(ev Event) {
-	c.mu.Lock()
-	c.events = append(c.events, ev)
-	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (c *wptEvents) snapshot() []Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Event(nil), c.events...)
-}
-
-// waitFor blocks until cond holds for the events collected so far.
-func (c *wptEvents) waitFor(t *testing.T, what string, cond func([]Event) bool) []Event {
-	t.Helper()
-	deadline := time.After(wptDeadline)
-	for {
-		evs := c.snapshot()
-		if cond(evs) {
-			return evs
-		}
-		select {
-		case <-c.notify:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; events so far: %v", what, evs)
-		}
-	}
-}
-
-// wptDropTotals sums Count and unions Channels over the EventDropped events.
-func wptDropTotals(evs []Event) (count uint64, channels map[string]int) {
-	channels = map[string]int{}
-	for _, ev := range evs {
-		if ev.Kind != EventDropped {
-			continue
-		}
-		count += ev.Count
-		for _, ch := range ev.Channels {
-			channels[ch]++
-		}
-	}
-	return count, channels
-}
-
-// wptWaitUntil polls cond without sleeping, yielding the processor between
-// checks, until it holds or the deadline passes.
-func wptWaitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wptDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
-// wptBlockedPool returns a one-worker pool whose handler is stuck in its
-// first message until release is called, with the queue already full, so
-// every further Submit drops.
-func wptBlockedPool(t *testing.T, queueSize int, events *wptEvents, interval time.Duration) (p *WorkerPool, release func()) {
-	t.Helper()
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	handler := func(Message) {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-gate
-	}
-	p = newWorkerPool(1, queueSize, handler, events.emit, interval, false, false)
-	require.True(t, p.Submit(Message{Channel: "first"}))
-	select {
-	case <-entered:
-	case <-time.After(wptDeadline):
-		t.Fatal("handler never started")
-	}
-	for i := range queueSize {
-		require.True(t, p.Submit(Message{Channel: fmt.Sprintf("queued-%d", i)}))
-	}
-	var once sync.Once
-	return p, func() { once.Do(func() { close(gate) }) }
-}
-
+// TestWorkerPoolDefaults: zero settings take the defaults and a nil
+// handler still accepts messages.
 func TestWorkerPoolDefaults(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	p := newTestPool(0, -5, nil, nil)
-	assert.Len(t, p.workers, DefaultWorkers)
-	assert.Equal(t, DefaultQueueSize, len(p.workers[0].ring))
+	p := NewWorkerPool(Options{QueueSize: -5})
 	assert.True(t, p.Submit(Message{Channel: "a"}), "a nil handler still accepts messages")
 	p.Close()
 	assert.Equal(t, uint64(1), p.Delivered())
-
-	p = newTestPool(3, 7, func(Message) {}, nil)
-	assert.Len(t, p.workers, 3)
-	assert.Equal(t, 7, len(p.workers[0].ring))
-	p.Close()
+	assert.False(t, p.Submit(Message{Channel: "a"}), "a closed pool refuses")
+	assert.Zero(t, p.Dropped(), "a closed pool is gone, not overloaded")
 }
 
-func TestWorkerPoolPerChannelOrderUnderConcurrency(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	const (
-		producers           = 4
-		channelsPerProducer = 64
-		perChannel          = 200
-	)
-	type chanState struct {
-		inFlight  atomic.Int32
-		last      atomic.Uint64
-		outOfSeq  atomic.Int64
-		overlaps  atomic.Int64
-		delivered atomic.Int64
-	}
-	states := map[string]*chanState{} // read-only once producers start
-	names := make([][]string, producers)
-	for p := range producers {
-		for c := range channelsPerProducer {
-			name := fmt.Sprintf("p%d-c%d", p, c)
-			names[p] = append(names[p], name)
-			states[name] = &chanState{}
-		}
-	}
-
-	handler := func(m Message) {
-		st := states[m.Channel]
-		if !st.inFlight.CompareAndSwap(0, 1) {
-			st.overlaps.Add(1)
-		}
-		seq := binary.BigEndian.Uint64(m.Payload)
-		if seq != st.last.Load()+1 {
-			st.outOfSeq.Add(1)
-		}
-		st.last.Store(seq)
-		// Yield while marked in flight to give an overlapping call, if the
-		// pool allowed one, every chance to show up.
-		runtime.Gosched()
-		st.delivered.Add(1)
-		st.inFlight.Store(0)
-	}
-	pool := newTestPool(8, 16, handler, nil)
-
-	var retries atomic.Uint64
-	var wg sync.WaitGroup
-	for p := range producers {
-		wg.Go(func() {
-			// One producer per channel set, like one read loop per
-			// connection: the pool owes order only within a producer.
-			for seq := uint64(1); seq <= perChannel; seq++ {
-				for _, ch := range names[p] {
-					payload := binary.BigEndian.AppendUint64(nil, seq)
-					for !pool.Submit(Message{Channel: ch, Payload: payload}) {
-						retries.Add(1)
-						runtime.Gosched()
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	pool.Close()
-
-	for name, st := range states {
-		require.Zero(t, st.overlaps.Load(), "channel %s: handler calls overlapped", name)
-		require.Zero(t, st.outOfSeq.Load(), "channel %s: out of order", name)
-		require.Equal(t, uint64(perChannel), st.last.Load(), "channel %s: last sequence", name)
-		require.Equal(t, int64(perChannel), st.delivered.Load(), "channel %s: delivered", name)
-	}
-	total := uint64(producers * channelsPerProducer * perChannel)
-	assert.Equal(t, total, pool.Delivered())
-	assert.Equal(t, retries.Load(), pool.Dropped(), "every refused Submit is a counted drop")
-	t.Logf("%d messages, %d refused by a full queue and resubmitted", total, retries.Load())
-}
-
-func TestWorkerPoolSubmitNeverBlocksWhenFull(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	events := newWptEvents()
-	pool, release := wptBlockedPool(t, 4, events, lossReportInterval)
-	defer pool.Close()
-	defer release()
-
-	const n = 100000
-	var accepted atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range n {
-			if pool.Submit(Message{Channel: fmt.Sprintf("ch-%d", i%10)}) {
-				accepted.Add(1)
-			}
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(wptDeadline):
-		t.Fatal("Submit blocked on a full queue")
-	}
-	assert.Zero(t, accepted.Load(), "a full queue must refuse")
-	assert.Equal(t, uint64(n), pool.Dropped())
-}
-
-func TestWorkerPoolCloseDrainsAndWaits(t *testing.T) {
+// TestWorkerPoolOrderDropsPanics: a pool of one's own hands each
+// channel's messages over in order, counts what a full queue dropped and
+// what panicked, records lags, and drains on Close.
+func TestWorkerPoolOrderDropsPanics(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	gate := make(chan struct{})
-	var handled atomic.Int64
-	pool := newTestPool(2, 1<<14, func(Message) {
-		<-gate
-		handled.Add(1)
-	}, nil)
-	const n = 5
-	for range n {
-		require.True(t, pool.Submit(Message{Channel: "one-channel"}))
-	}
-
-	closed := make(chan struct{})
-	go func() {
-		pool.Close()
-		close(closed)
-	}()
-	// Once Submit refuses, Close has started; the handler is still held by
-	// the gate, so Close cannot have finished yet. Probes that get in before
-	// Close starts are queued like any other message and must be drained.
-	accepted := int64(n)
-	wptWaitUntil(t, "Close to stop accepting", func() bool {
-		if pool.Submit(Message{Channel: "one-channel"}) {
-			accepted++
-			return false
+	var mu sync.Mutex
+	got := map[string][]string{}
+	var calls atomic.Int64
+	p := NewWorkerPool(Options{Workers: 2, QueueSize: 8, Handler: func(m Message) {
+		if calls.Add(1) == 1 {
+			<-gate
 		}
-		return true
-	})
-	select {
-	case <-closed:
-		t.Fatal("Close returned while the handler was still running")
-	default:
-	}
-
-	close(gate)
-	select {
-	case <-closed:
-	case <-time.After(wptDeadline):
-		t.Fatal("Close did not return after the handler was released")
-	}
-	assert.Equal(t, accepted, handled.Load(), "Close drains queued messages")
-	assert.Equal(t, uint64(accepted), pool.Delivered())
-	assert.Zero(t, pool.Dropped(), "Submit after Close is not a drop")
-}
-
-func TestWorkerPoolSubmitAfterClose(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	events := newWptEvents()
-	pool := newTestPool(2, 2, func(Message) {}, events.emit)
-	pool.Close()
-	for range 10 {
-		assert.False(t, pool.Submit(Message{Channel: "x"}))
-	}
-	pool.Close() // idempotent
-	assert.Zero(t, pool.Dropped())
-	assert.Zero(t, pool.Delivered())
-	assert.Empty(t, events.snapshot())
-}
-
-func TestWorkerPoolConcurrentClose(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	pool := newTestPool(4, 4, func(Message) {}, nil)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Go(func() {
-			for j := range 1000 {
-				pool.Submit(Message{Channel: fmt.Sprintf("c%d-%d", i, j%50)})
-			}
-		})
-		wg.Go(pool.Close)
-	}
-	wg.Wait()
-	assert.False(t, pool.Submit(Message{Channel: "late"}))
-}
-
-func TestWorkerPoolRecoversHandlerPanic(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	events := newWptEvents()
-	var good atomic.Int64
-	pool := newTestPool(1, 16, func(m Message) {
-		if m.Channel == "bad" {
+		if string(m.Payload) == "panic" {
 			panic("boom")
 		}
-		good.Add(1)
-	}, events.emit)
-
-	require.True(t, pool.Submit(Message{Channel: "bad"}))
-	for range 5 {
-		require.True(t, pool.Submit(Message{Channel: "good"}))
-	}
-	wptWaitUntil(t, "messages after the panic", func() bool { return pool.Delivered() == 5 })
-	evs := events.waitFor(t, "the panic report", func(evs []Event) bool { return len(evs) > 0 })
-	pool.Close()
-
-	assert.Equal(t, int64(5), good.Load(), "the worker survives the panic")
-	assert.Equal(t, uint64(1), pool.Panics())
-	require.Len(t, evs, 1)
-	ev := evs[0]
-	assert.Equal(t, EventError, ev.Kind)
-	assert.Equal(t, uint64(1), ev.Count)
-	assert.Equal(t, []string{"bad"}, ev.Channels)
-	require.Error(t, ev.Err)
-	assert.True(t, errors.Is(ev.Err, ErrHandlerPanic))
-	assert.Contains(t, ev.Err.Error(), "boom")
-	assert.Contains(t, ev.Err.Error(), "worker_pool_test.go", "the error carries the panicking stack")
-}
-
-func TestWorkerPoolSubmitDoesNotAllocate(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-
-	const runs = 1000
-	// Queues hold every run, so all of them take the accepting path even
-	// if the workers never get scheduled during the measurement.
-	pool := newTestPool(4, 4*runs, func(Message) {}, nil)
-	defer pool.Close()
-	names := make([]string, 64)
-	for i := range names {
-		names[i] = fmt.Sprintf("alloc-%d", i)
-	}
-	payload := []byte("payload")
-	now := time.Now()
-	i := 0
-	allocs := testing.AllocsPerRun(runs, func() {
-		pool.Submit(Message{Channel: names[i%len(names)], Payload: payload, PublishedAt: now})
-		i++
-	})
-	assert.Zero(t, allocs, "Submit allocated on the accepting path")
-	assert.Zero(t, pool.Dropped(), "the measurement must not have hit the drop path")
-}
-
-func wptBenchChannels() []string {
-	names := make([]string, 1024)
-	for i := range names {
-		names[i] = fmt.Sprintf("bench-channel-%d", i)
-	}
-	return names
-}
-
-// BenchmarkWorkerPoolSubmit measures Submit on the accepting path: the
-// clock stops every 512 submissions until the workers have caught up, so no
-// queue (1024 deep) ever fills and no iteration takes the drop path.
-func BenchmarkWorkerPoolSubmit(b *testing.B) {
-	const window = 512
-	names := wptBenchChannels()
-	pool := newTestPool(0, 0, func(Message) {}, nil)
-	defer pool.Close()
-	payload := make([]byte, 256)
-	now := time.Now()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		pool.Submit(Message{Channel: names[i&1023], Payload: payload, PublishedAt: now})
-		if i%window == window-1 {
-			b.StopTimer()
-			for pool.Delivered() < uint64(i+1) {
-				runtime.Gosched()
-			}
-			b.StartTimer()
+		mu.Lock()
+		got[m.Channel] = append(got[m.Channel], string(m.Payload))
+		mu.Unlock()
+	}})
+	published := time.Now().Add(-time.Second)
+	require.True(t, p.Submit(Message{Channel: "c", Payload: []byte("0"), PublishedAt: published}))
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 20*time.Second, time.Millisecond)
+	accepted := []string{"0"}
+	for i := 1; i <= 20; i++ {
+		if p.Submit(Message{Channel: "c", Payload: fmt.Appendf(nil, "%d", i)}) {
+			accepted = append(accepted, fmt.Sprint(i))
 		}
 	}
-	b.StopTimer()
-	if d := pool.Dropped(); d != 0 {
-		b.Fatalf("%d drops: the benchmark left the accepting path", d)
-	}
-}
+	assert.Len(t, accepted, 9, "the message in the handler and a full queue of 8")
+	assert.Equal(t, uint64(20-8), p.Dropped())
+	assert.Equal(t, 8, p.QueueDepth())
+	close(gate)
+	require.True(t, p.Submit(Message{Channel: "d", Payload: []byte("panic")}))
+	p.Close()
 
-// BenchmarkWorkerPoolSubmitParallel measures sustained hand-off through the
-// pool from parallel producers (one per P, like read loops), each with its
-// own channels and at most 256 messages in flight. The clock keeps running
-// while a producer waits for its window to drain, so ns/op is the pool's
-// cost per message end to end, not Submit alone; no queue can fill, so the
-// drop path is never taken.
-func BenchmarkWorkerPoolSubmitParallel(b *testing.B) {
-	const (
-		window       = 256
-		maxProducers = 256
-	)
-	names := wptBenchChannels()
-	type paddedCounter struct {
-		n atomic.Uint64
-		_ [56]byte
-	}
-	delivered := make([]paddedCounter, maxProducers)
-	pool := newTestPool(0, 0, func(m Message) { delivered[m.Payload[0]].n.Add(1) }, nil)
-	defer pool.Close()
-	now := time.Now()
-	var producers atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		id := producers.Add(1) - 1
-		if id >= maxProducers {
-			panic("too many producers for the benchmark's counters")
-		}
-		payload := make([]byte, 256)
-		payload[0] = byte(id)
-		// Disjoint channel ranges per producer, as each read loop owns its
-		// connection's channels.
-		base := int(id) * 64
-		var sent uint64
-		for pb.Next() {
-			pool.Submit(Message{Channel: names[(base+int(sent%64))&1023], Payload: payload, PublishedAt: now})
-			sent++
-			if sent%window == 0 {
-				for delivered[id].n.Load() < sent {
-					runtime.Gosched()
-				}
-			}
-		}
-	})
-	b.StopTimer()
-	if d := pool.Dropped(); d != 0 {
-		b.Fatalf("%d drops: the benchmark left the accepting path", d)
-	}
-}
-
-// BenchmarkWorkerPoolSubmitFull measures the drop path: the only worker is
-// stuck, its queue is full, and every Submit drops and records the loss.
-func BenchmarkWorkerPoolSubmitFull(b *testing.B) {
-	names := wptBenchChannels()
-	gate := make(chan struct{})
-	entered := make(chan struct{})
-	var once sync.Once
-	pool := newTestPool(1, 1, func(Message) {
-		once.Do(func() { close(entered) })
-		<-gate
-	}, nil)
-	defer pool.Close()
-	defer close(gate)
-	pool.Submit(Message{Channel: "held"})
-	<-entered
-	pool.Submit(Message{Channel: "queued"})
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if pool.Submit(Message{Channel: names[i&1023]}) {
-			b.Fatal("a full queue accepted a message")
-		}
-	}
-}
-
-// BenchmarkWorkerPoolDeliver measures a read loop's hand-off end to end,
-// with the clock running: one feeder queues bursts of 64 messages (with a
-// PublishedAt, so lags are recorded) for 4 workers and flushes, and waits
-// until they are handled before the next burst. ns/op is the cost per
-// message of queueing, waking, taking and observing it; build with
-// -tags shardcast_noobserve for the same without lag, handler time and
-// hot-channel sampling.
-func BenchmarkWorkerPoolDeliver(b *testing.B) {
-	names := wptBenchChannels()
-	pool := newTestPool(4, 0, func(Message) {}, nil)
-	defer pool.Close()
-	f := pool.newFeeder()
-	payload := make([]byte, 256)
-	b.ReportAllocs()
-	sent := 0
-	for b.Loop() {
-		f.Submit(Message{Channel: names[sent&1023], Payload: payload, PublishedAt: time.Now()})
-		sent++
-		if sent%64 == 0 {
-			f.Flush()
-			for pool.Delivered() < uint64(sent) {
-				runtime.Gosched()
-			}
-		}
-	}
-	f.Flush()
-}
-
-// newTestPool is a pool of workers with queues of queueSize, as
-// NewWorkerPool builds from Options.
-func newTestPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler}, emit)
-}
-
-// newReusingTestPool is newTestPool with Options.ReusePayloads.
-func newReusingTestPool(workers, queueSize int, handler Handler, emit func(Event)) *WorkerPool {
-	return NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler, ReusePayloads: true}, emit)
+	assert.Equal(t, accepted, got["c"], "in order, every accepted message")
+	assert.Equal(t, uint64(9), p.Delivered())
+	assert.Equal(t, uint64(1), p.Panics())
+	assert.GreaterOrEqual(t, p.QueueHighWater(), 8)
+	ls := p.Latency()
+	assert.EqualValues(t, 1, ls.Lag.Count, "the one message with a publish time")
+	assert.GreaterOrEqual(t, ls.Lag.Quantile(1), time.Second-time.Second*32/1000)
 }

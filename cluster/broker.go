@@ -390,6 +390,11 @@ func (b *Broker) watchRoles() {
 	}
 }
 
+// messages returns what the wire of l calls with each message it reads.
+func (b *Broker) messages(l *engine.Link) func(key string, payload []byte) {
+	return func(key string, payload []byte) { b.onMessage(l, key, payload) }
+}
+
 // onMessage runs on the reader goroutine of l's wire. During a re-layout
 // it takes the barrier, and holds back a moving channel's message that
 // came under the new layout until the old layout's barrier arrived on the

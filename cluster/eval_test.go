@@ -71,9 +71,12 @@ func TestEvalFollowsSlotMove(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	ctx := testCtx(t, time.Minute)
 	// Resends after TRYAGAIN wait 0.2 s, then 0.4, 0.8 and 1.6 s: the
-	// migration below has seconds to finish.
+	// migration below has seconds to finish. The slot map is read at the
+	// start only (TopologyInterval, and RecoveryInterval, which spaces the
+	// polls a failed command asks for), so that the route is still stale
+	// once the slot moved, whenever the scheduler runs what.
 	pub := newBroker(t, Config{Addrs: c.Seeds(), TopologyInterval: time.Hour, Options: shardcast.Options{Raw: true},
-		Conn: shardcast.ConnOptions{ReconnectMin: 200 * time.Millisecond, ReconnectMax: 2 * time.Second}})
+		Conn: shardcast.ConnOptions{ReconnectMin: 200 * time.Millisecond, ReconnectMax: 2 * time.Second, RecoveryInterval: time.Hour}})
 	l := pub.Layout()
 	ch := "moving"
 	key := counterKey(pub, ch)

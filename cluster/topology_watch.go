@@ -348,7 +348,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 			if _, ok := b.nodes[addr]; !ok {
 				links := make([]*engine.Link, b.cfg.Conn.SubscribeConns)
 				for i := range links {
-					links[i] = b.core.NewLink(b.cfg.subDialer(addr), i, b.onMessage, b.onLost)
+					links[i] = b.core.NewLink(b.cfg.subDialer(addr), i, b.messages, b.onLost)
 				}
 				b.nodes[addr] = links
 				started = append(started, links...)

@@ -212,8 +212,8 @@ func (b *Broker) newLinks(i int, sh *slot) {
 	links := make([]*engine.Link, b.conns)
 	for j := range b.conns {
 		path := i*b.conns + j // a path never leaves its link here
-		deliver := func(l *engine.Link, channel string, payload []byte) {
-			b.deliver(l, path, channel, payload)
+		deliver := func(l *engine.Link) func(string, []byte) {
+			return func(channel string, payload []byte) { b.deliver(l, path, channel, payload) }
 		}
 		links[j] = b.core.NewLink(sh.sub, j, deliver, nil)
 		// A replica's subscription proves itself only by a probe.

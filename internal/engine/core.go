@@ -9,8 +9,8 @@ import (
 
 	"github.com/shardcast/shardcast/internal/compact"
 	"github.com/shardcast/shardcast/internal/events"
-	"github.com/shardcast/shardcast/internal/feed"
 	"github.com/shardcast/shardcast/internal/hot"
+	"github.com/shardcast/shardcast/internal/pool"
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/subconn"
@@ -47,7 +47,7 @@ type Core struct {
 	Log     *slog.Logger
 	Emitter *events.Emitter
 	// Pool, Inbox and Paths are nil on a publish-only broker (no Handler).
-	Pool  *shardcast.WorkerPool
+	Pool  *pool.Pool
 	Inbox *Inbox
 	Paths []*Path
 
@@ -142,7 +142,7 @@ func NewCore(cfg CoreConfig) *Core {
 	c.ledger = newLedger(c.Emitter.Emit, partitionOf)
 	c.hot = hot.NewTracker(cfg.Options, c.Emitter.Emit)
 	if cfg.Options.Handler != nil {
-		c.Pool = shardcast.NewWorkerPool(cfg.Options, c.Emitter.Emit)
+		c.Pool = newPool(cfg.Options, &c.ledger.pool)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
 		c.Paths = make([]*Path, cfg.Paths)
 		for i := range c.Paths {
@@ -238,12 +238,12 @@ func (c *Core) DeliverFrom(l *Link, p int, channel string, payload []byte) {
 // l's reader (an online re-layout delivers what it held once the old
 // layout drained): it goes to the worker pool directly, not through l's
 // feeder, which only l's reader may use. arrived is when it came: a drop
-// of it is reported from then (shardcast.WorkerPool.SubmitHeld).
+// of it is reported from then (pool.Pool.SubmitHeld).
 func (c *Core) DeliverHeld(l *Link, p int, channel string, payload []byte, arrived time.Time) {
 	c.deliver(l, nil, p, channel, payload, arrived)
 }
 
-func (c *Core) deliver(l *Link, f feed.Feeder, p int, channel string, payload []byte, arrived time.Time) {
+func (c *Core) deliver(l *Link, f *pool.Feeder, p int, channel string, payload []byte, arrived time.Time) {
 	path := c.Paths[p]
 	l.received.Add(1)
 	path.received.Add(1)
@@ -389,7 +389,21 @@ func (c *Core) Latency() shardcast.LatencyStats {
 	if c.Pool == nil {
 		return shardcast.LatencyStats{}
 	}
-	return c.Pool.Latency()
+	lag, handling := c.Pool.Latency()
+	return shardcast.LatencyStats{Lag: shardcast.HistogramSnapshot(lag), HandlerTime: shardcast.HistogramSnapshot(handling)}
+}
+
+// newPool starts the worker pool of a broker with Options o (defaults
+// applied), whose drops and panics go to losses.
+func newPool(o shardcast.Options, losses pool.Losses) *pool.Pool {
+	return pool.New(pool.Config{
+		Workers:   o.Workers,
+		QueueSize: o.QueueSize,
+		Handler:   pool.HandlerOf(o.Handler),
+		Losses:    losses,
+		Reuse:     o.ReusePayloads,
+		Inline:    o.InlineHandling,
+	})
 }
 
 // Close stops the broker in one order for every engine: later calls get
@@ -408,6 +422,7 @@ func (c *Core) Close(teardown func()) {
 		c.ledger.close()
 		if c.Pool != nil {
 			c.Pool.Close()
+			c.ledger.closePool()
 		}
 		c.Emitter.Close()
 	})

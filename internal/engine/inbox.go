@@ -3,15 +3,14 @@ package engine
 import (
 	"time"
 
-	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/envelope"
-	"github.com/shardcast/shardcast/internal/feed"
+	"github.com/shardcast/shardcast/internal/pool"
 )
 
-// Inbox turns wire messages into shardcast.Messages and hands them to the
+// Inbox turns wire messages into the pool's messages and hands them to the
 // worker pool. It runs on socket read loops, so it never blocks.
 type Inbox struct {
-	Pool *shardcast.WorkerPool
+	Pool *pool.Pool
 	Raw  bool
 }
 
@@ -34,10 +33,10 @@ func (in *Inbox) Decode(payload []byte) (at time.Time, body []byte, ok bool) {
 // feeder of the read loop it came from, or directly when f is nil.
 // channel and body may be views of a read buffer: the message gets copies,
 // or, when the pool's InlineHandling hands it to the Handler at once, a
-// body that is the view itself (see feed.Feeder). arrived, for a message
+// body that is the view itself (see pool.Feeder.SubmitCopy). arrived, for a message
 // that was held back (f nil, see Core.DeliverHeld), dates its drop. It
 // reports whether the pool took the message (false: dropped).
-func (in *Inbox) Submit(f feed.Feeder, channel string, body []byte, at, arrived time.Time) bool {
+func (in *Inbox) Submit(f *pool.Feeder, channel string, body []byte, at, arrived time.Time) bool {
 	if f == nil { // a held message, or a link not built by NewLink (tests)
 		return in.Pool.SubmitHeld(channel, body, at, arrived)
 	}

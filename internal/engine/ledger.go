@@ -30,39 +30,53 @@ import (
 //     (TestOutputBufferDropDatesLoss, TestFrozenMasterWithSubscribesDatesLoss);
 //     a relayed wire from its relay's (TestRelayedLinkDatesLossByItsRelay);
 //     a stopped link from its wire's last proof (TestStoppedLinkReportsItsPaths).
+//
 //   - A server-pushed unsubscribe or a slot move voids a confirmation that
 //     was in flight, so a window cannot be closed by a confirmation older
 //     than the loss (TestActivateRefusesVoidedConfirmations,
 //     TestSubscribeVoidedByPush, TestResubscribeOnOldNodeVoidedByMove).
+//
 //   - A window closes when every wanted channel of the path is confirmed
 //     on a live wire; EventRestored spans from the earliest open window of
 //     the paths it names to the moment it is built (window.close).
+//
 //   - On a relayed wire (a replica) a confirmation proves nothing about
 //     delivery: the window becomes a silent spell, closed only by a probe
 //     that comes back (TestRelayedRestoreWaitsForProbe).
+//
 //   - A spell a probe ended whose path is lost again before the Restored
 //     went out carries its start into the new window, whose Restored then
 //     covers both (window.carry, TestRestoreCarriedIntoNextLoss).
+//
 //   - Channels that leave an interrupted path (unsubscribed, or moved by a
 //     re-layout) close their window as they leave: the path's own Restored
 //     names only what it still wants (left; TestRelayoutAwayFromDeadInstance,
 //     TestSubscribeWhileShardDown).
+//
 //   - The total a path spent interrupted never reads less than before,
 //     whatever the wall clock does (TestInterruptedForNeverGoesBack).
+//
 //   - A stale drop is dated on the publishers' clocks, from the earliest to
 //     the latest publish time of the dropped messages, widened by the
 //     envelope's stamp resolution (TestStaleDropsReported,
 //     TestOvertakenReported).
+//
 //   - Events name the application's channels only, and an event that would
 //     name none is not emitted (TestEmitPathsLeavesOutOwnChannels).
+//
+//   - The worker pool's drops (a full queue) and handler panics are
+//     dated from the first loss of a report's window to the report, never
+//     ending before they began (TestPoolDropWindowNeverEndsBeforeItBegins);
+//     a held message's drop, from its arrival if that is earlier
+//     (TestPoolDatesAHeldDropFromItsArrival).
 //
 // Gathering and rate limits: the paths probes restored are reported
 // together per node after restoreGather (TestProbeRestoresGather); stale
 // drops once per node every lateReportDelay, naming at most
-// maxLateChannels channels.
-//
-// The worker pool's own drops (a full queue, a handler panic) are still
-// reported by shardcast.WorkerPool.
+// maxLateChannels channels; the pool's drops and panics, each kind in one
+// event per poolReportInterval at most, naming at most maxPoolChannels
+// channels (TestPoolDropsAggregated), the last ones when the broker closes
+// (TestPoolDropRacingCloseIsReported).
 type ledger struct {
 	emit func(shardcast.Event)
 	// partitionOf names a path's partition in events; nil when paths are
@@ -70,12 +84,16 @@ type ledger struct {
 	partitionOf func(path int) int
 	probed      probeRestores
 	late        lateReport
+	// pool hears of the worker pool's losses (Core.Pool's pool.Losses).
+	pool poolLosses
 }
 
 // newLedger returns a ledger that emits through emit.
 func newLedger(emit func(shardcast.Event), partitionOf func(int) int) *ledger {
-	return &ledger{emit: emit, partitionOf: partitionOf, probed: probeRestores{kick: make(chan struct{}, 1)},
+	l := &ledger{emit: emit, partitionOf: partitionOf, probed: probeRestores{kick: make(chan struct{}, 1)},
 		late: lateReport{emit: emit}}
+	l.pool = poolLosses{l: l, interval: poolReportInterval}
+	return l
 }
 
 // window is one path's loss window. It lives under its path's mu, since
@@ -217,9 +235,29 @@ func (l *ledger) stale(addr string, part int, channel string, at time.Time) {
 	l.late.add(addr, part, channel, at)
 }
 
+// reportPool reports the worker pool's losses of one kind gathered in w,
+// as an EventDropped (a full queue) or EventError (handler panics) ending
+// at now, or at w's start should a clock step put now before it.
+func (l *ledger) reportPool(kind shardcast.EventKind, w lossWindow, now time.Time) {
+	l.emit(shardcast.Event{Kind: kind, Channels: w.channels, Since: w.since, Until: later(now, w.since),
+		Count: w.count, Truncated: w.truncated, Err: w.err})
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // close reports the stale drops still pending; later ones are not
 // reported. Call it once no reader can drop a message any more.
 func (l *ledger) close() { l.late.close() }
+
+// closePool reports the pool's losses still pending; call it once the
+// pool is closed.
+func (l *ledger) closePool() { l.pool.close() }
 
 // emitPaths reports paths of the node at addr in one event of kind,
 // lists[i] holding the channels of paths[i]. A path whose every channel

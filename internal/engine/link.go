@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/feed"
 	"github.com/shardcast/shardcast/internal/hot"
+	"github.com/shardcast/shardcast/internal/pool"
 	"github.com/shardcast/shardcast/internal/subconn"
 )
 
@@ -36,7 +36,7 @@ type Link struct {
 	// feeder hands this link's messages to the worker pool (nil on a
 	// publish-only broker). Only the wire's reader goroutine uses it, and
 	// a link runs one wire at a time.
-	feeder feed.Feeder
+	feeder *pool.Feeder
 	// hot picks the messages read on this link that hot-channel detection
 	// samples; only the wire's reader uses it, like feeder.
 	hot hot.Sampler
@@ -93,16 +93,18 @@ type Link struct {
 	downAt int64
 }
 
-// NewLink returns a link to the node d reaches. Messages read on it go to
-// onMessage with the link and their wire key; onLost, if set, gets the
-// keys the server unsubscribed on its own (sharded Pub/Sub after a slot
-// move). Start runs it.
-func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link, key string, payload []byte), onLost func(l *Link, key string)) *Link {
+// NewLink returns a link to the node d reaches. Messages read on it go,
+// with their wire key, to the function onMessage returns for the link: the
+// engine's own, which the wire calls directly, so that a message goes from
+// the wire down through the engine, the kit and the pool to the Handler.
+// onLost, if set, gets the keys the server unsubscribed on its own
+// (sharded Pub/Sub after a slot move). Start runs it.
+func (c *Core) NewLink(d subconn.Dialer, index int, onMessage func(l *Link) func(key string, payload []byte), onLost func(l *Link, key string)) *Link {
 	ctx, cancel := context.WithCancel(c.ctx)
 	l := &Link{c: c, Addr: d.Addr, Index: index, dial: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), hot: c.hot.Sampler()}
-	l.hooks.OnMessage = func(key string, payload []byte) { onMessage(l, key, payload) }
+	l.hooks.OnMessage = onMessage(l)
 	if c.Pool != nil {
-		l.feeder = feed.New(c.Pool)
+		l.feeder = c.Pool.NewFeeder()
 		l.hooks.OnIdle = l.feeder.Flush
 	}
 	if onLost != nil {

@@ -116,7 +116,9 @@ func newMovingRig(t *testing.T, srv *redistest.Server, dialers ...subconn.Dialer
 		Mode:  subconn.Classic,
 	})
 	m.c.SetRouter(m.r)
-	deliver := func(l *Link, key string, payload []byte) { m.c.DeliverFrom(l, 0, key, payload) }
+	deliver := func(l *Link) func(string, []byte) {
+		return func(key string, payload []byte) { m.c.DeliverFrom(l, 0, key, payload) }
+	}
 	for i, d := range dialers {
 		m.r.links = append(m.r.links, m.c.NewLink(d, i, deliver, nil))
 	}

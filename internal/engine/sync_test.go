@@ -138,7 +138,7 @@ func TestSyncGivesUpOnAFrozenNode(t *testing.T) {
 	})
 	r := &fanRouter{}
 	c.SetRouter(r)
-	r.link = c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, func(*Link, string, []byte) {}, nil)
+	r.link = c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, func(*Link) func(string, []byte) { return func(string, []byte) {} }, nil)
 	r.link.Start()
 	t.Cleanup(func() { c.Close(r.link.Stop) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

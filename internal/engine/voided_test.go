@@ -110,7 +110,9 @@ func newFakeCore(t *testing.T, fakes ...*fakeRedis) (*Core, *movingRouter, func(
 	c.SetRouter(r)
 	for _, f := range fakes {
 		r.links = append(r.links, c.NewLink(subconn.Dialer{Addr: f.ln.Addr().String()}, 0,
-			func(l *Link, key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) },
+			func(l *Link) func(string, []byte) {
+				return func(key string, payload []byte) { c.DeliverFrom(l, 0, key, payload) }
+			},
 			func(l *Link, key string) { c.NoteLost(l, 0, errors.New("slot moved")) }))
 	}
 	for _, l := range r.links {

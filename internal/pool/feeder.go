@@ -1,28 +1,25 @@
-package shardcast
+package pool
 
 import (
 	"strings"
 	"time"
 	"unsafe"
 
-	"github.com/shardcast/shardcast/internal/feed"
-
 	"github.com/cespare/xxhash/v2"
 )
 
-// A feeder submits messages to a pool from one goroutine, a socket read
+// A Feeder submits messages to a pool from one goroutine, a socket read
 // loop, and defers waking idle workers until Flush: a burst of messages
 // read from one socket then wakes each worker it feeds once, instead of
 // once per message, and workers that are busy are never woken at all. A
 // message queued for a sleeping worker waits until Flush, or until it
 // fills half the worker's queue, so the feeding goroutine must call Flush
 // before it blocks (a read loop: before every read from its socket). In a
-// pool with Options.InlineHandling, the feeding goroutine runs the handler
-// itself for a message whose worker is idle (see SubmitCopy).
+// pool with Config.Inline, the feeding goroutine runs the handler itself for a message whose worker is idle (see SubmitCopy).
 //
-// A feeder is not safe for concurrent use; each read loop has its own.
-type feeder struct {
-	p       *WorkerPool
+// A Feeder is not safe for concurrent use; each read loop has its own.
+type Feeder struct {
+	p       *Pool
 	pending []int  // workers asleep with messages from this feeder
 	marked  []bool // marked[i]: i is in pending
 
@@ -34,8 +31,8 @@ type feeder struct {
 
 	// run is this feeder's batch runner for the messages it hands to the
 	// handler itself (see SubmitCopy), made at the first; nil in a pool
-	// without InlineHandling and in a one-off feeder (see
-	// WorkerPool.SubmitCopy).
+	// without Config.Inline and in a one-off feeder (see
+	// Pool.SubmitHeld).
 	run    *batchRunner
 	oneOff bool
 	// arrived dates a drop of a one-off feeder's message (SubmitHeld).
@@ -53,24 +50,20 @@ const (
 	internSize = 1 << internBits
 )
 
-func init() {
-	feed.New = func(pool any) feed.Feeder { return pool.(*WorkerPool).newFeeder() }
+// NewFeeder returns a feeder for p.
+func (p *Pool) NewFeeder() *Feeder {
+	return &Feeder{p: p, marked: make([]bool, len(p.workers))}
 }
 
-// newFeeder returns a feeder for p.
-func (p *WorkerPool) newFeeder() *feeder {
-	return &feeder{p: p, marked: make([]bool, len(p.workers))}
-}
-
-// Submit is WorkerPool.Submit, except that a worker asleep on an empty
+// Submit is Pool.Submit, except that a worker asleep on an empty
 // queue is woken at the next Flush instead of now.
-func (f *feeder) Submit(m Message) bool {
+func (f *Feeder) Submit(m Message) bool {
 	return f.submit(f.p.workerOf(m.Channel), m, false)
 }
 
 // SubmitCopy is Submit of a message with the given channel, payload and
 // publish time, where channel and payload may be views of a read buffer:
-// the message gets copies. Without Options.ReusePayloads the two copies
+// the message gets copies. Without Config.Reuse the two copies
 // share one new allocation, the payload placed after the channel's bytes
 // (so that a handler writing into the payload, which it must not do,
 // could still never change the channel string). With ReusePayloads, the
@@ -79,12 +72,12 @@ func (f *feeder) Submit(m Message) bool {
 // feeder's earlier messages of that channel, so that a steady stream
 // allocates nothing. An empty payload is delivered as a nil Payload.
 //
-// In a pool with Options.InlineHandling, a message whose worker is asleep
+// In a pool with Config.Inline, a message whose worker is asleep
 // with nothing queued goes to the handler at once, on the feeding
 // goroutine, before SubmitCopy returns; in a reusing pool its Payload is
 // then payload itself, not a copy (it must stay intact until SubmitCopy
 // returns, as a read buffer does).
-func (f *feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
+func (f *Feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 	h := xxhash.Sum64String(channel)
 	i := int(h % uint64(len(f.p.workers)))
 	if f.p.inline && !f.oneOff && !f.marked[i] {
@@ -124,7 +117,7 @@ func (f *feeder) SubmitCopy(channel string, payload []byte, at time.Time) bool {
 // copy of the channel name and payload itself, a view of the read buffer
 // that stays intact until the handler returned; otherwise with channel
 // and payload copied into one new allocation.
-func (f *feeder) copied(h uint64, channel string, payload []byte, at time.Time) Message {
+func (f *Feeder) copied(h uint64, channel string, payload []byte, at time.Time) Message {
 	if f.p.reuse {
 		m := Message{Channel: f.intern(h, channel), PublishedAt: at}
 		if len(payload) > 0 {
@@ -142,22 +135,16 @@ func (f *feeder) copied(h uint64, channel string, payload []byte, at time.Time) 
 	return m
 }
 
-// SubmitCopy is feeder.SubmitCopy for a message submitted from any
+// SubmitHeld is Feeder.SubmitCopy for a message submitted from any
 // goroutine, not through a read loop's feeder: it wakes the message's
-// worker if asleep and never runs the Handler itself, whatever the pool's
-// InlineHandling.
-func (p *WorkerPool) SubmitCopy(channel string, payload []byte, at time.Time) bool {
-	return p.SubmitHeld(channel, payload, at, time.Time{})
-}
-
-// SubmitHeld is SubmitCopy for a message that reached the broker at
-// arrived and was held back since (an online re-layout keeps a moving
-// channel's new messages until its old layout drained): should its queue
-// be full, the EventDropped that reports the drop begins no later than
-// arrived, so that its window covers when the message came. A zero
-// arrived is SubmitCopy.
-func (p *WorkerPool) SubmitHeld(channel string, payload []byte, at, arrived time.Time) bool {
-	f := feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true, arrived: arrived}
+// worker if asleep and never runs the handler itself, whatever
+// Config.Inline. arrived, when not zero, is when the message reached the
+// broker, if it was held back since (an online re-layout keeps a moving
+// channel's new messages until its old layout drained): a drop of it is
+// told to Losses with that time, so that its window covers when the
+// message came.
+func (p *Pool) SubmitHeld(channel string, payload []byte, at, arrived time.Time) bool {
+	f := Feeder{p: p, marked: make([]bool, len(p.workers)), oneOff: true, arrived: arrived}
 	queued := f.SubmitCopy(channel, payload, at)
 	f.Flush()
 	return queued
@@ -166,7 +153,7 @@ func (p *WorkerPool) SubmitHeld(channel string, payload []byte, at, arrived time
 // intern returns channel, whose hash is h, as a string of its own: the
 // copy made for an earlier message of the channel, or a new one. A set
 // is two slots, the name used last first.
-func (f *feeder) intern(h uint64, channel string) string {
+func (f *Feeder) intern(h uint64, channel string) string {
 	if f.names == nil {
 		f.names = new([internSize]string)
 	}
@@ -182,7 +169,7 @@ func (f *feeder) intern(h uint64, channel string) string {
 	return *first
 }
 
-func (f *feeder) submit(i int, m Message, owned bool) bool {
+func (f *Feeder) submit(i int, m Message, owned bool) bool {
 	var refill *[][]byte
 	if owned && !f.oneOff {
 		// A one-off feeder's stash is thrown away: the worker keeps
@@ -204,7 +191,7 @@ func (f *feeder) submit(i int, m Message, owned bool) bool {
 
 // Flush wakes the workers that were asleep when this feeder queued
 // messages for them.
-func (f *feeder) Flush() {
+func (f *Feeder) Flush() {
 	for _, i := range f.pending {
 		f.marked[i] = false
 		f.p.workers[i].wakeUp()
@@ -215,7 +202,7 @@ func (f *feeder) Flush() {
 // runOne hands m to the handler on the feeding goroutine, for w, which
 // the feeder borrowed, and gives w back, also when the handler ends the
 // goroutine (runtime.Goexit: a test's FailNow).
-func (f *feeder) runOne(w *poolWorker, m Message) {
+func (f *Feeder) runOne(w *worker, m Message) {
 	defer w.giveBack()
 	r := f.runner()
 	r.b.msgs[0], r.b.owned[0] = m, false
@@ -223,7 +210,7 @@ func (f *feeder) runOne(w *poolWorker, m Message) {
 }
 
 // runner returns the feeder's batch runner, made at its first use.
-func (f *feeder) runner() *batchRunner {
+func (f *Feeder) runner() *batchRunner {
 	if f.run == nil {
 		f.run = new(batchRunner)
 	}
@@ -237,7 +224,7 @@ func (f *feeder) runner() *batchRunner {
 // wakes a worker only if it saw it asleep, and Close wakes it through
 // wakeUp, which does the same); messages queued for w meanwhile wait, so
 // w's messages are still handled one at a time and in order.
-func (w *poolWorker) borrow() bool {
+func (w *worker) borrow() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.sleeping || w.closed || w.n > 0 {
@@ -249,7 +236,7 @@ func (w *poolWorker) borrow() bool {
 
 // giveBack ends a borrow: w sleeps on, or is woken when messages were
 // queued meanwhile or the pool is closing.
-func (w *poolWorker) giveBack() {
+func (w *worker) giveBack() {
 	w.mu.Lock()
 	wake := w.n > 0 || w.closed
 	w.sleeping = !wake

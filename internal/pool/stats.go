@@ -1,8 +1,10 @@
-package shardcast
+package pool
+
+import "github.com/shardcast/shardcast/internal/hist"
 
 // Dropped returns the number of messages Submit dropped because a queue was
 // full, since the pool started.
-func (p *WorkerPool) Dropped() uint64 {
+func (p *Pool) Dropped() uint64 {
 	var n uint64
 	for i := range p.workers {
 		n += p.workers[i].dropped.Load()
@@ -14,7 +16,7 @@ func (p *WorkerPool) Dropped() uint64 {
 // normally, since the pool started. A worker publishes its count when it
 // finishes a batch and at most every 8 calls before, so the count may
 // trail by the calls since.
-func (p *WorkerPool) Delivered() uint64 {
+func (p *Pool) Delivered() uint64 {
 	var n uint64
 	for i := range p.workers {
 		n += p.workers[i].delivered.Load()
@@ -24,7 +26,7 @@ func (p *WorkerPool) Delivered() uint64 {
 
 // Panics returns the number of handler calls that panicked, since the pool
 // started.
-func (p *WorkerPool) Panics() uint64 {
+func (p *Pool) Panics() uint64 {
 	var n uint64
 	for i := range p.workers {
 		n += p.workers[i].panics.Load()
@@ -36,7 +38,7 @@ func (p *WorkerPool) Panics() uint64 {
 // now, summed over workers. A worker busy with fast calls updates the
 // count of the messages it has taken every few calls (see Delivered), so
 // it may still count up to 7 it has handed to the handler.
-func (p *WorkerPool) QueueDepth() int {
+func (p *Pool) QueueDepth() int {
 	n := 0
 	for i := range p.workers {
 		n += int(p.workers[i].observe())
@@ -50,7 +52,7 @@ func (p *WorkerPool) QueueDepth() int {
 // those taken but not handed to the handler yet. The pool drops once a
 // queue reaches the queue size. It is a per-worker figure, not a sum,
 // because it is one queue filling up that loses messages.
-func (p *WorkerPool) QueueHighWater() int {
+func (p *Pool) QueueHighWater() int {
 	var hw int64
 	for i := range p.workers {
 		w := &p.workers[i]
@@ -64,14 +66,14 @@ func (p *WorkerPool) QueueHighWater() int {
 // worker stuck in its handler has not measured the backlog behind it, and
 // a batch it took no longer shows in its queue's length at the next take,
 // so a peak seen here is kept.
-func (w *poolWorker) observe() int64 {
+func (w *worker) observe() int64 {
 	now := int64(w.queued())
 	w.raise(now)
 	return now
 }
 
 // raise lifts w's high-water mark to v if v is higher.
-func (w *poolWorker) raise(v int64) {
+func (w *worker) raise(v int64) {
 	for {
 		hw := w.highWater.Load()
 		if v <= hw || w.highWater.CompareAndSwap(hw, v) {
@@ -84,12 +86,11 @@ func (w *poolWorker) raise(v int64) {
 // started, merged over workers (each records into its own, so workers do
 // not contend). It allocates the snapshots; call it at a metrics scrape,
 // not per message.
-func (p *WorkerPool) Latency() LatencyStats {
-	var ls LatencyStats
+func (p *Pool) Latency() (lag, handling hist.Snapshot) {
 	for i := range p.workers {
 		w := &p.workers[i]
-		ls.Lag.addFrom(&w.lag)
-		ls.HandlerTime.addFrom(&w.handling)
+		lag.AddFrom(&w.lag)
+		handling.AddFrom(&w.handling)
 	}
-	return ls
+	return lag, handling
 }

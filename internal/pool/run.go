@@ -1,10 +1,9 @@
-package shardcast
+package pool
 
 import (
-	"fmt"
-	"runtime/debug"
 	"time"
 
+	"github.com/shardcast/shardcast/internal/hist"
 	"github.com/shardcast/shardcast/internal/observe"
 )
 
@@ -17,7 +16,7 @@ import (
 // lags before deliveries, so that a reader who sees a delivery sees its
 // lag. A lag is short by at most the lagEvery-1 calls before it, and the
 // Stats trail by at most lagEvery calls.
-func (p *WorkerPool) work(w *poolWorker) {
+func (p *Pool) work(w *worker) {
 	defer p.workersDone.Done()
 	var r batchRunner
 	for {
@@ -32,10 +31,10 @@ func (p *WorkerPool) work(w *poolWorker) {
 // batchRunner is what running a worker's batches takes besides the
 // worker: the batch, and the clock and lag tally of the goroutine running
 // it (the worker's own, or that of a feeder, which hands an idle worker's
-// messages to the handler one at a time; see feeder.SubmitCopy).
+// messages to the handler one at a time; see Feeder.SubmitCopy).
 type batchRunner struct {
 	clock workerClock
-	lags  histTally
+	lags  hist.Tally
 	b     workerBatch
 }
 
@@ -43,7 +42,7 @@ type batchRunner struct {
 // handler, as work describes. Only the goroutine that took them from w
 // may run them, and only one batch of w runs at a time: run writes w's
 // counters and histograms as their only writer.
-func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
+func (p *Pool) run(w *worker, r *batchRunner, n int) {
 	b := &r.b
 	// now is the clock at the start of the next call when fresh,
 	// and at most stale calls before it otherwise. done counts the
@@ -58,7 +57,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 		m := b.msgs[i]
 		b.msgs[i] = Message{}
 		if observe.Deliveries && !m.PublishedAt.IsZero() {
-			r.lags.record(&w.lag, r.clock.lag(now, m.PublishedAt))
+			r.lags.Record(&w.lag, r.clock.lag(now, m.PublishedAt))
 		}
 		returned := p.handle(w, m)
 		if returned {
@@ -74,7 +73,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 				end = r.clock.since()
 				if returned {
 					d := end - now
-					w.handling.recordOwned(d)
+					w.handling.RecordOwned(d)
 					exact = exact || d >= exactDuration
 				}
 			}
@@ -87,7 +86,7 @@ func (p *WorkerPool) run(w *poolWorker, r *batchRunner, n int) {
 			fresh, stale = true, 0
 		}
 		if fresh || i == n-1 {
-			r.lags.flush(&w.lag)
+			r.lags.Flush(&w.lag)
 			w.delivered.Store(w.delivered.Load() + done) // only this batch's runner writes it
 			done = 0
 			// The next call's message is no longer held.
@@ -109,27 +108,17 @@ const (
 )
 
 // handle calls the handler and reports whether it returned normally; the
-// caller counts it as delivered then.
-func (p *WorkerPool) handle(w *poolWorker, m Message) (returned bool) {
+// caller counts it as delivered then. A panic is counted and told to
+// Losses from the recovering defer, on top of the panicking stack.
+func (p *Pool) handle(w *worker, m Message) (returned bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.panics.Add(1)
-			p.recordPanic(m.Channel, r)
+			if p.losses != nil {
+				p.losses.Panicked(m.Channel, r)
+			}
 		}
 	}()
 	p.handler(m)
 	return true
-}
-
-// recordPanic is kept out of handle so that the closure building the error
-// cannot make the compiler move handle's message to the heap.
-func (p *WorkerPool) recordPanic(channel string, r any) {
-	opened := p.panics.add(channel, time.Time{}, func() error {
-		// debug.Stack here still shows the handler's frames: the deferred
-		// recover runs on top of the panicking stack.
-		return fmt.Errorf("%w: channel %q: %v\n%s", ErrHandlerPanic, channel, r, debug.Stack())
-	})
-	if opened {
-		p.wakeReporter()
-	}
 }

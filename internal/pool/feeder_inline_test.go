@@ -1,4 +1,4 @@
-package shardcast
+package pool
 
 import (
 	"bytes"
@@ -30,23 +30,23 @@ func goid() uint64 {
 	return id
 }
 
-// newInlinePool is a pool with Options.InlineHandling, waiting until its
+// newInlinePool is a pool with Config.Inline, waiting until its
 // workers are asleep so that a test's first message finds them idle.
-func newInlinePool(t *testing.T, workers, queueSize int, reuse bool, handler Handler) *WorkerPool {
+func newInlinePool(t *testing.T, workers, queueSize int, reuse bool, handler func(Message)) *Pool {
 	t.Helper()
-	p := NewWorkerPool(Options{Workers: workers, QueueSize: queueSize, Handler: handler, ReusePayloads: reuse, InlineHandling: true}, nil)
+	p := New(Config{Workers: workers, QueueSize: queueSize, Handler: handler, Reuse: reuse, Inline: true})
 	for i := range workers {
 		require.Eventually(t, func() bool { s, _ := p.asleep(i); return s }, wptDeadline, time.Millisecond)
 	}
 	return p
 }
 
-// TestFeederRunsIdleWorker: with InlineHandling, SubmitCopy hands a
+// TestFeederRunsIdleWorker: with Config.Inline, SubmitCopy hands a
 // message whose worker is idle to the handler itself, before it returns,
 // on the feeding goroutine (in a reusing pool with the caller's payload,
 // not a copy; otherwise with a copy). A message for a busy worker is
 // queued, and the worker handles it after the one it is busy with, in
-// order. A one-off WorkerPool.SubmitCopy never runs the handler on its
+// order. A one-off Pool.SubmitCopy never runs the handler on its
 // caller.
 func TestFeederRunsIdleWorker(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -75,7 +75,7 @@ func TestFeederRunsIdleWorker(t *testing.T) {
 			})
 			defer p.Close()
 			me := goid()
-			f := p.newFeeder()
+			f := p.NewFeeder()
 			last := func() call {
 				mu.Lock()
 				defer mu.Unlock()
@@ -92,7 +92,7 @@ func TestFeederRunsIdleWorker(t *testing.T) {
 			assert.Equal(t, uint64(1), p.Delivered())
 
 			// The worker busy with a one-off's message: the feeder queues.
-			require.True(t, p.SubmitCopy("ch", []byte("block"), feederTime))
+			require.True(t, p.SubmitHeld("ch", []byte("block"), feederTime, time.Time{}))
 			<-entered
 			assert.NotEqual(t, me, last().g, "a one-off runs on the worker")
 			require.True(t, f.SubmitCopy("ch", []byte("b"), feederTime))
@@ -178,7 +178,7 @@ func TestFeederRunsOrderedWithOtherFeeders(t *testing.T) {
 			}
 			_ = p.QueueDepth()
 			_ = p.QueueHighWater()
-			_ = p.Latency()
+			_, _ = p.Latency()
 			_ = p.Delivered()
 			runtime.Gosched()
 		}
@@ -188,7 +188,7 @@ func TestFeederRunsOrderedWithOtherFeeders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := p.newFeeder()
+			f := p.NewFeeder()
 			for i := 0; i < perFeed; {
 				burst := 1 + (i+fi)%7
 				for k := 0; k < burst && i < perFeed; k++ {
@@ -209,7 +209,8 @@ func TestFeederRunsOrderedWithOtherFeeders(t *testing.T) {
 	assert.Zero(t, overlap.Load(), "handler calls that overlapped")
 	assert.Zero(t, wrong, "messages out of order")
 	assert.Len(t, last, feeders*channels)
-	assert.Equal(t, uint64(feeders*perFeed), p.Latency().Lag.Count, "every message's lag recorded")
+	lag, _ := p.Latency()
+	assert.Equal(t, uint64(feeders*perFeed), lag.Count, "every message's lag recorded")
 }
 
 // TestFeederRunCloseMeanwhile: Close called while a feeder runs a message
@@ -230,13 +231,13 @@ func TestFeederRunCloseMeanwhile(t *testing.T) {
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		f := p.newFeeder()
+		f := p.NewFeeder()
 		f.SubmitCopy("ch", []byte("0"), time.Time{})
 		f.Flush()
 	}()
 	<-entered
 	const n = 100
-	other := p.newFeeder()
+	other := p.NewFeeder()
 	for i := 1; i < n; i++ {
 		require.True(t, other.SubmitCopy("ch", []byte(strconv.Itoa(i)), time.Time{}), "queued behind the running message")
 	}
@@ -265,7 +266,7 @@ func TestFeederRunCloseMeanwhile(t *testing.T) {
 }
 
 // TestFeederRunRecoversPanic: a handler that panics on a message a feeder
-// runs is recovered and reported like a worker's, and the feeder goes on.
+// runs is recovered and counted like a worker's, and the feeder goes on.
 func TestFeederRunRecoversPanic(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -277,7 +278,7 @@ func TestFeederRunRecoversPanic(t *testing.T) {
 		got.Add(1)
 	})
 	defer p.Close()
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	for _, s := range []string{"a", "boom", "b"} {
 		assert.NotPanics(t, func() { require.True(t, f.SubmitCopy("ch", []byte(s), time.Time{})) })
 	}
@@ -286,7 +287,7 @@ func TestFeederRunRecoversPanic(t *testing.T) {
 	assert.Equal(t, uint64(2), p.Delivered())
 }
 
-// TestFeederRunAllocatesNothing: in a reusing pool with InlineHandling, a
+// TestFeederRunAllocatesNothing: in a reusing pool with Config.Inline, a
 // read loop's steady stream of messages, run by the feeder itself,
 // allocates nothing.
 func TestFeederRunAllocatesNothing(t *testing.T) {
@@ -294,7 +295,7 @@ func TestFeederRunAllocatesNothing(t *testing.T) {
 
 	p := newInlinePool(t, 1, 256, true, func(Message) {})
 	defer p.Close()
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	payload := bytes.Repeat([]byte{'x'}, 200)
 	burst := func() {
 		for i := range 16 {
@@ -310,9 +311,9 @@ func TestFeederRunAllocatesNothing(t *testing.T) {
 
 // BenchmarkFeederHandOff measures what a message costs a read loop that
 // reads a few at a time, from SubmitCopy to the handler's return, with
-// and without InlineHandling: a reusing pool with one worker (the
+// and without Config.Inline: a reusing pool with one worker (the
 // Centrifuge adapter's on one core), bursts of 1 or 8 messages, each burst
-// flushed and handled before the next is read. Without InlineHandling
+// flushed and handled before the next is read. Without Config.Inline
 // every burst wakes the worker and switches to it; with it, the feeder
 // hands the messages over itself.
 func BenchmarkFeederHandOff(b *testing.B) {
@@ -321,9 +322,9 @@ func BenchmarkFeederHandOff(b *testing.B) {
 	for _, burst := range []int{1, 8} {
 		for _, inline := range []bool{false, true} {
 			b.Run(fmt.Sprintf("burst=%d/inline=%v", burst, inline), func(b *testing.B) {
-				p := NewWorkerPool(Options{Workers: 1, Handler: func(Message) {}, ReusePayloads: true, InlineHandling: inline}, nil)
+				p := New(Config{Workers: 1, QueueSize: 1024, Handler: func(Message) {}, Reuse: true, Inline: inline})
 				defer p.Close()
-				f := p.newFeeder()
+				f := p.NewFeeder()
 				b.ReportAllocs()
 				sent := 0
 				for b.Loop() {
@@ -344,7 +345,7 @@ func BenchmarkFeederHandOff(b *testing.B) {
 
 // channelOf returns a channel name, tag-k for the least k, that p routes
 // to worker i.
-func channelOf(p *WorkerPool, i int, tag string) string {
+func channelOf(p *Pool, i int, tag string) string {
 	for k := 0; ; k++ {
 		if c := tag + "-" + strconv.Itoa(k); p.workerOf(c) == i {
 			return c
@@ -378,7 +379,7 @@ func TestFeederFlushesBeforeRunningInline(t *testing.T) {
 	})
 	defer p.Close()
 	queuedCh, inlineCh = channelOf(p, 0, "queued"), channelOf(p, 1, "inline")
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	require.True(t, f.Submit(Message{Channel: queuedCh}))
 	require.Len(t, f.pending, 1, "worker 0's wake-up waits for Flush")
 	require.True(t, f.SubmitCopy(inlineCh, []byte("x"), time.Time{}))
@@ -403,7 +404,7 @@ func TestFeederRunSurvivesGoexit(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.newFeeder().SubmitCopy("ch", []byte("exit"), time.Time{})
+		p.NewFeeder().SubmitCopy("ch", []byte("exit"), time.Time{})
 	}()
 	<-done
 	require.True(t, p.Submit(Message{Channel: "ch", Payload: []byte("next")}))

@@ -1,4 +1,4 @@
-package shardcast
+package pool
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestSubmitCopy(t *testing.T) {
 			}
 			pool := newPool(4, n, handler, nil)
 			defer pool.Close()
-			f := pool.newFeeder()
+			f := pool.NewFeeder()
 			readBuf := make([]byte, 0, 1024) // reused like a socket's read buffer
 			for i := range n {
 				readBuf = append(readBuf[:0], feederChannel(i)...)
@@ -95,7 +95,7 @@ func feederPayload(i int) []byte {
 	return append([]byte(strconv.Itoa(i)+":"), bytes.Repeat([]byte{'x'}, 20+(i*53)%300)...)
 }
 
-// TestOneOffSubmitCopyKeepsFreeBuffers: WorkerPool.SubmitCopy, a one-off
+// TestOneOffSubmitCopyKeepsFreeBuffers: Pool.SubmitCopy, a one-off
 // feeder whose stash is thrown away, leaves the worker's recycled buffers
 // to the worker instead of moving them into that stash.
 func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
@@ -112,7 +112,7 @@ func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
 	idle := func(handled uint64) func() bool {
 		return func() bool { s, n := p.asleep(0); return s && n == 0 && p.Delivered() == handled }
 	}
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	for range 16 {
 		require.True(t, f.SubmitCopy("ch", []byte("payload"), time.Time{}))
 	}
@@ -121,14 +121,14 @@ func TestOneOffSubmitCopyKeepsFreeBuffers(t *testing.T) {
 	before := free()
 	require.Positive(t, before, "the worker recycled the feeder's buffers")
 
-	require.True(t, p.SubmitCopy("ch", []byte("one-off"), time.Time{}))
+	require.True(t, p.SubmitHeld("ch", []byte("one-off"), time.Time{}, time.Time{}))
 	require.Eventually(t, idle(17), wptDeadline, time.Millisecond)
 	assert.GreaterOrEqual(t, free(), before, "the one-off submit took the worker's free buffers")
 }
 
 // asleep reports whether worker i waits on its wake channel, and how many
 // messages its queue holds.
-func (p *WorkerPool) asleep(i int) (bool, int) {
+func (p *Pool) asleep(i int) (bool, int) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -146,7 +146,7 @@ func TestFeederWakesAtFlush(t *testing.T) {
 	p := newTestPool(1, 16, func(m Message) { got <- m }, nil)
 	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
 
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	for i := range 3 {
 		require.True(t, f.Submit(Message{Channel: fmt.Sprintf("c%d", i)}))
 	}
@@ -186,7 +186,7 @@ func TestFeederWakesAtHalfQueue(t *testing.T) {
 	p := newTestPool(1, 16, func(Message) { handled.Add(1) }, nil)
 	defer p.Close()
 	require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	for range 7 {
 		require.True(t, f.SubmitCopy("hot", []byte("p"), time.Time{}))
 	}
@@ -215,7 +215,7 @@ func BenchmarkFeederCopy(b *testing.B) {
 	payload := make([]byte, 256)
 	p := newTestPool(1, 0, func(Message) {}, nil)
 	defer p.Close()
-	f := p.newFeeder()
+	f := p.NewFeeder()
 	for _, mib := range []int{0, 256} {
 		b.Run(fmt.Sprintf("heap=%dMiB", mib), func(b *testing.B) {
 			block := make([]byte, mib<<20)

@@ -1,4 +1,4 @@
-package shardcast
+package pool
 
 import (
 	"fmt"
@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/shardcast/shardcast/internal/hist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
-// TestWorkerPoolRecordsLag: a message published a second ago has a lag of
+// TestPoolRecordsLag: a message published a second ago has a lag of
 // at least a second; one from the future (a publisher whose clock is
 // ahead) is counted as negative; one without PublishedAt is not in the lag
 // histogram at all. Fast handler calls are sampled: at least the first of
 // the batch, at most every one.
-func TestWorkerPoolRecordsLag(t *testing.T) {
+func TestPoolRecordsLag(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	pool := newTestPool(2, 16, nil, nil)
@@ -29,21 +30,23 @@ func TestWorkerPoolRecordsLag(t *testing.T) {
 	require.True(t, pool.Submit(Message{Channel: "raw"}))
 	wptWaitUntil(t, "three deliveries", func() bool { return pool.Delivered() == 3 })
 
-	ls := pool.Latency()
-	assert.EqualValues(t, 1, ls.Lag.Count, "the raw message has no lag")
-	assert.GreaterOrEqual(t, ls.Lag.Sum, time.Second)
-	assert.GreaterOrEqual(t, ls.Lag.Quantile(1), time.Second-time.Second*32/1000, "within the bucket's resolution")
-	assert.EqualValues(t, 1, ls.Lag.Negative)
-	assert.Equal(t, -HistogramMax, ls.Lag.NegativeSum, "an hour ahead counts as HistogramMax")
-	assert.GreaterOrEqual(t, ls.HandlerTime.Count, uint64(1))
-	assert.LessOrEqual(t, ls.HandlerTime.Count, uint64(3))
+	lag, handling := pool.Latency()
+	assert.EqualValues(t, 1, lag.Count, "the raw message has no lag")
+	assert.GreaterOrEqual(t, lag.Sum, time.Second)
+	for _, b := range lag.Buckets[:hist.Index(int64(time.Second-time.Second*32/1000))] {
+		assert.Zero(t, b.Count, "a second-old message's lag, within the buckets' resolution: bucket [%v, %v)", b.Lower, b.Upper)
+	}
+	assert.EqualValues(t, 1, lag.Negative)
+	assert.Equal(t, -hist.Max, lag.NegativeSum, "an hour ahead counts as hist.Max")
+	assert.GreaterOrEqual(t, handling.Count, uint64(1))
+	assert.LessOrEqual(t, handling.Count, uint64(3))
 }
 
-// TestWorkerPoolRecordsHandlerTime: a handler that sleeps 5 ms is
+// TestPoolRecordsHandlerTime: a handler that sleeps 5 ms is
 // recorded as taking at least that long, every call of it (a call of 2µs
 // or more makes the worker time every call); a panicking one is not
 // recorded, and the call after it is timed.
-func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
+func TestPoolRecordsHandlerTime(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	const nap = 5 * time.Millisecond
@@ -60,39 +63,39 @@ func TestWorkerPoolRecordsHandlerTime(t *testing.T) {
 	}
 	wptWaitUntil(t, "three deliveries", func() bool { return pool.Delivered() == 3 })
 
-	ls := pool.Latency()
-	assert.EqualValues(t, 3, ls.HandlerTime.Count, "the panicking call is not timed")
-	assert.GreaterOrEqual(t, ls.HandlerTime.Sum, 3*nap)
-	lo, _ := histBounds(histIndex(int64(nap)))
-	assert.GreaterOrEqual(t, ls.HandlerTime.Quantile(0), lo)
-	assert.EqualValues(t, 4, ls.Lag.Count, "lag is taken before the handler, panicking or not")
+	lag, handling := pool.Latency()
+	assert.EqualValues(t, 3, handling.Count, "the panicking call is not timed")
+	assert.GreaterOrEqual(t, handling.Sum, 3*nap)
+	for _, b := range handling.Buckets[:hist.Index(int64(nap))] {
+		assert.Zero(t, b.Count, "no call timed below the %v it slept: bucket [%v, %v)", nap, b.Lower, b.Upper)
+	}
+	assert.EqualValues(t, 4, lag.Count, "lag is taken before the handler, panicking or not")
 }
 
-// TestWorkerPoolSamplesABacklog: a backlog of fast calls is taken in
+// TestPoolSamplesABacklog: a backlog of fast calls is taken in
 // batches; the first call of each batch and about one in 8 after it are
 // timed (every one, in a batch where a call took 2µs or more, which a
 // loaded -race run may see), the stuck first call too.
-func TestWorkerPoolSamplesABacklog(t *testing.T) {
+func TestPoolSamplesABacklog(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	const n = 200
-	pool, release := wptBlockedPool(t, n, newWptEvents(), lossReportInterval)
+	pool, release := wptBlockedPool(t, n, nil)
 	defer pool.Close()
 	release()
 	wptWaitUntil(t, "the backlog", func() bool { return pool.Delivered() == n+1 })
-	ls := pool.Latency()
-	assert.GreaterOrEqual(t, ls.HandlerTime.Count, uint64((n+1)/lagEvery), "one in 8 at least")
-	assert.Zero(t, ls.Lag.Count, "the messages carry no PublishedAt")
+	lag, handling := pool.Latency()
+	assert.GreaterOrEqual(t, handling.Count, uint64((n+1)/lagEvery), "one in 8 at least")
+	assert.Zero(t, lag.Count, "the messages carry no PublishedAt")
 }
 
-// TestWorkerPoolQueueDepth: messages queued behind a stuck handler show in
+// TestPoolQueueDepth: messages queued behind a stuck handler show in
 // QueueDepth, and the high-water mark keeps the deepest backlog after it
 // drained.
-func TestWorkerPoolQueueDepth(t *testing.T) {
+func TestPoolQueueDepth(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	events := newWptEvents()
-	pool, release := wptBlockedPool(t, 5, events, lossReportInterval)
+	pool, release := wptBlockedPool(t, 5, nil)
 	defer pool.Close()
 	defer release()
 	assert.Equal(t, 5, pool.QueueDepth())
@@ -104,9 +107,9 @@ func TestWorkerPoolQueueDepth(t *testing.T) {
 	assert.Equal(t, 5, pool.QueueHighWater(), "the worker saw 5 messages queued when it took the first of them")
 }
 
-// TestWorkerPoolQueueDepthSumsWorkers: QueueDepth adds up every worker's
+// TestPoolQueueDepthSumsWorkers: QueueDepth adds up every worker's
 // queue, while QueueHighWater is the deepest single queue.
-func TestWorkerPoolQueueDepthSumsWorkers(t *testing.T) {
+func TestPoolQueueDepthSumsWorkers(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	gate := make(chan struct{})
@@ -139,10 +142,10 @@ func TestWorkerPoolQueueDepthSumsWorkers(t *testing.T) {
 	assert.Equal(t, 4, pool.QueueHighWater())
 }
 
-// TestWorkerPoolDeliveryDoesNotAllocate: submitting and handling, with
+// TestPoolDeliveryDoesNotAllocate: submitting and handling, with
 // the recording, allocate nothing (AllocsPerRun counts the workers'
 // allocations too, since it reads the process's totals).
-func TestWorkerPoolDeliveryDoesNotAllocate(t *testing.T) {
+func TestPoolDeliveryDoesNotAllocate(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	var handled atomic.Int64
@@ -160,5 +163,6 @@ func TestWorkerPoolDeliveryDoesNotAllocate(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
-	assert.Positive(t, pool.Latency().Lag.Count)
+	lag, _ := pool.Latency()
+	assert.Positive(t, lag.Count)
 }

@@ -1,8 +1,8 @@
-package shardcast
+package pool
 
 // wakeUp wakes the worker if it is still asleep: of several submitters
 // that saw it asleep, only the first sends.
-func (w *poolWorker) wakeUp() {
+func (w *worker) wakeUp() {
 	w.mu.Lock()
 	asleep := w.sleeping
 	w.sleeping = false
@@ -38,7 +38,7 @@ const (
 // takeBatch queued messages into b, sleeping while the queue is empty,
 // and returns how many it moved and whether it slept; n is 0 once the pool
 // is closed and the queue drained.
-func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
+func (w *worker) take(b *workerBatch) (n int, slept bool) {
 	w.mu.Lock()
 	for _, buf := range b.spent[:b.nspent] {
 		if len(w.free) < maxFree && cap(buf) <= maxRecycled {
@@ -84,7 +84,7 @@ func (w *poolWorker) take(b *workerBatch) (n int, slept bool) {
 
 // queued returns the number of messages waiting for w's handler now: in
 // its queue, and taken in its current batch but not handed over yet.
-func (w *poolWorker) queued() int {
+func (w *worker) queued() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.n + int(w.held.Load())

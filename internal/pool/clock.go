@@ -1,4 +1,4 @@
-package shardcast
+package pool
 
 import "time"
 
