@@ -40,10 +40,15 @@ type PresenceConfig struct {
 // PresenceManager is a centrifuge.PresenceManager that keeps channels'
 // presence in Redis, beside the channels, through a Broker's shardcast
 // engine: on the sharded engine on the channel's instance, on the cluster
-// engine in the channel's partition slot (with its history, and following
-// an online re-layout as history does). Each call runs one Lua script on
-// the channel's node, bounded by the Broker's Config.CallTimeout; calls
-// fail while that node is unreachable. It is safe for concurrent use.
+// engine in the channel's partition slot, with its history. Each call runs
+// one Lua script on the channel's node, bounded by the Broker's
+// Config.CallTimeout; calls fail while that node is unreachable. It is
+// safe for concurrent use.
+//
+// After an online re-layout the calls follow a moving channel to its new
+// slot, as history's do. The entries under its old tag are not moved but
+// expire, and its presence fills again as nodes re-add their clients
+// (every centrifuge.Config.ClientPresenceUpdateInterval).
 //
 // It has no Close: it uses the Broker's connections, which the Broker's
 // Close (node.Shutdown) closes; calls after that fail with an error
