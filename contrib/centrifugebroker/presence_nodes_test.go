@@ -29,7 +29,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	}
 }
 
-// users returns the user IDs present in ch as nd's node sees them, sorted.
+// presentUsers returns the user IDs present in ch as nd's node sees them, sorted.
 func presentUsers(nd *testNode, ch string) ([]string, error) {
 	res, err := nd.node.Presence(ch)
 	if err != nil {
