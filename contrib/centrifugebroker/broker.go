@@ -48,7 +48,9 @@ type Broker struct {
 	// controlQueue runs control commands off the engine's workers.
 	controlQueue *controls
 	badFrames    badFrames
-	history      *history
+	// keys names the Redis keys kept beside each channel.
+	keys    *keyspace
+	history *history
 
 	closeOnce sync.Once
 	closeErr  error
@@ -91,7 +93,8 @@ func New(node *centrifuge.Node, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.async, _ = b.engine.(shardcast.AsyncPublisher)
-	b.history = newHistory(b.engine, cfg.engineOptions().Raw, cfg.KeyPrefix, node.Config().HistoryMetaTTL, cfg.NewEpochOnServerChange)
+	b.keys = newKeyspace(b.engine, cfg.KeyPrefix)
+	b.history = newHistory(b.engine, b.keys, cfg.engineOptions().Raw, node.Config().HistoryMetaTTL, cfg.NewEpochOnServerChange)
 	return b, nil
 }
 

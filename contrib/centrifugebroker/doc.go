@@ -76,8 +76,17 @@
 // Centrifuge's Redis broker, it is not told. Only synchronous replication
 // (WAIT), which this broker does not do, would close that window.
 //
-// Presence needs a centrifuge.PresenceManager of its own (the node's
-// default keeps presence in memory, per node).
+// # Presence
+//
+// NewPresenceManager returns the Broker's centrifuge.PresenceManager, for
+// node.SetPresenceManager: presence kept in Redis beside each channel, on
+// the same engine and connections, one Lua script per call on the
+// channel's node (keys in the channel's partition slot on a cluster, as
+// history's). Entries expire PresenceConfig.TTL after their last update
+// (default 60 s, by the Redis server's clock); PresenceConfig.UserMapping
+// keeps exact per-user counts for the channels it names, so that
+// PresenceStats reads the unique users in one step. Without it, a node's
+// presence stays in memory, per node (Centrifuge's default).
 //
 // # FORMAT
 //

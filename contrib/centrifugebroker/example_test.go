@@ -49,3 +49,47 @@ func ExampleNew() {
 	// with history: true offset 1
 	// history: true 1 publication(s), top offset 1 same epoch: true
 }
+
+// Presence kept in Redis beside each channel, shared by every node: here
+// one node adds two connections of one user, as it does when clients
+// subscribe with presence, and reads them back.
+func ExampleNewPresenceManager() {
+	addrs := redistest.OnDemandStandalone(2) // "10.0.0.1:6379", "10.0.0.2:6379" in production
+
+	node, err := centrifuge.New(centrifuge.Config{
+		Metrics: centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+	})
+	if err != nil {
+		panic(err)
+	}
+	b, err := centrifugebroker.New(node, centrifugebroker.Config{Sharded: &sharded.Config{Addrs: addrs}})
+	if err != nil {
+		panic(err)
+	}
+	node.SetBroker(b)
+	pm, err := centrifugebroker.NewPresenceManager(b, centrifugebroker.PresenceConfig{
+		UserMapping: func(string) bool { return true }, // unique users counted in Redis
+	})
+	if err != nil {
+		panic(err)
+	}
+	node.SetPresenceManager(pm) // uses b's connections; node.Shutdown closes them
+	if err := node.Run(); err != nil {
+		panic(err)
+	}
+	defer func() { _ = node.Shutdown(context.Background()) }()
+
+	for _, client := range []string{"conn-1", "conn-2"} {
+		if err := pm.AddPresence("example-room", client, &centrifuge.ClientInfo{ClientID: client, UserID: "alice"}); err != nil {
+			panic(err)
+		}
+	}
+	stats, err := node.PresenceStats("example-room")
+	fmt.Println(err, stats.NumClients, "clients of", stats.NumUsers, "user")
+	_ = pm.RemovePresence("example-room", "conn-1", "alice")
+	p, err := node.Presence("example-room")
+	fmt.Println(err, len(p.Presence), "client:", p.Presence["conn-2"].UserID)
+	// Output:
+	// <nil> 2 clients of 1 user
+	// <nil> 1 client: alice
+}

@@ -36,9 +36,10 @@ func waitFor(t *testing.T, cond func() bool, what func() string) {
 // testNode is a Centrifuge server node on the adapter, serving WebSocket
 // clients from an httptest server.
 type testNode struct {
-	node   *centrifuge.Node
-	broker *Broker
-	url    string
+	node     *centrifuge.Node
+	broker   *Broker
+	presence *PresenceManager // nil unless started with one
+	url      string
 
 	mu         sync.Mutex
 	serverSubs map[string][]string // user → channels subscribed on connect
@@ -58,6 +59,14 @@ func (nd *testNode) subscribeOnConnect(user string, channels []string) {
 // data; every subscription emits and receives join/leave messages, and
 // clients may publish.
 func startNode(t *testing.T, cfg Config) *testNode {
+	t.Helper()
+	return startNodeWith(t, cfg, nil)
+}
+
+// startNodeWith is startNode with, unless presence is nil, the Broker's
+// PresenceManager built from presence as the node's: every subscription
+// then emits presence, and clients may ask for presence and its stats.
+func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig) *testNode {
 	t.Helper()
 	node, err := centrifuge.New(centrifuge.Config{
 		LogLevel: centrifuge.LogLevelNone,
@@ -86,8 +95,17 @@ func startNode(t *testing.T, cfg Config) *testNode {
 			// Channels named hist-* keep history: their subscriptions
 			// are recoverable.
 			recover := strings.HasPrefix(e.Channel, historyChannelPrefix)
-			cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{EmitJoinLeave: true, PushJoinLeave: true, EnableRecovery: recover}}, nil)
+			cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{EmitJoinLeave: true, PushJoinLeave: true,
+				EnableRecovery: recover, EmitPresence: presence != nil}}, nil)
 		})
+		if presence != nil {
+			c.OnPresence(func(_ centrifuge.PresenceEvent, cb centrifuge.PresenceCallback) {
+				cb(centrifuge.PresenceReply{}, nil)
+			})
+			c.OnPresenceStats(func(_ centrifuge.PresenceStatsEvent, cb centrifuge.PresenceStatsCallback) {
+				cb(centrifuge.PresenceStatsReply{}, nil)
+			})
+		}
 		c.OnPublish(func(_ centrifuge.PublishEvent, cb centrifuge.PublishCallback) {
 			cb(centrifuge.PublishReply{}, nil)
 		})
@@ -95,6 +113,11 @@ func startNode(t *testing.T, cfg Config) *testNode {
 	b, err := New(node, cfg)
 	require.NoError(t, err)
 	node.SetBroker(b)
+	if presence != nil {
+		nd.presence, err = NewPresenceManager(b, *presence)
+		require.NoError(t, err)
+		node.SetPresenceManager(nd.presence)
+	}
 	require.NoError(t, node.Run())
 	mux := http.NewServeMux()
 	// Generous write timeouts: on a loaded 2-core machine under -race a

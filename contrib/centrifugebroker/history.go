@@ -8,13 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/centrifugal/protocol"
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/envelope"
 )
 
@@ -31,77 +29,33 @@ type scripter interface {
 }
 
 // history keeps channels' history and idempotent publish results in Redis,
-// beside the channels, through the engine's Eval.
+// beside the channels (see keyspace), through the engine's Eval.
 type history struct {
+	*keyspace
 	engine scripter
-	// cluster is the cluster engine; nil for the sharded engine. Its
-	// layout is read on every call, so that the keys follow an online
-	// re-layout (the engine's Eval checks them against where the
-	// channel's publishes go); places caches, per layout, what starts
-	// every key in each partition's slot: "{tag}." and the engine's
-	// prefix, as Layout.PartitionKey writes them. The sharded engine's
-	// keys carry neither.
-	cluster *cluster.Broker
-	places  atomic.Pointer[partitionPlaces]
 	// publish is the command a script publishes with.
 	publish string
 	// raw: publish frames without a shardcast envelope.
 	raw bool
 	// metaTTL is the node's Config.HistoryMetaTTL.
 	metaTTL time.Duration
-	// prefix is Config.KeyPrefix.
-	prefix string
 	// strict is "1" with Config.NewEpochOnServerChange, "0" without.
 	strict string
 }
 
-// newHistory returns the history of engine's channels; an engine that
-// cannot run scripts gets one whose calls fail with ErrNotSupported.
-func newHistory(engine shardcast.Broker, raw bool, prefix string, metaTTL time.Duration, strict bool) *history {
-	h := &history{raw: raw, prefix: prefix, metaTTL: metaTTL, publish: "publish", strict: "0"}
+// newHistory returns the history of engine's channels, whose keys ks
+// names; an engine that cannot run scripts gets one whose calls fail with
+// ErrNotSupported.
+func newHistory(engine shardcast.Broker, ks *keyspace, raw bool, metaTTL time.Duration, strict bool) *history {
+	h := &history{keyspace: ks, raw: raw, metaTTL: metaTTL, publish: "publish", strict: "0"}
 	if strict {
 		h.strict = "1"
 	}
 	h.engine, _ = engine.(scripter)
-	if c, ok := engine.(*cluster.Broker); ok {
-		h.cluster = c
+	if ks.cluster != nil {
 		h.publish = "spublish"
 	}
 	return h
-}
-
-// partitionPlaces is, for one cluster layout, the "{tag}." + prefix of
-// each partition.
-type partitionPlaces struct {
-	layout *shardcast.Layout
-	prefix []string
-}
-
-// place returns what starts the keys of ch: "{tag}." + prefix of its
-// partition under the layout the cluster engine publishes by, or "" for
-// the sharded engine.
-func (h *history) place(ch string) string {
-	if h.cluster == nil {
-		return ""
-	}
-	l := h.cluster.Layout()
-	pp := h.places.Load()
-	if pp == nil || pp.layout != l {
-		pp = &partitionPlaces{layout: l, prefix: make([]string, l.Partitions())}
-		for p := range pp.prefix {
-			pp.prefix[p] = l.PartitionKey(p, "")
-		}
-		h.places.Store(pp)
-	}
-	return pp.prefix[l.Partition(ch)]
-}
-
-// addKey adds to a the Redis key made of name on the node of a channel
-// whose keys start with place (see place).
-func (h *history) addKey(a *scriptArgs, place string, name ...string) {
-	a.buf = append(a.buf, place...)
-	a.buf = append(a.buf, h.prefix...)
-	a.add(name...)
 }
 
 // addKeys adds the stream and meta keys of ch, at place, and for an

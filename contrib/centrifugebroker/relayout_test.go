@@ -54,3 +54,41 @@ func TestHistoryAfterRelayout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"1:after"}, datas(pubs))
 }
+
+// TestPresenceAfterRelayout: after an online re-layout of the cluster
+// engine, presence calls follow a moving channel to its new slot and work
+// there. Entries kept under the old partition's tag are not moved: the
+// channel's presence starts over under the new one, filled again as nodes
+// re-add their clients (every ClientPresenceUpdateInterval), while the old
+// keys expire by their TTL.
+func TestPresenceAfterRelayout(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	a := shardcast.Agreement{App: "presence-relayout:", Heartbeat: 50 * time.Millisecond}
+	env := newHistoryEnv(t, Config{Cluster: &cluster.Config{Addrs: c.Seeds(), Agreement: a}}, func(*Broker, string) *redistest.Server { return nil })
+	m := newPresence(t, env.b, PresenceConfig{UserMapping: mapped})
+	l128, err := shardcast.NewLayout(128, "")
+	require.NoError(t, err)
+	l1024, err := shardcast.NewLayout(1024, "")
+	require.NoError(t, err)
+	ch := ""
+	for i := 0; ch == ""; i++ {
+		if x := fmt.Sprintf("%smoving-%d", mapPrefix, i); l128.Key(x) != l1024.Key(x) {
+			ch = x
+		}
+	}
+	require.NoError(t, m.AddPresence(ch, "before", clientInfo("before", "u1")))
+	oldKeys := m.keys(ch)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = cluster.Relayout(ctx, cluster.RelayoutConfig{Addrs: c.Seeds(), Agreement: a, Partitions: 1024})
+	require.NoError(t, err)
+
+	newKeys := m.keys(ch)
+	require.NotEqual(t, oldKeys, newKeys, "the keys follow the layout in force")
+	assert.Equal(t, centrifuge.PresenceStats{}, stats(t, m, ch), "a fresh start under the new tag")
+	require.NoError(t, m.AddPresence(ch, "before", clientInfo("before", "u1")), "the node's next update")
+	require.NoError(t, m.AddPresence(ch, "after", clientInfo("after", "u2")))
+	assert.Equal(t, []string{"after", "before"}, presentClients(t, m, ch))
+	assert.Equal(t, centrifuge.PresenceStats{NumClients: 2, NumUsers: 2}, stats(t, m, ch))
+}

@@ -1,0 +1,133 @@
+package centrifugebroker
+
+import (
+	"strconv"
+
+	"github.com/shardcast/shardcast"
+)
+
+// A channel's presence lives beside the channel (see keyspace) in up to
+// four keys:
+//
+//	clients  hash  client ID → Protobuf ClientInfo
+//	expiry   zset  client ID, scored by when its entry expires (ms)
+//	user_of  hash  client ID → user ID, for the clients counted in users
+//	users    hash  user ID → how many of its clients are counted
+//
+// user_of and users exist only for channels with user mapping
+// (PresenceConfig.UserMapping). Every script keeps one invariant: users
+// counts, per user, exactly the clients user_of names, so that the number
+// of unique users is HLEN users, and removing or expiring a client can
+// uncount it without being told its user. A channel whose mapping was
+// turned on while it had entries counts them as they are re-added.
+//
+// Expiry is judged by the Redis server's clock (TIME), so that the nodes'
+// clocks need not agree. An entry is removed from clients and expiry,
+// and uncounted, by the first script that finds its time passed: reads
+// sweep every such entry, adds a bounded number. Each add also extends
+// the keys' own TTL to the entry's, never shortens it (another node may
+// keep entries with a longer TTL), so a channel nobody re-adds to
+// disappears whole.
+//
+// Durations are milliseconds.
+
+// presenceSweepPerAdd bounds the expired entries an add removes, so that an
+// add stays cheap while a channel nobody reads still sheds its dead
+// entries.
+const presenceSweepPerAdd = 64
+
+// presenceLua is what every presence script starts with: the keys, the
+// server's time now (ms), uncount and sweep.
+const presenceLua = `
+local clients, expiry, user_of, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- uncount drops client from the user counts if it is counted there.
+local function uncount(client)
+  local user = redis.call('hget', user_of, client)
+  if user then
+    redis.call('hdel', user_of, client)
+    if redis.call('hincrby', users, user, -1) <= 0 then
+      redis.call('hdel', users, user)
+    end
+  end
+end
+
+-- sweep removes entries whose time has passed, at most max (0: all), in
+-- batches that unpack can spread over a call's arguments.
+local function sweep(max)
+  local counted = redis.call('exists', user_of) == 1
+  local swept = 0
+  while max == 0 or swept < max do
+    local n = 1000
+    if max ~= 0 and max - swept < n then n = max - swept end
+    local gone = redis.call('zrangebyscore', expiry, '-inf', now, 'LIMIT', 0, n)
+    if #gone == 0 then return end
+    redis.call('hdel', clients, unpack(gone))
+    redis.call('zrem', expiry, unpack(gone))
+    if counted then
+      for _, client in ipairs(gone) do uncount(client) end
+    end
+    swept = swept + #gone
+    if #gone < n then return end
+  end
+end
+`
+
+// addPresenceScript sets a client's entry and starts its TTL over.
+//
+//	KEYS: clients, expiry, user_of, users
+//	ARGV: 1 client ID, 2 Protobuf ClientInfo, 3 user ID, 4 TTL, 5 "1" to
+//	      count the client's user
+//
+// It replies 1.
+var addPresenceScript = shardcast.NewScript(presenceLua + `
+local client, info, user, ttl, mapped = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+sweep(` + strconv.Itoa(presenceSweepPerAdd) + `)
+redis.call('hset', clients, client, info)
+redis.call('zadd', expiry, now + ttl, client)
+if mapped == '1' and redis.call('hget', user_of, client) ~= user then
+  uncount(client)
+  redis.call('hset', user_of, client, user)
+  redis.call('hincrby', users, user, 1)
+end
+for _, key in ipairs(KEYS) do
+  if redis.call('pttl', key) < ttl then
+    redis.call('pexpire', key, ttl)
+  end
+end
+return 1
+`)
+
+// removePresenceScript removes a client's entry.
+//
+//	KEYS: clients, expiry, user_of, users
+//
+// It replies 1.
+var removePresenceScript = shardcast.NewScript(presenceLua + `
+local client = ARGV[1]
+redis.call('hdel', clients, client)
+redis.call('zrem', expiry, client)
+uncount(client)
+return 1
+`)
+
+// presenceScript sweeps a channel's expired entries and replies the live
+// ones as HGETALL clients does: client ID, ClientInfo, and so on.
+//
+//	KEYS: clients, expiry, user_of, users
+var presenceScript = shardcast.NewScript(presenceLua + `
+sweep(0)
+return redis.call('hgetall', clients)
+`)
+
+// presenceStatsScript sweeps a channel's expired entries and replies
+// { clients, users }: how many entries there are and how many users the
+// counted ones belong to.
+//
+//	KEYS: clients, expiry, user_of, users
+var presenceStatsScript = shardcast.NewScript(presenceLua + `
+sweep(0)
+return { redis.call('hlen', clients), redis.call('hlen', users) }
+`)
