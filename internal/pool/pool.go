@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,8 +139,12 @@ type worker struct {
 const takeBatch = 64
 
 // New starts a pool of cfg.Workers workers. The caller owns it and must
-// Close it to stop its goroutines.
+// Close it to stop its goroutines. It panics if cfg.Workers or
+// cfg.QueueSize is not positive: the callers apply the defaults.
 func New(cfg Config) *Pool {
+	if cfg.Workers <= 0 || cfg.QueueSize <= 0 {
+		panic(fmt.Sprintf("pool: New with %d workers and queues of %d", cfg.Workers, cfg.QueueSize))
+	}
 	handler := cfg.Handler
 	if handler == nil {
 		handler = func(Message) {}

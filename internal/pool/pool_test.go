@@ -477,12 +477,33 @@ func BenchmarkPoolDeliver(b *testing.B) {
 	f.Flush()
 }
 
-// newTestPool returns a pool of workers with queues of queueSize.
+// newTestPool returns a pool of workers with queues of queueSize; zero
+// or less takes the library's defaults (16 workers, 1024 messages).
 func newTestPool(workers, queueSize int, handler func(Message), losses Losses) *Pool {
-	return New(Config{Workers: workers, QueueSize: queueSize, Handler: handler, Losses: losses})
+	return New(testConfig(workers, queueSize, handler, losses))
 }
 
 // newReusingTestPool is newTestPool with Config.Reuse.
 func newReusingTestPool(workers, queueSize int, handler func(Message), losses Losses) *Pool {
-	return New(Config{Workers: workers, QueueSize: queueSize, Handler: handler, Losses: losses, Reuse: true})
+	cfg := testConfig(workers, queueSize, handler, losses)
+	cfg.Reuse = true
+	return New(cfg)
+}
+
+// testConfig is newTestPool's Config.
+func testConfig(workers, queueSize int, handler func(Message), losses Losses) Config {
+	if workers <= 0 {
+		workers = 16
+	}
+	if queueSize <= 0 {
+		queueSize = 1024
+	}
+	return Config{Workers: workers, QueueSize: queueSize, Handler: handler, Losses: losses}
+}
+
+// TestNewRefusesNoWorkers: a pool without workers or queue room is a
+// programming error New names, not a division by zero at the first Submit.
+func TestNewRefusesNoWorkers(t *testing.T) {
+	assert.PanicsWithValue(t, "pool: New with 0 workers and queues of 8", func() { New(Config{QueueSize: 8}) })
+	assert.PanicsWithValue(t, "pool: New with 2 workers and queues of 0", func() { New(Config{Workers: 2}) })
 }
