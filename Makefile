@@ -60,9 +60,10 @@ generate:
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)
 
-## chat: a real-time chat on Centrifuge + shardcast: starts a local Redis Cluster (3 masters,
-## 3 replicas) and three chat nodes, prints their URLs; Ctrl-C stops everything.
-## ARGS passes flags, e.g. ARGS='-cluster 10.0.0.1:7000 -nodes 1 -port 8000'.
+## chat: a real-time chat on Centrifuge + shardcast (broker and presence): starts a local Redis
+## Cluster (3 masters, 3 replicas) and three chat nodes, prints their URLs; Ctrl-C stops everything.
+## ARGS passes flags, e.g. ARGS='-engine sharded' (3 local instances) or
+## ARGS='-cluster 10.0.0.1:7000 -nodes 1 -port 8000'.
 chat: redis chat-web
 	cd examples/chat && $(GO) build -o $(CURDIR)/bin/chat . && exec $(CURDIR)/bin/chat $(ARGS)
 

@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/draw"
 	"image/png"
-	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,28 +22,27 @@ import (
 const clientPath = "web/node_modules/centrifuge/dist/centrifuge.js"
 
 // TestBrowsersChatAcrossNodes loads the page from two nodes in headless
-// Chromium, types a message into the page of node-1 and waits for it on the
-// page of node-2. It also checks that each page lists the other user as
-// present, and that a page reloaded mid-conversation shows what it missed. Set CHAT_SCREENSHOT=file.png to keep a picture of both pages.
+// Chromium, on each engine, types a message into the page of node-1 and
+// waits for it on the page of node-2. It checks who each page lists as
+// present: what a page asks the room's presence for when it subscribes
+// comes from shardcast's presence manager, in Redis, whichever node added
+// it. And it checks that a page reloaded mid-conversation shows what it
+// missed. Set CHAT_SCREENSHOT=file.png to keep a picture of both pages
+// (one file per engine, the engine's name before the extension).
 func TestBrowsersChatAcrossNodes(t *testing.T) {
 	browser := findChromium(t)
 	if _, err := os.Stat(clientPath); err != nil {
 		t.Skipf("the npm-installed centrifuge client is missing (%v); run `make chat-web` (npm ci in examples/chat/web)", err)
 	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { testBrowsersChatAcrossNodes(t, browser, engine) })
+	}
+}
 
+func testBrowsersChatAcrossNodes(t *testing.T, browser, engine string) {
+	nodes := startChat(t, engine, 2, clientPath)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	addrs, stop, err := startLocalCluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nodes, err := startNodes(addrs, 2, "127.0.0.1", 0, clientPath, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nodes.stop)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
@@ -68,9 +68,12 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 	open(tabA, nodes[0].url+"/?name=alice")
 	open(tabB, nodes[1].url+"/?name=bob")
 
-	// Presence crosses nodes: alice sees bob join, bob finds alice in Redis.
-	waitText(t, tabA, "#who", "bob (node-2)")
-	waitText(t, tabB, "#who", "alice (node-1)")
+	// Presence crosses nodes: alice's page sees bob join (a join message
+	// through the broker); bob's page finds alice, added by node-1, in the
+	// room's presence.
+	both := []string{"alice (node-1)", "bob (node-2)"}
+	waitTexts(t, tabA, "#who li", both)
+	waitTexts(t, tabB, "#who li", both)
 
 	const text = "hello from node-1"
 	if err := chromedp.Do(tabA, chromedp.SendKeys(chromedp.ID("text"), text), chromedp.Click(chromedp.ID("send"))); err != nil {
@@ -85,6 +88,9 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 	if err := chromedp.Do(tabB, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("leave the page: %v", err)
 	}
+	// Node-2 removes bob's presence before it publishes his leave.
+	waitText(t, tabA, "#messages", "bob left")
+	waitTexts(t, tabA, "#who li", []string{"alice (node-1)"})
 	say := func(text string) {
 		t.Helper()
 		if err := chromedp.Do(tabA, chromedp.SendKeys(chromedp.ID("text"), text), chromedp.Click(chromedp.ID("send"))); err != nil {
@@ -95,6 +101,8 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 	say("while bob was away")
 	say("still away")
 	open(tabB, nodes[1].url+"/?name=bob")
+	// One bob: the entry of his first visit went with him.
+	waitTexts(t, tabB, "#who li", both)
 	say("welcome back")
 	waitText(t, tabB, "#messages .message", "alice (node-1): welcome back")
 	got, err := chromedp.Run(tabB, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#messages .message')].map(e => e.textContent)`))
@@ -111,8 +119,18 @@ func TestBrowsersChatAcrossNodes(t *testing.T) {
 		t.Errorf("bob's page after coming back shows\n%q\nwant\n%q", got, want)
 	}
 
+	// Alice leaves and comes back: her page, on node-1, now finds bob,
+	// added by node-2, in the room's presence.
+	if err := chromedp.Do(tabA, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("leave the page: %v", err)
+	}
+	waitTexts(t, tabB, "#who li", []string{"bob (node-2)"})
+	open(tabA, nodes[0].url+"/?name=alice")
+	waitTexts(t, tabA, "#who li", both)
+
 	if path := os.Getenv("CHAT_SCREENSHOT"); path != "" {
-		saveScreenshots(t, path, tabA, tabB)
+		ext := filepath.Ext(path)
+		saveScreenshots(t, strings.TrimSuffix(path, ext)+"-"+engine+ext, tabA, tabB)
 	}
 }
 
@@ -135,6 +153,18 @@ func waitText(t *testing.T, tab context.Context, sel, want string) {
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		got, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("waiting for %q in %s: %v\npage text:\n%s", want, sel, err, got)
+	}
+}
+
+// waitTexts waits until the elements matching sel have exactly the texts
+// want, in order.
+func waitTexts(t *testing.T, tab context.Context, sel string, want []string) {
+	t.Helper()
+	w, _ := json.Marshal(want) // a slice of strings always marshals
+	js := `JSON.stringify([...document.querySelectorAll(` + jsString(sel) + `)].map(e => e.textContent)) === ` + jsString(string(w))
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		got, _ := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll(`+jsString(sel)+`)].map(e => e.textContent)`))
+		t.Fatalf("waiting for %s to be %q: %v; it is %q", sel, want, err, got)
 	}
 }
 

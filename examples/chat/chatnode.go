@@ -17,22 +17,23 @@ import (
 	"github.com/centrifugal/centrifuge"
 )
 
-// nodeConfig says what one chat node calls itself, which Redis Cluster it
-// shares with the other nodes, and where the browser client library is.
+// nodeConfig says what one chat node calls itself, which shardcast engine
+// and Redis it shares with the other nodes, and where the browser client
+// library is.
 type nodeConfig struct {
-	Name    string   // shown on the page and in presence, e.g. "node-1"
-	Cluster []string // seed addresses of the Redis Cluster, host:port
-	Client  string   // path of the npm-installed centrifuge.js
-	Logger  *slog.Logger
+	Name   string // shown on the page and in presence, e.g. "node-1"
+	Redis  redisConfig
+	Client string // path of the npm-installed centrifuge.js
+	Logger *slog.Logger
 }
 
 // chatNode is one real-time server: a Centrifuge node whose publications
-// travel between nodes through the shardcast broker, whose presence lives in
-// Redis, and an HTTP handler serving the page and its WebSocket endpoint.
+// travel between nodes, and whose rooms' history and presence live in
+// Redis, all through one shardcast engine; and an HTTP handler serving the
+// page and its WebSocket endpoint.
 type chatNode struct {
 	name    string
 	node    *centrifuge.Node
-	shard   *centrifuge.RedisShard // presence
 	handler http.Handler
 }
 
@@ -77,20 +78,9 @@ func newChatNode(cfg nodeConfig) (_ *chatNode, err error) {
 		}
 	}()
 
-	c.shard, err = centrifuge.NewRedisShard(node, centrifuge.RedisShardConfig{ClusterAddresses: cfg.Cluster})
-	if err != nil {
-		return nil, fmt.Errorf("presence shard: %w", err)
+	if err := useShardcast(node, cfg.Redis, logger); err != nil {
+		return nil, err // says "shardcast: …"
 	}
-	if err := setBroker(node, cfg.Cluster, logger); err != nil {
-		return nil, fmt.Errorf("broker: %w", err)
-	}
-	presence, err := centrifuge.NewRedisPresenceManager(node, centrifuge.RedisPresenceManagerConfig{
-		Shards: []*centrifuge.RedisShard{c.shard},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("presence: %w", err)
-	}
-	node.SetPresenceManager(presence)
 
 	node.OnConnecting(c.connecting)
 	node.OnConnect(c.connect)
@@ -120,14 +110,10 @@ func newChatNode(cfg nodeConfig) (_ *chatNode, err error) {
 
 func (c *chatNode) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// Close disconnects every client, stops the node (which closes its broker
-// and presence manager) and closes the presence connection.
+// Close disconnects every client and stops the node, which closes its
+// shardcast broker and with it the presence manager's connections.
 func (c *chatNode) Close(ctx context.Context) error {
-	err := c.node.Shutdown(ctx)
-	if c.shard != nil {
-		c.shard.Close()
-	}
-	return err
+	return c.node.Shutdown(ctx)
 }
 
 // connectData is what the page sends when it connects.

@@ -4,16 +4,16 @@ go 1.26.0
 
 require (
 	github.com/centrifugal/centrifuge v0.40.1
+	github.com/centrifugal/protocol v0.23.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/shardcast/shardcast v0.0.0-20261205151158-45397caa7de2
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261205151158-45397caa7de2
+	github.com/shardcast/shardcast v0.0.0-20261205185517-3974026875f2
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261205185517-3974026875f2
 	go.uber.org/goleak v1.3.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/centrifugal/fdelta v0.0.3 // indirect
-	github.com/centrifugal/protocol v0.23.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect

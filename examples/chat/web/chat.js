@@ -1,6 +1,7 @@
 // The chat page: one Centrifuge client connected to the node that served
 // this page, subscribed to one room. Messages, joins and leaves from other
-// nodes arrive through the broker; "Here now" comes from Redis presence.
+// nodes arrive through the broker; "Here now" starts from the room's
+// presence, which shardcast keeps in Redis, and follows joins and leaves.
 (function () {
   'use strict';
   const params = new URLSearchParams(location.search);
