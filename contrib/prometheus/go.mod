@@ -6,7 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/shardcast/shardcast v0.0.0-20261205151158-45397caa7de2
+	github.com/shardcast/shardcast v0.0.0-20261205191404-5e35930fb32f
 	go.uber.org/goleak v1.3.0
 )
 

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/centrifugal/centrifuge v0.40.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/shardcast/shardcast v0.0.0-20261205151158-45397caa7de2
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261205151158-45397caa7de2
+	github.com/shardcast/shardcast v0.0.0-20261205191404-5e35930fb32f
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261205191404-5e35930fb32f
 	go.uber.org/goleak v1.3.0
 )
 
