@@ -55,7 +55,7 @@ modules-check:
 generate:
 	$(GO) generate ./...
 
-## bench: runs every benchmark scenario against local Redis it starts itself (about 15 minutes
+## bench: runs every benchmark scenario against local Redis it starts itself (about 35 minutes
 ## on 2 cores) and regenerates docs/BENCHMARKS.md. ARGS passes flags, e.g. ARGS='-rounds 7'.
 bench: redis
 	cd bench && $(GO) run ./cmd/shardbench all -rounds 5 -duration 3s -out ../docs/BENCHMARKS.md $(ARGS)

@@ -6,9 +6,11 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, centrifuge, fleet, fanout, and all (every scenario, then docs/BENCHMARKS.md via
-// -out). Without -addrs/-cluster it starts its own redis-server processes
-// on free loopback ports and kills them (by PID) when it ends.
+// balance, memory, centrifuge, fleet, fanout, presence, and all (every
+// scenario, then docs/BENCHMARKS.md via -out; with -update, -out replaces
+// only the sections of the scenarios run). Without -addrs/-cluster it
+// starts its own redis-server processes on free loopback ports and kills
+// them (by PID) when it ends.
 package main
 
 import (
@@ -75,6 +77,13 @@ type config struct {
 	fanoutRows                string
 	fanoutRedis               string
 	fanoutCentPartitions      int
+	presNodes                 int
+	presWorkers               int
+	presChannels              int
+	presClients               int
+	presOps                   string
+	presMapping               bool
+	update                    bool
 }
 
 // clientProcs is the GOMAXPROCS the benchmark process runs with.
@@ -93,10 +102,11 @@ var scenarios = map[string]func(context.Context, *env) (section, error){
 	"centrifuge":  runCentrifuge,
 	"fleet":       runFleet,
 	"fanout":      runFanout,
+	"presence":    runPresence,
 }
 
 // order is the order "all" runs scenarios in (most important first).
-var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet", "fanout"}
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet", "fanout", "presence"}
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
@@ -118,6 +128,7 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (A B C A B C …)")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per run on stdout instead of tables")
 	fs.StringVar(&cfg.out, "out", "", "write a Markdown report (docs/BENCHMARKS.md) to this file")
+	fs.BoolVar(&cfg.update, "update", false, "with -out: replace only the sections of the scenarios run in the existing report (found by their heading; appended if absent), each marked with this run's command and date, and keep the rest")
 	fs.IntVar(&cfg.scWorkers, "sc-workers", 0, "shardcast Workers override (0: library default)")
 	fs.IntVar(&cfg.scBatch, "sc-batch", 0, "shardcast SubscribeBatch override (0: library default)")
 	fs.BoolVar(&cfg.scReuse, "sc-reuse-payloads", false, "shardcast Options.ReusePayloads (every scenario's handler keeps no payload)")
@@ -155,6 +166,12 @@ func flags() *flag.FlagSet {
 	fs.StringVar(&cfg.fanoutRows, "fanout-rows", "masters,replicas,allnodes,centrifuge-replica", "rows, comma-separated: masters, replicas, allnodes (shardcast SubscribeOn), centrifuge-replica (SubscribeOnReplica), centrifuge (its default, masters) (fanout)")
 	fs.StringVar(&cfg.fanoutRedis, "fanout-redis", "", "redis-server binary, or a folder holding redis-server (and redis-cli), for the fanout cluster (default: redis-server in PATH) (fanout)")
 	fs.IntVar(&cfg.fanoutCentPartitions, "fanout-cent-partitions", 128, "Centrifuge's NumShardedPubSubPartitions; each is one subscribe connection per broker (fanout)")
+	fs.IntVar(&cfg.presNodes, "presence-nodes", 3, "nodes, each with its own presence manager and Redis connections (presence)")
+	fs.IntVar(&cfg.presWorkers, "presence-workers", 32, "closed-loop goroutines making presence calls, spread over the nodes (presence)")
+	fs.IntVar(&cfg.presChannels, "presence-channels", 1000, "channels (presence)")
+	fs.IntVar(&cfg.presClients, "presence-clients", 10, "clients present in each channel: the entries Presence returns (presence)")
+	fs.StringVar(&cfg.presOps, "presence-ops", "add,presence,stats", "calls, comma-separated, one kind per run: add (AddPresence), presence (Presence), stats (PresenceStats) (presence)")
+	fs.BoolVar(&cfg.presMapping, "presence-user-mapping", true, "user mapping on every channel in both managers, so that PresenceStats counts users in Redis (presence)")
 	return fs
 }
 
@@ -247,7 +264,11 @@ func runAll(ctx context.Context, set *launch.Set, name string, run []string) int
 		}
 	}
 	if cfg.out != "" {
-		if err := writeReport(cfg.out, name, sections, time.Since(started)); err != nil {
+		write := writeReport
+		if cfg.update {
+			write = updateReport
+		}
+		if err := write(cfg.out, name, sections, time.Since(started)); err != nil {
 			fmt.Fprintln(os.Stderr, "shardbench:", err)
 			return 1
 		}

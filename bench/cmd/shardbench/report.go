@@ -163,16 +163,8 @@ func writeReport(path, scenario string, sections []section, took time.Duration) 
 	b.WriteString(missedNotes(all))
 	for _, s := range sections {
 		b.WriteString("## " + s.Title + "\n\n" + s.Body + "\n")
-		for name, data := range s.Files {
-			dir := path[:strings.LastIndex(path, "/")+1]
-			if dir != "" {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
-				}
-			}
-			if err := os.WriteFile(dir+name, data, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", name, err)
-			}
+		if err := writeSectionFiles(path, s); err != nil {
+			return err
 		}
 	}
 	if dir := path[:strings.LastIndex(path, "/")+1]; dir != "" {
@@ -357,10 +349,12 @@ func sleepCost(d time.Duration) time.Duration {
 func flagSummary() string {
 	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d -sc-reuse-payloads=%v -heap %d -reused-buffer=%v "+
 		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d "+
-		"-fanout-subscribers %d -fanout-channels %d -fanout-rate %d -fanout-publishers %d -fanout-payload %d -fanout-duration %s -fanout-warmup %s -fanout-rows %s -fanout-cent-partitions %d",
+		"-fanout-subscribers %d -fanout-channels %d -fanout-rate %d -fanout-publishers %d -fanout-payload %d -fanout-duration %s -fanout-warmup %s -fanout-rows %s -fanout-cent-partitions %d "+
+		"-presence-nodes %d -presence-workers %d -presence-channels %d -presence-clients %d -presence-ops %s -presence-user-mapping=%v",
 		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch, cfg.scReuse, cfg.heap, cfg.reusedBuffer,
 		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.centHistory, cfg.centToyHeap, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers,
-		cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutRate, cfg.fanoutPublishers, cfg.fanoutPayload, cfg.fanoutDuration, cfg.fanoutWarmup, cfg.fanoutRows, cfg.fanoutCentPartitions)
+		cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutRate, cfg.fanoutPublishers, cfg.fanoutPayload, cfg.fanoutDuration, cfg.fanoutWarmup, cfg.fanoutRows, cfg.fanoutCentPartitions,
+		cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presOps, cfg.presMapping)
 }
 
 // fmtRate renders msgs/s compactly.
