@@ -12,6 +12,12 @@ import (
 	"github.com/shardcast/shardcast/envelope"
 )
 
+// mapEphemeralGrace is how long an ephemeral channel's state outlives its
+// last write beyond KeyTTL: long enough for a sweep to find its expired
+// entries and publish their removal, where state that expired whole would
+// vanish without one.
+const mapEphemeralGrace = time.Minute
+
 // mapCall is one script call on a map channel: its keys and the arguments
 // every map script starts with (see mapLua); the caller adds its own.
 type mapCall struct {
@@ -52,7 +58,11 @@ func (m *MapBroker) call(ch string, o centrifuge.MapChannelOptions, idempotencyK
 	}
 	a.addUint(uint64(max(o.StreamSize, 0)))
 	a.addMillis(o.StreamTTL)
-	a.addMillis(o.MetaTTL)
+	if o.Mode.IsEphemeral() && o.KeyTTL > 0 {
+		a.addMillis(o.KeyTTL + mapEphemeralGrace)
+	} else {
+		a.addMillis(o.MetaTTL)
+	}
 	a.addEpoch()
 	return mapCall{m: m, ch: ch, opts: o, a: a}
 }

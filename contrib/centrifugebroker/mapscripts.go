@@ -51,7 +51,9 @@ const mapSweepPerCall = 100
 //
 //	ARGV: 1 envelope header (empty in raw mode), 2 wire channel,
 //	      3 "publish" or "spublish", 4 "1" for a stream, 5 stream size,
-//	      6 stream TTL, 7 meta TTL, 8 epoch for a new stream
+//	      6 stream TTL, 7 meta TTL (of the state too; for an ephemeral
+//	      channel only the state's, see mapEphemeralGrace), 8 epoch for a
+//	      new stream
 const mapLua = `
 local meta, stream, state, expiry, versions, result = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local header, wire, publish, streamed = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
@@ -196,9 +198,6 @@ if key ~= '' then
         redis.call('pexpire', state, meta_ttl)
         redis.call('pexpire', expiry, meta_ttl)
         redis.call('pexpire', versions, meta_ttl)
-      elseif not streamed and redis.call('pttl', state) < key_ttl then
-        redis.call('pexpire', state, key_ttl)
-        redis.call('pexpire', expiry, key_ttl)
       end
       if streamed and stream_ttl ~= '0' then
         redis.call('pexpire', stream, stream_ttl)
@@ -249,10 +248,6 @@ else
       redis.call('pexpire', state, meta_ttl)
       redis.call('pexpire', expiry, meta_ttl)
       redis.call('pexpire', versions, meta_ttl)
-    elseif not streamed and key_ttl > 0 and redis.call('pttl', state) < key_ttl then
-      -- ephemeral: the containers outlive their longest entry, never less
-      redis.call('pexpire', state, key_ttl)
-      redis.call('pexpire', expiry, key_ttl)
     end
   end
 end
