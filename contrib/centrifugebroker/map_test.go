@@ -83,6 +83,7 @@ type mapEnv struct {
 	cfg      Config
 	a, b     *mapNode
 	serverOf func(ch string) *redistest.Server
+	restart  func(ctx context.Context, s *redistest.Server) error
 }
 
 // mapEngines starts, for each engine, a 3-master cluster or two
@@ -101,6 +102,7 @@ func mapEngines() map[string]func(t *testing.T, opts ...redistest.Option) *mapEn
 				require.NoError(t, err)
 				return s
 			}
+			env.restart = c.RestartNode
 			return env
 		},
 		"sharded": func(t *testing.T, opts ...redistest.Option) *mapEnv {
@@ -110,6 +112,7 @@ func mapEngines() map[string]func(t *testing.T, opts ...redistest.Option) *mapEn
 			env.serverOf = func(ch string) *redistest.Server {
 				return servers[env.a.b.engine.(*sharded.Broker).Shard(env.a.m.wire(ch))]
 			}
+			env.restart = func(ctx context.Context, s *redistest.Server) error { return s.Restart(ctx) }
 			return env
 		},
 	}
