@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,9 @@ type Broker struct {
 	// keys names the Redis keys kept beside each channel.
 	keys    *keyspace
 	history *history
+	// maps is the Broker's MapBroker, if it has one: its channel prefix
+	// names the map channels, which the Broker's own calls refuse.
+	maps atomic.Pointer[MapBroker]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -103,12 +107,17 @@ func (b *Broker) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), b.callTimeout)
 }
 
-// checkChannels refuses the control channel: a client subscribing to it
-// would otherwise unsubscribe the node's control messages on leaving.
+// checkChannels refuses the control channel, and with a MapBroker the
+// channels that carry map channels: a client subscribing to one would
+// otherwise unsubscribe the node from it on leaving.
 func (b *Broker) checkChannels(channels ...string) error {
+	mb := b.maps.Load()
 	for _, ch := range channels {
 		if ch == b.control {
 			return fmt.Errorf("%w: %q", ErrReservedChannel, ch)
+		}
+		if mb != nil && strings.HasPrefix(ch, mb.prefix) {
+			return fmt.Errorf("%w: %q starts with MapConfig.ChannelPrefix", ErrReservedChannel, ch)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,14 @@ var errWrongChannel = errors.New("frame kind does not belong on this channel")
 // Centrifuge sees the publications of a channel in publish order. Control
 // commands go, in order, to the control goroutine (see controls).
 func (b *Broker) deliver(m shardcast.Message) {
+	if mb := b.maps.Load(); mb != nil {
+		if ch, ok := strings.CutPrefix(m.Channel, mb.prefix); ok {
+			mb.deliver(ch, m)
+			return
+		}
+	}
 	f, err := decode(m.Payload, m.PublishedAt)
-	if err == nil && (m.Channel == b.control) != (f.kind == kindControl) {
+	if err == nil && ((m.Channel == b.control) != (f.kind == kindControl) || f.kind == kindMapPublication || f.kind == kindMapDelta) {
 		err = errWrongChannel
 	}
 	if err != nil {
@@ -44,20 +51,24 @@ func (b *Broker) deliver(m shardcast.Message) {
 	}
 	switch f.kind {
 	case kindPublication, kindPositioned, kindPositionedDelta:
-		// decode shares the data with the payload, whose memory the
-		// engine reuses once this returns (the adapter runs it with
-		// Options.ReusePayloads), and Centrifuge may keep the
-		// Publication (a subscriber's recovery buffer, a channel
-		// medium's cache). Everything else decode returns is a copy.
-		f.pub.Data = bytes.Clone(f.pub.Data)
-		if f.prevPub != nil {
-			f.prevPub.Data = bytes.Clone(f.prevPub.Data)
-		}
+		clonePublicationData(&f)
 		_ = (*h).HandlePublication(m.Channel, f.pub, f.sp, f.delta, f.prevPub)
 	case kindJoin:
 		_ = (*h).HandleJoin(m.Channel, f.info)
 	case kindLeave:
 		_ = (*h).HandleLeave(m.Channel, f.info)
+	}
+}
+
+// clonePublicationData copies the data of f's publications. decode shares
+// it with the payload, whose memory the engine reuses once the handler
+// returns (the adapter runs it with Options.ReusePayloads), and Centrifuge
+// may keep the Publication (a subscriber's recovery buffer, a channel
+// medium's cache). Everything else decode returns is a copy.
+func clonePublicationData(f *frame) {
+	f.pub.Data = bytes.Clone(f.pub.Data)
+	if f.prevPub != nil {
+		f.prevPub.Data = bytes.Clone(f.prevPub.Data)
 	}
 }
 

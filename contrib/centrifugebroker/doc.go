@@ -88,6 +88,26 @@
 // PresenceStats reads the unique users in one step. Without it, a node's
 // presence stays in memory, per node (Centrifuge's default).
 //
+// # Map channels
+//
+// NewMapBroker returns the Broker's centrifuge.MapBroker, for
+// node.SetMapBroker: Centrifuge's map subscriptions on the same engine and
+// connections. A map channel's state (key → publication), stream, epoch,
+// per-key versions and idempotent results live beside it, each call one
+// Lua script on its node: Publish (KeyMode, KeyTTL, IdempotencyKey,
+// Version and VersionEpoch, RefreshTTLOnSuppress, ExpectedPosition,
+// UseDelta), Remove, ReadState (cursor pages, Key, a Revision of another
+// epoch gives centrifuge.ErrorUnrecoverablePosition), ReadStream, Stats
+// and Clear. Its publications travel on MapConfig.ChannelPrefix + the
+// channel, a namespace the Broker then reserves, in frames of their own
+// kinds, to the MapBroker's handler; Subscribe and Unsubscribe are the
+// engine's, node-grouped on a cluster, with the losses it reports sent to
+// the map channels' clients as for any channel. Expired entries are
+// removed, with their removal appended and published, by every call
+// (a bounded number) and every MapConfig.ExpiryInterval for the channels
+// the node is subscribed to. Ordered maps are out of reach: Centrifuge
+// v0.40.1 keeps their option and score unexported.
+//
 // # FORMAT
 //
 // Every message is one frame, carried as the payload of a shardcast
@@ -96,12 +116,14 @@
 //
 //	frame       = kind body
 //	kind        = 0x01 publication | 0x02 join | 0x03 leave | 0x04 control
-//	            | 0x05 positioned | 0x06 positioned delta               (one byte)
+//	            | 0x05 positioned | 0x06 positioned delta
+//	            | 0x07 map | 0x08 map delta                            (one byte)
 //	publication = protobuf centrifugal/protocol Publication
 //	join, leave = protobuf centrifugal/protocol ClientInfo
 //	control     = uvarint(len(target)) target command
 //	positioned  = offset ":" epoch ":" publication
 //	positioned delta = offset ":" epoch ":" prevlen ":" prev publication
+//	map, map delta   = as positioned, positioned delta
 //
 // Positioned frames carry publications kept in history; the publish
 // script writes them, so their numbers are decimal text: offset is the
@@ -119,8 +141,13 @@
 // (Message.PublishedAt), which is what Centrifuge's pub/sub lag measures.
 // target is the node ID a control command is for, empty for every node;
 // command is Centrifuge's encoded control command, opaque here. Control
-// frames appear only on the control channel, the other kinds only on other
-// channels.
+// frames appear only on the control channel, map frames only on map
+// channels' (MapConfig.ChannelPrefix), the other kinds only on other
+// channels. A map frame's position is its channel's stream's (offset 0
+// and no epoch on an ephemeral channel) and the previous publication of a
+// map delta is the key's previous value; the Publication is the one the
+// stream keeps (Key, Removed; a removal carries the removed entry's tags
+// unless given its own).
 //
 // A message that is not such a frame (corrupt, from a foreign publisher, or
 // of a kind that does not belong on its channel) is dropped, counted in

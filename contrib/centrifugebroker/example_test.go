@@ -93,3 +93,49 @@ func ExampleNewPresenceManager() {
 	// <nil> 2 clients of 1 user
 	// <nil> 1 client: alice
 }
+
+// Map channels kept in Redis beside each channel: a recoverable map whose
+// entries expire a minute after their last write, a claim that only the
+// first publisher wins, and the state a subscriber starts from.
+func ExampleNewMapBroker() {
+	addrs := redistest.OnDemandStandalone(2) // "10.0.0.1:6379", "10.0.0.2:6379" in production
+
+	node, err := centrifuge.New(centrifuge.Config{
+		Metrics: centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+		Map: centrifuge.MapConfig{GetMapChannelOptions: func(string) centrifuge.MapChannelOptions {
+			return centrifuge.MapChannelOptions{Mode: centrifuge.MapModeRecoverable, KeyTTL: time.Minute}
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	b, err := centrifugebroker.New(node, centrifugebroker.Config{Sharded: &sharded.Config{Addrs: addrs}})
+	if err != nil {
+		panic(err)
+	}
+	node.SetBroker(b)
+	mb, err := centrifugebroker.NewMapBroker(b, centrifugebroker.MapConfig{})
+	if err != nil {
+		panic(err)
+	}
+	node.SetMapBroker(mb) // uses b's connections; node.Shutdown closes both
+	if err := node.Run(); err != nil {
+		panic(err)
+	}
+	defer func() { _ = node.Shutdown(context.Background()) }()
+
+	ctx := context.Background()
+	_ = node.MapClear(ctx, "example-seats", centrifuge.MapClearOptions{})
+	for _, who := range []string{"alice", "bob"} {
+		r, err := node.MapPublish(ctx, "example-seats", "seat-1", centrifuge.MapPublishOptions{
+			Data: []byte(who), KeyMode: centrifuge.KeyModeIfNew,
+		})
+		fmt.Printf("%v %s: suppressed %v %q\n", err, who, r.Suppressed, r.SuppressReason)
+	}
+	state, err := node.MapStateRead(ctx, "example-seats", centrifuge.MapReadStateOptions{Limit: -1})
+	fmt.Println(err, state.Publications[0].Key, string(state.Publications[0].Data), "at offset", state.Position.Offset)
+	// Output:
+	// <nil> alice: suppressed false ""
+	// <nil> bob: suppressed true "key_exists"
+	// <nil> seat-1 alice at offset 1
+}

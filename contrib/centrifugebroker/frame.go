@@ -28,6 +28,12 @@ const (
 	// a delta.
 	kindPositioned      kind = 0x05
 	kindPositionedDelta kind = 0x06
+	// Map publications (see MapBroker), on map channels only: a
+	// positioned frame whose position is the map channel's stream's
+	// (offset 0 and no epoch on an ephemeral channel), and whose previous
+	// publication, for a delta, is the key's previous value.
+	kindMapPublication kind = 0x07
+	kindMapDelta       kind = 0x08
 )
 
 func (k kind) String() string {
@@ -44,6 +50,10 @@ func (k kind) String() string {
 		return "positioned publication"
 	case kindPositionedDelta:
 		return "positioned delta publication"
+	case kindMapPublication:
+		return "map publication"
+	case kindMapDelta:
+		return "map delta publication"
 	}
 	return fmt.Sprintf("kind(0x%02x)", byte(k))
 }
@@ -177,7 +187,7 @@ func decode(payload []byte, publishedAt time.Time) (frame, error) {
 		if !publishedAt.IsZero() {
 			f.pub.Time = publishedAt.UnixMilli()
 		}
-	case kindPositioned, kindPositionedDelta:
+	case kindPositioned, kindPositionedDelta, kindMapPublication, kindMapDelta:
 		return decodePositioned(f.kind, body, publishedAt)
 	case kindJoin, kindLeave:
 		var p protocol.ClientInfo

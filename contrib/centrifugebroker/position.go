@@ -16,6 +16,8 @@ import (
 //
 //	positioned       = 0x05 offset ':' epoch ':' publication
 //	positioned delta = 0x06 offset ':' epoch ':' prevlen ':' prev publication
+//	map              = 0x07 offset ':' epoch ':' publication
+//	map delta        = 0x08 offset ':' epoch ':' prevlen ':' prev publication
 //
 // offset and prevlen are decimal; prev is the Protobuf Publication before
 // this one in the stream (prevlen 0: none, the client gets the full data).
@@ -56,7 +58,7 @@ func decodePositioned(k kind, body []byte, publishedAt time.Time) (frame, error)
 	}
 	f := frame{kind: k, sp: centrifuge.StreamPosition{Offset: offset, Epoch: string(body[:i])}}
 	body = body[i+1:]
-	if k == kindPositionedDelta {
+	if k == kindPositionedDelta || k == kindMapDelta {
 		f.delta = true
 		n, rest, ok := cutDecimal(body)
 		if !ok || n > uint64(len(rest)) {

@@ -2,6 +2,7 @@ package centrifugebroker
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -39,15 +40,20 @@ func (b *Broker) onEvent(ev shardcast.Event) {
 }
 
 // clientChannels returns channels without the control channel, and says
-// when control messages may have been lost.
+// when control messages may have been lost. The channels of map channels
+// become the map channels' names, which their clients subscribed to.
 func (b *Broker) clientChannels(channels []string, lost bool) []string {
 	out := make([]string, 0, len(channels))
+	mb := b.maps.Load()
 	for _, ch := range channels {
 		if ch == b.control {
 			if lost {
 				b.log.Warn("centrifugebroker: control messages may have been lost", "channel", ch)
 			}
 			continue
+		}
+		if mb != nil {
+			ch = strings.TrimPrefix(ch, mb.prefix)
 		}
 		out = append(out, ch)
 	}
