@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/centrifugal/protocol"
@@ -101,6 +102,7 @@ func (m *PresenceManager) AddPresence(ch, clientID string, info *centrifuge.Clie
 	defer a.release()
 	a.add(clientID)
 	p := infoToProto(info)
+	p.Client = "" // the entry's hash field names it
 	n, size := len(a.buf), p.SizeCF()
 	a.buf = slices.Grow(a.buf, size)[:n+size]
 	if _, err := p.MarshalToSizedBufferCF(a.buf[n:]); err != nil {
@@ -150,9 +152,11 @@ func (m *PresenceManager) Presence(ch string) (map[string]*centrifuge.ClientInfo
 			return nil, fmt.Errorf("%w: presence of %q", errBadPresenceReply, ch)
 		}
 		var p protocol.ClientInfo
-		if err := p.UnmarshalCF([]byte(data)); err != nil {
+		// UnmarshalCF copies what it keeps, so it may read data in place.
+		if err := p.UnmarshalCF(unsafe.Slice(unsafe.StringData(data), len(data))); err != nil {
 			return nil, fmt.Errorf("centrifugebroker: presence of %q: client %q: %w", ch, client, err)
 		}
+		p.Client = client
 		out[client] = infoFromProto(&p)
 	}
 	return out, nil

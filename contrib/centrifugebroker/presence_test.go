@@ -67,6 +67,7 @@ func TestPresence(t *testing.T) {
 			}
 			t.Run("UserMapping", func(t *testing.T) { testUserMapping(t, m, mapPrefix+"users-"+name) })
 			t.Run("Expiry", func(t *testing.T) { testPresenceExpiry(t, env, mapPrefix+"exp-"+name) })
+			t.Run("AddSweeps", func(t *testing.T) { testPresenceAddSweeps(t, env, mapPrefix+"sweep-"+name) })
 			t.Run("KeyPlacement", func(t *testing.T) { testPresenceKeyPlacement(t, env, m, name) })
 		})
 	}
@@ -193,6 +194,34 @@ func testPresenceExpiry(t *testing.T, env *historyEnv, ch string) {
 	assert.Equal(t, centrifuge.PresenceStats{}, stats(t, short, ch2))
 	waitFor(t, func() bool { p, err := short.Presence(ch2 + "-unmapped"); return err == nil && len(p) == 0 },
 		func() string { return "the unmapped channel's entry to expire" })
+}
+
+// testPresenceAddSweeps: in a channel nobody reads, re-adding a live
+// client leaves expired entries in place, and adding a new client removes
+// them and uncounts their users.
+func testPresenceAddSweeps(t *testing.T, env *historyEnv, ch string) {
+	short := newPresence(t, env.b, PresenceConfig{TTL: 200 * time.Millisecond, UserMapping: mapped})
+	long := newPresence(t, env.b, PresenceConfig{TTL: time.Minute, UserMapping: mapped})
+	require.NoError(t, long.AddPresence(ch, "live", clientInfo("live", "ann")))
+	require.NoError(t, short.AddPresence(ch, "dead1", clientInfo("dead1", "bo")))
+	require.NoError(t, short.AddPresence(ch, "dead2", clientInfo("dead2", "cy")))
+	ctx := context.Background()
+	srv, keys := env.serverOf(ch), long.keys(ch)
+	count := func(cmd string, key int) int64 {
+		n, err := srv.Do(ctx, cmd, keys[key])
+		require.NoError(t, err)
+		return n.(int64)
+	}
+	time.Sleep(300 * time.Millisecond) // past the short entries' TTL
+	require.NoError(t, long.AddPresence(ch, "live", clientInfo("live", "ann")))
+	assert.Equal(t, int64(3), count("HLEN", 0), "clients after a re-add: the dead entries are still there")
+	assert.Equal(t, int64(3), count("HLEN", 3), "users after a re-add")
+
+	require.NoError(t, long.AddPresence(ch, "new", clientInfo("new", "ann")))
+	assert.Equal(t, int64(2), count("HLEN", 0), "clients after a new client's add")
+	assert.Equal(t, int64(2), count("ZCARD", 1), "expiry after a new client's add")
+	assert.Equal(t, int64(2), count("HLEN", 2), "user_of after a new client's add")
+	assert.Equal(t, int64(1), count("HLEN", 3), "users after a new client's add: only ann")
 }
 
 // testPresenceKeyPlacement: every presence key of a channel is on the

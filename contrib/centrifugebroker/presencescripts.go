@@ -24,16 +24,23 @@ import (
 // Expiry is judged by the Redis server's clock (TIME), so that the nodes'
 // clocks need not agree. An entry is removed from clients and expiry,
 // and uncounted, by the first script that finds its time passed: reads
-// sweep every such entry, adds a bounded number. Each add also extends
-// the keys' own TTL to the entry's, never shortens it (another node may
-// keep entries with a longer TTL), so a channel nobody re-adds to
-// disappears whole.
+// sweep every such entry; an add that brings a new client sweeps a
+// bounded number, so a channel nobody reads sheds its dead entries as
+// clients join, while the re-adds that keep entries alive stay cheap.
+//
+// The keys themselves outlive their entries: an add that finds less than
+// its TTL left on clients sets the TTL of every key it uses to twice its
+// own (it never shortens one: another node may keep entries with a longer
+// TTL), so most adds read one TTL and write none, and a channel nobody
+// re-adds to disappears whole within twice the TTL. clients and expiry
+// always hold the same members, so they are created, emptied and
+// extended together; user_of and users are also checked when an add
+// writes them.
 //
 // Durations are milliseconds.
 
-// presenceSweepPerAdd bounds the expired entries an add removes, so that an
-// add stays cheap while a channel nobody reads still sheds its dead
-// entries.
+// presenceSweepPerAdd bounds the expired entries an add of a new client
+// removes.
 const presenceSweepPerAdd = 64
 
 // presenceLua is what every presence script starts with: the keys, the
@@ -57,7 +64,7 @@ end
 -- sweep removes entries whose time has passed, at most max (0: all), in
 -- batches that unpack can spread over a call's arguments.
 local function sweep(max)
-  local counted = redis.call('exists', user_of) == 1
+  local counted
   local swept = 0
   while max == 0 or swept < max do
     local n = 1000
@@ -66,6 +73,7 @@ local function sweep(max)
     if #gone == 0 then return end
     redis.call('hdel', clients, unpack(gone))
     redis.call('zrem', expiry, unpack(gone))
+    if counted == nil then counted = redis.call('exists', user_of) == 1 end
     if counted then
       for _, client in ipairs(gone) do uncount(client) end
     end
@@ -75,7 +83,8 @@ local function sweep(max)
 end
 `
 
-// addPresenceScript sets a client's entry and starts its TTL over.
+// addPresenceScript sets a client's entry and starts its TTL over; steady
+// re-adds of a counted client cost TIME, HSET, ZADD, HGET and one PTTL.
 //
 //	KEYS: clients, expiry, user_of, users
 //	ARGV: 1 client ID, 2 Protobuf ClientInfo, 3 user ID, 4 TTL, 5 "1" to
@@ -84,17 +93,29 @@ end
 // It replies 1.
 var addPresenceScript = shardcast.NewScript(presenceLua + `
 local client, info, user, ttl, mapped = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-sweep(` + strconv.Itoa(presenceSweepPerAdd) + `)
-redis.call('hset', clients, client, info)
+
+-- extend gives key twice ttl to live if it has less than ttl left.
+local function extend(key)
+  if redis.call('pttl', key) < ttl then redis.call('pexpire', key, 2 * ttl) end
+end
+
+if redis.call('hset', clients, client, info) == 1 then
+  sweep(` + strconv.Itoa(presenceSweepPerAdd) + `)
+end
 redis.call('zadd', expiry, now + ttl, client)
 if mapped == '1' and redis.call('hget', user_of, client) ~= user then
   uncount(client)
   redis.call('hset', user_of, client, user)
   redis.call('hincrby', users, user, 1)
+  extend(user_of)
+  extend(users)
 end
-for _, key in ipairs(KEYS) do
-  if redis.call('pttl', key) < ttl then
-    redis.call('pexpire', key, ttl)
+if redis.call('pttl', clients) < ttl then
+  redis.call('pexpire', clients, 2 * ttl)
+  redis.call('pexpire', expiry, 2 * ttl)
+  if mapped == '1' then
+    extend(user_of)
+    extend(users)
   end
 end
 return 1
