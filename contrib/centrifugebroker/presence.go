@@ -102,7 +102,7 @@ func (m *PresenceManager) AddPresence(ch, clientID string, info *centrifuge.Clie
 	defer a.release()
 	a.add(clientID)
 	p := infoToProto(info)
-	p.Client = "" // the entry's hash field names it
+	p.Client = clientID // Presence keys the entry by what it decodes
 	n, size := len(a.buf), p.SizeCF()
 	a.buf = slices.Grow(a.buf, size)[:n+size]
 	if _, err := p.MarshalToSizedBufferCF(a.buf[n:]); err != nil {
@@ -141,23 +141,21 @@ func (m *PresenceManager) Presence(ch string) (map[string]*centrifuge.ClientInfo
 		return nil, err
 	}
 	r, ok := v.([]any)
-	if !ok || len(r)%2 != 0 {
+	if !ok {
 		return nil, fmt.Errorf("%w: presence of %q", errBadPresenceReply, ch)
 	}
-	out := make(map[string]*centrifuge.ClientInfo, len(r)/2)
-	for i := 0; i < len(r); i += 2 {
-		client, ok1 := r[i].(string)
-		data, ok2 := r[i+1].(string)
-		if !ok1 || !ok2 {
+	out := make(map[string]*centrifuge.ClientInfo, len(r))
+	for _, e := range r {
+		data, ok := e.(string)
+		if !ok {
 			return nil, fmt.Errorf("%w: presence of %q", errBadPresenceReply, ch)
 		}
 		var p protocol.ClientInfo
 		// UnmarshalCF copies what it keeps, so it may read data in place.
 		if err := p.UnmarshalCF(unsafe.Slice(unsafe.StringData(data), len(data))); err != nil {
-			return nil, fmt.Errorf("centrifugebroker: presence of %q: client %q: %w", ch, client, err)
+			return nil, fmt.Errorf("centrifugebroker: presence of %q: %w", ch, err)
 		}
-		p.Client = client
-		out[client] = infoFromProto(&p)
+		out[p.Client] = infoFromProto(&p)
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 // A channel's presence lives beside the channel (see keyspace) in up to
 // four keys:
 //
-//	clients  hash  client ID → Protobuf ClientInfo
+//	clients  hash  client ID → Protobuf ClientInfo (with the client ID)
 //	expiry   zset  client ID, scored by when its entry expires (ms)
 //	user_of  hash  client ID → user ID, for the clients counted in users
 //	users    hash  user ID → how many of its clients are counted
@@ -135,12 +135,13 @@ return 1
 `)
 
 // presenceScript sweeps a channel's expired entries and replies the live
-// ones as HGETALL clients does: client ID, ClientInfo, and so on.
+// ones' ClientInfo (which holds the client ID), as HVALS clients does: half
+// the reply HGETALL would send.
 //
 //	KEYS: clients, expiry, user_of, users
 var presenceScript = shardcast.NewScript(presenceLua + `
 sweep(0)
-return redis.call('hgetall', clients)
+return redis.call('hvals', clients)
 `)
 
 // presenceStatsScript sweeps a channel's expired entries and replies
