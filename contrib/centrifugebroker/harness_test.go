@@ -39,6 +39,7 @@ type testNode struct {
 	node     *centrifuge.Node
 	broker   *Broker
 	presence *PresenceManager // nil unless started with one
+	maps     *MapBroker       // nil unless started with one
 	url      string
 
 	mu         sync.Mutex
@@ -60,13 +61,15 @@ func (nd *testNode) subscribeOnConnect(user string, channels []string) {
 // clients may publish.
 func startNode(t *testing.T, cfg Config) *testNode {
 	t.Helper()
-	return startNodeWith(t, cfg, nil)
+	return startNodeWith(t, cfg, nil, false)
 }
 
 // startNodeWith is startNode with, unless presence is nil, the Broker's
 // PresenceManager built from presence as the node's: every subscription
-// then emits presence, and clients may ask for presence and its stats.
-func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig) *testNode {
+// then emits presence, and clients may ask for presence and its stats;
+// with maps, the Broker's MapBroker is the node's too (map channel
+// options as mapChannelOptions gives them).
+func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig, maps bool) *testNode {
 	t.Helper()
 	node, err := centrifuge.New(centrifuge.Config{
 		LogLevel: centrifuge.LogLevelNone,
@@ -74,6 +77,7 @@ func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig) *testNode
 		// each client to 1,000 channels.
 		ClientChannelLimit: 2 * scaleChannels,
 		Metrics:            centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+		Map:                centrifuge.MapConfig{GetMapChannelOptions: mapChannelOptions},
 	})
 	require.NoError(t, err)
 	nd := &testNode{node: node, serverSubs: make(map[string][]string)}
@@ -117,6 +121,11 @@ func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig) *testNode
 		nd.presence, err = NewPresenceManager(b, *presence)
 		require.NoError(t, err)
 		node.SetPresenceManager(nd.presence)
+	}
+	if maps {
+		nd.maps, err = NewMapBroker(b, MapConfig{})
+		require.NoError(t, err)
+		node.SetMapBroker(nd.maps)
 	}
 	require.NoError(t, node.Run())
 	mux := http.NewServeMux()

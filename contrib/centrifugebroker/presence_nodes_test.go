@@ -21,7 +21,7 @@ func TestPresenceAcrossNodes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := config()
 			pcfg := &PresenceConfig{UserMapping: mapped}
-			a, b := startNodeWith(t, cfg, pcfg), startNodeWith(t, cfg, pcfg)
+			a, b := startNodeWith(t, cfg, pcfg, false), startNodeWith(t, cfg, pcfg, false)
 			for _, ch := range []string{"presence-" + name, mapPrefix + "presence-" + name} {
 				t.Run(ch, func(t *testing.T) { testPresenceAcrossNodes(t, a, b, ch) })
 			}
