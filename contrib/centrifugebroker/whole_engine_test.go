@@ -184,4 +184,3 @@ func cmdsOf(conns []map[string]string) string {
 	}
 	return strings.Join(s, ",")
 }
-
