@@ -276,7 +276,8 @@ func parseStateEntry(v string) (stateEntry, error) {
 // hint, as with Centrifuge's Redis map broker: Redis may return more, and
 // an entry written during a scan may come twice) from Cursor, and the
 // result's Cursor is "" after the last page. With opts.Revision of
-// another epoch it fails with centrifuge.ErrorUnrecoverablePosition.
+// another epoch, or past the stream's top, it fails with
+// centrifuge.ErrorUnrecoverablePosition.
 func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.MapReadStateOptions) (centrifuge.MapStateResult, error) {
 	o, err := m.channelOptions(ch)
 	if err != nil {
@@ -310,8 +311,8 @@ func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.Ma
 	if next != "0" {
 		res.Cursor = next
 	}
-	if opts.Revision != nil && opts.Revision.Epoch != sp.Epoch {
-		return res, centrifuge.ErrorUnrecoverablePosition
+	if opts.Revision != nil && (opts.Revision.Epoch != sp.Epoch || opts.Revision.Offset > sp.Offset) {
+		return res, centrifuge.ErrorUnrecoverablePosition // another epoch, or past the top: see ReadStream
 	}
 	for i := 3; i < len(r); i += 2 {
 		key, ok1 := r[i].(string)
@@ -333,7 +334,8 @@ func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.Ma
 // ReadStream returns the publications kept in map channel ch's stream
 // that opts.Filter selects (Since: those after that position, or before
 // it in Reverse; Limit: at most that many, 0 for none, -1 for all) and
-// the stream's current position. A Since of another epoch fails with
+// the stream's current position. A Since of another epoch, or past the
+// stream's top (its writes lost with a failover or a restart), fails with
 // centrifuge.ErrorUnrecoverablePosition. An ephemeral channel has no
 // stream: no publications, position zero.
 func (m *MapBroker) ReadStream(ctx context.Context, ch string, opts centrifuge.MapReadStreamOptions) (centrifuge.MapStreamResult, error) {
@@ -372,6 +374,14 @@ func (m *MapBroker) ReadStream(ctx context.Context, ch string, opts centrifuge.M
 		return centrifuge.MapStreamResult{}, fmt.Errorf("%w: read stream on %q", errBadMapReply, ch)
 	}
 	if f.Since != nil && f.Since.Epoch != "" && f.Since.Epoch != sp.Epoch {
+		return centrifuge.MapStreamResult{}, centrifuge.ErrorUnrecoverablePosition
+	}
+	if f.Since != nil && f.Since.Offset > sp.Offset {
+		// A position past the top: its publications were lost (a failover
+		// or a restart from a snapshot lost the last writes) and their
+		// offsets will be given out again. Centrifuge does not check this
+		// for map subscriptions, and a client recovering from there would
+		// keep the lost writes.
 		return centrifuge.MapStreamResult{}, centrifuge.ErrorUnrecoverablePosition
 	}
 	res := centrifuge.MapStreamResult{Position: sp}
