@@ -45,6 +45,10 @@ type mapResult struct {
 	// LivePerOp is the live updates the nodes' handlers received in the
 	// window per call: Nodes for a publish that reached every node.
 	LivePerOp float64 `json:"live_updates_per_op"`
+	// LiveMissed is how many of the live updates owed for every
+	// successful publish of the run (the fill's included), one per node,
+	// had not arrived 5 s after the last call.
+	LiveMissed uint64 `json:"live_updates_missed"`
 	// Conns is every connection the nodes hold per master, counted with
 	// CLIENT LIST at the end of the window minus those there before the
 	// nodes, split by kind as presResult's.
@@ -204,6 +208,13 @@ func mapRun(ctx context.Context, name, op string, t presTopo) (res mapResult) {
 	conns := masterConns(t.Servers)
 	stop.Store(true)
 	wg.Wait()
+	published := uint64(len(w.channels) * len(w.keys))
+	if op == "publish" {
+		for i := range counts {
+			published += counts[i].n.Load()
+		}
+	}
+	res.LiveMissed = mapAwaitLive(nodes, uint64(len(nodes))*published, 5*time.Second)
 
 	res.Conns, res.CmdConns, res.PubSubConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	for _, s := range t.Servers {
@@ -245,6 +256,22 @@ func mapLive(nodes []*mapNode) uint64 {
 		n += nd.live.n.Load()
 	}
 	return n
+}
+
+// mapAwaitLive waits, up to timeout, until the nodes' handlers received
+// want live updates in all, and returns how many were still missing.
+func mapAwaitLive(nodes []*mapNode, want uint64, timeout time.Duration) uint64 {
+	deadline := time.Now().Add(timeout)
+	for {
+		got := mapLive(nodes)
+		if got >= want {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			return want - got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // mapFill publishes every key of every channel of w through the nodes,

@@ -13,7 +13,9 @@ func mapIntro() string {
 		"as the Centrifuge end-to-end section configures its `RedisBroker`, on the standalone instance with `Address`. Every map "+
 		"channel is *recoverable* (a stream beside the state; Centrifuge's default stream size 100, stream TTL 1 min, meta TTL 10 "+
 		"min) with `KeyTTL` %s, and every node is subscribed to all %d of them, so that each publication is delivered to each node "+
-		"(*live/op*: the live updates the nodes' handlers received in the window per call). Before every run's window the workers "+
+		"(*live/op*: the live updates the nodes' handlers received in the window per call; *live missed*: of the updates owed for "+
+		"every successful publish of a run, the fill's included, one per node, those not received 5 s after its last call, summed "+
+		"over the rounds). Before every run's window the workers "+
 		"write all %d keys of every channel (%d-byte values); then %d closed-loop goroutines, goroutine *g* on node *g mod %d*, "+
 		"make one kind of call per run over every channel in turn: *publish* is `Publish` of the channel's next key (a keyed "+
 		"replace, appended to the stream and published), *state* is `ReadState` with `Limit` %d (a client's first page: the "+

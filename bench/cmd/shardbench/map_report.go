@@ -57,7 +57,7 @@ func mapReport(all []mapResult, topos []presTopo, ops, names []string) mapTables
 		}
 	}
 	out.runs = table([]string{"topology", "call", "broker", "ops/s", "p50", "p99", "client CPU/op", "Redis CPU/op", "client allocs/op", "GC",
-		"live/op", "failed", "short", "runs"}, rows)
+		"live/op", "live missed", "failed", "short", "runs"}, rows)
 	if len(rrows) > 0 {
 		out.ratios = table([]string{"topology", "call", "ops/s", "ops/s per round", "p50", "p99", "client CPU/op", "Redis CPU/op", "client allocs/op"}, rrows)
 	}
@@ -82,7 +82,7 @@ func mapSelect(all []mapResult, topo, op, name string) []mapResult {
 
 // mapMedian combines the error-free runs: each numeric column and each
 // master's connection counts is the median over them; failed and short
-// are summed over every run. Without an error-free run it returns the
+// are summed over every run, live missed over the error-free ones. Without an error-free run it returns the
 // first run (and its error).
 func mapMedian(rs []mapResult, servers []string) mapResult {
 	var ok []mapResult
@@ -102,9 +102,10 @@ func mapMedian(rs []mapResult, servers []string) mapResult {
 	}
 	med := func(get func(mapResult) float64) float64 { return medianOf(ok, get) }
 	m := ok[0]
-	m.Round, m.Failed, m.Short, m.Ops = 0, failed, short, 0
+	m.Round, m.Failed, m.Short, m.Ops, m.LiveMissed = 0, failed, short, 0, 0
 	for _, r := range ok {
 		m.Ops += r.Ops
+		m.LiveMissed += r.LiveMissed
 	}
 	m.Rate = med(func(r mapResult) float64 { return r.Rate })
 	m.P50us = med(func(r mapResult) float64 { return r.P50us })
@@ -148,7 +149,7 @@ func mapRoundRatios(a, c []mapResult) string {
 // mapRow is a row of the medians table.
 func mapRow(r mapResult, runs int) []string {
 	if r.Error != "" {
-		return []string{r.Topology, r.Op, r.Broker, "error: " + r.Error, "", "", "", "", "", "", "", strconv.FormatUint(r.Failed, 10),
+		return []string{r.Topology, r.Op, r.Broker, "error: " + r.Error, "", "", "", "", "", "", "", "", strconv.FormatUint(r.Failed, 10),
 			strconv.FormatUint(r.Short, 10), strconv.Itoa(runs)}
 	}
 	us := func(v float64) string { return fmtDur(time.Duration(v * 1e3)) }
@@ -158,5 +159,5 @@ func mapRow(r mapResult, runs int) []string {
 	}
 	return []string{r.Topology, r.Op, r.Broker, fmtRate(r.Rate), us(r.P50us), us(r.P99us), fmtDur(time.Duration(r.ClientCPUns)),
 		fmtDur(time.Duration(r.RedisCPUns)), fmt.Sprintf("%.1f", r.AllocsPerOp), fmt.Sprintf("%.1f%%", 100*r.GCShare), live,
-		strconv.FormatUint(r.Failed, 10), strconv.FormatUint(r.Short, 10), strconv.Itoa(runs)}
+		strconv.FormatUint(r.LiveMissed, 10), strconv.FormatUint(r.Failed, 10), strconv.FormatUint(r.Short, 10), strconv.Itoa(runs)}
 }

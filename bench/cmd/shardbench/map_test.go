@@ -68,12 +68,13 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 	// conns, subscribed, commands, idle, subscribed and all per node per master.
 	assert.Regexp(t, centAdapter+`\s*\|\s*3\s*\|\s*6 / 6 / 6\s*\|\s*3 / 3 / 3\s*\|\s*3 / 3 / 3\s*\|\s*0 / 0 / 0\s*\|\s*1\.0\s*\|\s*2\.0\s*\|`, rep.conns)
 	assert.Regexp(t, centRedis+`\s*\|\s*3\s*\|\s*131 / 131 / 131\s*\|\s*128 / 128 / 128\s*\|\s*3 / 3 / 3\s*\|\s*0 / 0 / 0\s*\|\s*42\.7\s*\|\s*43\.7\s*\|`, rep.conns)
-	assert.Regexp(t, `\|\s*publish\s*\|\s*`+centAdapter+`\s*\|.*\|\s*3\.00\s*\|\s*0\s*\|\s*0\s*\|\s*1\s*\|`, rep.runs)
+	assert.Regexp(t, `\|\s*publish\s*\|\s*`+centAdapter+`\s*\|.*\|\s*3\.00\s*\|\s*0\s*\|\s*0\s*\|\s*0\s*\|\s*1\s*\|`, rep.runs)
 }
 
 // TestMapRunOnRedis runs the scenario's two calls with both brokers on a
 // standalone Redis and a 3-master cluster of its own, briefly: every run
-// makes calls without failures, every publish reaches every node, and
+// makes calls without failures, every publish reaches every node (the run
+// waits for the deliveries with a deadline), and
 // the connection counts are the brokers' (one subscribe and one
 // publishing connection per node and master for the adapter on the
 // cluster; a connection per partition and node for Centrifuge's).
@@ -112,10 +113,10 @@ func TestMapRunOnRedis(t *testing.T) {
 				assert.NotZero(t, r.Ops, where)
 				assert.Zero(t, r.Failed, "%s: %s", where, r.Note)
 				assert.Zero(t, r.Short, where)
+				// Every publish, the fill's included, reached every node.
+				assert.Zero(t, r.LiveMissed, where)
 				if op == "publish" {
-					// Deliveries in flight at either end of the window
-					// make the ratio only roughly the node count.
-					assert.InDelta(t, float64(cfg.mapNodes), r.LivePerOp, 0.5, where)
+					assert.NotZero(t, r.LivePerOp, where)
 				}
 				subscribed, all := 0, 0
 				for _, s := range topo.Servers {
