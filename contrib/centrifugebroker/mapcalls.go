@@ -236,37 +236,34 @@ func (m *MapBroker) update(ctx context.Context, c mapCall, op string) (centrifug
 	}
 	res.Suppressed, res.SuppressReason = true, centrifuge.SuppressReason(reason)
 	if res.SuppressReason == centrifuge.SuppressReasonPositionMismatch && current != "" {
-		e, err := parseStateEntry(current)
+		var p protocol.Publication
+		offset, err := parseStateEntry(current, &p)
 		if err != nil {
 			return res, fmt.Errorf("centrifugebroker: map %s on %q: current entry: %w", op, c.ch, err)
 		}
-		res.CurrentEntry = &centrifuge.MapCurrentEntry{Offset: e.offset, Data: e.pub.Data}
+		res.CurrentEntry = &centrifuge.MapCurrentEntry{Offset: offset, Data: p.Data}
 	}
 	return res, nil
 }
 
-// stateEntry is one entry of a map channel's state hash (see
-// mapscripts.go).
-type stateEntry struct {
-	offset uint64
-	pub    *protocol.Publication
-}
-
-// parseStateEntry parses offset ':' len ':' removal publication.
-func parseStateEntry(v string) (stateEntry, error) {
+// parseStateEntry parses an entry of a map channel's state hash (see
+// mapscripts.go), offset ':' len ':' removal publication, publication: it
+// returns the offset and fills p, which the caller provides so that a
+// read of many entries keeps each one's Publication off the heap (pubAt
+// copies what it needs). p.Data is a copy of v's bytes.
+func parseStateEntry(v string, p *protocol.Publication) (offset uint64, err error) {
 	offset, rest, ok := cutDecimal([]byte(v))
 	if !ok {
-		return stateEntry{}, errBadMapReply
+		return 0, errBadMapReply
 	}
 	n, rest, ok := cutDecimal(rest)
 	if !ok || n > uint64(len(rest)) {
-		return stateEntry{}, errBadMapReply
+		return 0, errBadMapReply
 	}
-	var p protocol.Publication
-	if err := unmarshalPublication(rest[n:], &p); err != nil {
-		return stateEntry{}, err
+	if err := unmarshalPublication(rest[n:], p); err != nil {
+		return 0, err
 	}
-	return stateEntry{offset: offset, pub: &p}, nil
+	return offset, nil
 }
 
 // ReadState returns the entries of map channel ch (each a Publication
@@ -314,17 +311,21 @@ func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.Ma
 	if opts.Revision != nil && (opts.Revision.Epoch != sp.Epoch || opts.Revision.Offset > sp.Offset) {
 		return res, centrifuge.ErrorUnrecoverablePosition // another epoch, or past the top: see ReadStream
 	}
+	if n := (len(r) - 3) / 2; n > 0 {
+		res.Publications = make([]*centrifuge.Publication, 0, n)
+	}
 	for i := 3; i < len(r); i += 2 {
 		key, ok1 := r[i].(string)
 		v, ok2 := r[i+1].(string)
 		if !ok1 || !ok2 {
 			return centrifuge.MapStateResult{}, fmt.Errorf("%w: read state on %q", errBadMapReply, ch)
 		}
-		e, err := parseStateEntry(v)
+		var p protocol.Publication
+		offset, err := parseStateEntry(v, &p)
 		if err != nil {
 			return centrifuge.MapStateResult{}, fmt.Errorf("centrifugebroker: map read state on %q: key %q: %w", ch, key, err)
 		}
-		pub := pubAt(e.pub, e.offset)
+		pub := pubAt(&p, offset)
 		pub.Key = key
 		res.Publications = append(res.Publications, pub)
 	}

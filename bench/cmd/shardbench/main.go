@@ -6,7 +6,7 @@
 //	shardbench <scenario> [flags]
 //
 // Scenarios: throughput, latency, resubscribe, connections, broadcast,
-// balance, memory, centrifuge, fleet, fanout, presence, and all (every
+// balance, memory, centrifuge, fleet, fanout, presence, map, and all (every
 // scenario, then docs/BENCHMARKS.md via -out; with -update, -out replaces
 // only the sections of the scenarios run). Without -addrs/-cluster it
 // starts its own redis-server processes on free loopback ports and kills
@@ -83,6 +83,12 @@ type config struct {
 	presClients               int
 	presOps                   string
 	presMapping               bool
+	mapNodes                  int
+	mapWorkers                int
+	mapChannels               int
+	mapKeys                   int
+	mapPayload                int
+	mapOps                    string
 	update                    bool
 }
 
@@ -103,10 +109,11 @@ var scenarios = map[string]func(context.Context, *env) (section, error){
 	"fleet":       runFleet,
 	"fanout":      runFanout,
 	"presence":    runPresence,
+	"map":         runMap,
 }
 
 // order is the order "all" runs scenarios in (most important first).
-var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet", "fanout", "presence"}
+var order = []string{"throughput", "resubscribe", "connections", "memory", "balance", "broadcast", "latency", "centrifuge", "fleet", "fanout", "presence", "map"}
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: shardbench <%s|all> [flags]\n", strings.Join(order, "|"))
@@ -172,6 +179,12 @@ func flags() *flag.FlagSet {
 	fs.IntVar(&cfg.presClients, "presence-clients", 10, "clients present in each channel: the entries Presence returns (presence)")
 	fs.StringVar(&cfg.presOps, "presence-ops", "add,presence,stats", "calls, comma-separated, one kind per run: add (AddPresence), presence (Presence), stats (PresenceStats) (presence)")
 	fs.BoolVar(&cfg.presMapping, "presence-user-mapping", true, "user mapping on every channel in both managers, so that PresenceStats counts users in Redis (presence)")
+	fs.IntVar(&cfg.mapNodes, "map-nodes", 3, "nodes, each with its own map broker and Redis connections, each subscribed to every map channel (map)")
+	fs.IntVar(&cfg.mapWorkers, "map-workers", 32, "closed-loop goroutines making map calls, spread over the nodes (map)")
+	fs.IntVar(&cfg.mapChannels, "map-channels", 1000, "map channels (map)")
+	fs.IntVar(&cfg.mapKeys, "map-keys", 16, "keys kept in each map channel: the entries ReadState returns (map)")
+	fs.IntVar(&cfg.mapPayload, "map-payload", 128, "bytes of each key's value (map)")
+	fs.StringVar(&cfg.mapOps, "map-ops", "publish,state", "calls, comma-separated, one kind per run: publish (keyed Publish), state (ReadState of the first page) (map)")
 	return fs
 }
 

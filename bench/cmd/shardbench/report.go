@@ -350,11 +350,13 @@ func flagSummary() string {
 	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d -sc-reuse-payloads=%v -heap %d -reused-buffer=%v "+
 		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d "+
 		"-fanout-subscribers %d -fanout-channels %d -fanout-rate %d -fanout-publishers %d -fanout-payload %d -fanout-duration %s -fanout-warmup %s -fanout-rows %s -fanout-cent-partitions %d "+
-		"-presence-nodes %d -presence-workers %d -presence-channels %d -presence-clients %d -presence-ops %s -presence-user-mapping=%v",
+		"-presence-nodes %d -presence-workers %d -presence-channels %d -presence-clients %d -presence-ops %s -presence-user-mapping=%v "+
+		"-map-nodes %d -map-workers %d -map-channels %d -map-keys %d -map-payload %d -map-ops %s",
 		cfg.channels, cfg.publishers, cfg.payload, cfg.duration, cfg.warmup, cfg.rounds, cfg.resubChannels, cfg.memChannels, cfg.memBatch, cfg.rates, cfg.latencyDuration, cfg.brokers, cfg.scWorkers, cfg.scBatch, cfg.scReuse, cfg.heap, cfg.reusedBuffer,
 		cfg.centNodes, cfg.centClients, cfg.centChannels, cfg.centFanout, cfg.centPublishers, cfg.centPublish, cfg.centHistory, cfg.centToyHeap, cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers,
 		cfg.fanoutSubscribers, cfg.fanoutChannels, cfg.fanoutRate, cfg.fanoutPublishers, cfg.fanoutPayload, cfg.fanoutDuration, cfg.fanoutWarmup, cfg.fanoutRows, cfg.fanoutCentPartitions,
-		cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presOps, cfg.presMapping)
+		cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presOps, cfg.presMapping,
+		cfg.mapNodes, cfg.mapWorkers, cfg.mapChannels, cfg.mapKeys, cfg.mapPayload, cfg.mapOps)
 }
 
 // fmtRate renders msgs/s compactly.
