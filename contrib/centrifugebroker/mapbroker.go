@@ -34,12 +34,14 @@ type MapConfig struct {
 	// IdempotencyKey is remembered when its IdempotentResultTTL is zero
 	// (default DefaultIdempotentResultTTL).
 	IdempotentResultTTL time.Duration
-	// ExpiryInterval is how often the MapBroker removes the expired
+	// ExpiryInterval bounds how late the MapBroker removes the expired
 	// entries (MapChannelOptions.KeyTTL) of the map channels its node is
-	// subscribed to, publishing their removal (default 1 s; negative: never).
-	// Every call on a channel also removes some first, so a channel nobody
-	// is subscribed to sheds its expired entries when it is next used.
-	// Each sweep runs one script per subscribed channel with a KeyTTL.
+	// subscribed to, publishing their removal (default 1 s; negative:
+	// never): it visits a channel when its next entry falls due, at most
+	// once per ExpiryInterval, so entries expiring within one interval go
+	// in one script. Channels with nothing due cost nothing. Every call on
+	// a channel also removes some first, so a channel nobody is subscribed
+	// to sheds its expired entries when it is next used.
 	ExpiryInterval time.Duration
 }
 
@@ -74,10 +76,7 @@ type MapBroker struct {
 	resultTTL time.Duration
 	events    atomic.Pointer[centrifuge.BrokerEventHandler]
 
-	mu         sync.Mutex
-	subscribed map[string]struct{}
-
-	sweeper   *expirySweeper
+	sweeper   *expirySweeper // nil without expiry sweeps
 	closeOnce sync.Once
 }
 
@@ -122,11 +121,10 @@ func NewMapBroker(b *Broker, cfg MapConfig) (*MapBroker, error) {
 		return nil, fmt.Errorf("%w: centrifugebroker: MapConfig.IdempotentResultTTL = %v, want >= 0", shardcast.ErrInvalidConfig, cfg.IdempotentResultTTL)
 	}
 	m := &MapBroker{
-		b:          b,
-		prefix:     cfg.ChannelPrefix,
-		options:    b.node.Config().Map.GetMapChannelOptions,
-		resultTTL:  cfg.IdempotentResultTTL,
-		subscribed: make(map[string]struct{}),
+		b:         b,
+		prefix:    cfg.ChannelPrefix,
+		options:   b.node.Config().Map.GetMapChannelOptions,
+		resultTTL: cfg.IdempotentResultTTL,
 	}
 	m.engine, _ = b.engine.(scripter)
 	if m.engine == nil {
@@ -172,21 +170,23 @@ func (m *MapBroker) Subscribe(channels ...string) error {
 		return err
 	}
 	m.b.resync.confirmed(channels, since)
-	m.mu.Lock()
-	for _, ch := range channels {
-		m.subscribed[ch] = struct{}{}
+	if m.sweeper != nil {
+		for _, ch := range channels {
+			if o, err := m.channelOptions(ch); err == nil && o.Mode.HasExpiry() && o.KeyTTL > 0 {
+				m.sweeper.subscribed(ch, o.KeyTTL)
+			}
+		}
 	}
-	m.mu.Unlock()
 	return nil
 }
 
 // Unsubscribe unsubscribes the node from map channels.
 func (m *MapBroker) Unsubscribe(channels ...string) error {
-	m.mu.Lock()
-	for _, ch := range channels {
-		delete(m.subscribed, ch)
+	if m.sweeper != nil {
+		for _, ch := range channels {
+			m.sweeper.unsubscribed(ch)
+		}
 	}
-	m.mu.Unlock()
 	m.b.resync.forget(channels)
 	ctx, cancel := m.b.callCtx()
 	defer cancel()
@@ -197,17 +197,6 @@ func (m *MapBroker) wires(channels []string) []string {
 	out := make([]string, len(channels))
 	for i, ch := range channels {
 		out[i] = m.wire(ch)
-	}
-	return out
-}
-
-// subscribedChannels returns the map channels the node is subscribed to.
-func (m *MapBroker) subscribedChannels() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.subscribed))
-	for ch := range m.subscribed {
-		out = append(out, ch)
 	}
 	return out
 }
@@ -240,6 +229,24 @@ func (m *MapBroker) deliver(ch string, msg shardcast.Message) {
 	}
 	clonePublicationData(&f) // see Broker.deliver
 	_ = (*h).HandlePublication(ch, f.pub, f.sp, f.delta, f.prevPub)
+	if m.sweeper != nil && !f.pub.Removed {
+		m.sweeper.updated(ch)
+	}
+}
+
+// lost tells the expiry sweeper that map channels (wire names; all
+// subscribed ones if all) may have lost live updates.
+func (m *MapBroker) lost(wires []string, all bool) {
+	if m.sweeper == nil {
+		return
+	}
+	var channels []string
+	for _, w := range wires {
+		if ch, ok := strings.CutPrefix(w, m.prefix); ok {
+			channels = append(channels, ch)
+		}
+	}
+	m.sweeper.lost(channels, all)
 }
 
 // errBadMapReply reports a map script reply of the wrong shape: a foreign

@@ -407,30 +407,39 @@ func (m *MapBroker) ReadStream(ctx context.Context, ch string, opts centrifuge.M
 // Stats returns how many keys map channel ch holds, after removing the
 // expired ones.
 func (m *MapBroker) Stats(ctx context.Context, ch string) (centrifuge.MapStats, error) {
-	n, _, err := m.sweep(ctx, ch, 0)
+	n, _, _, err := m.sweep(ctx, ch, 0)
 	return centrifuge.MapStats{NumKeys: n}, err
 }
 
 // sweep runs mapStatsScript on ch, removing up to max expired entries
-// beyond what every call removes (0: none), and returns how many keys
-// are left and how many it removed.
-func (m *MapBroker) sweep(ctx context.Context, ch string, max int) (keys, swept int, err error) {
+// (0: none), and returns how many keys ch has, how many entries it
+// removed and, when max > 0, how long until its next entry expires (-1:
+// none).
+func (m *MapBroker) sweep(ctx context.Context, ch string, max int) (keys, swept int, next time.Duration, err error) {
 	o, err := m.channelOptions(ch)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	c := m.call(ch, o, "")
 	c.a.addUint(uint64(max))
 	r, err := c.run(ctx, "stats", mapStatsScript)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
+	}
+	if len(r) != 3 {
+		return 0, 0, 0, fmt.Errorf("%w: stats on %q", errBadMapReply, ch)
 	}
 	n, ok1 := r[0].(int64)
 	s, ok2 := r[1].(int64)
-	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("%w: stats on %q", errBadMapReply, ch)
+	ms, ok3 := r[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, 0, fmt.Errorf("%w: stats on %q", errBadMapReply, ch)
 	}
-	return int(n), int(s), nil
+	next = -1
+	if ms >= 0 {
+		next = time.Duration(ms) * time.Millisecond
+	}
+	return int(n), int(s), next, nil
 }
 
 // Clear deletes map channel ch's state, stream and meta; its next call

@@ -34,7 +34,8 @@ import (
 // Expired entries are removed, and their removal appended and published
 // like any other, by the first script that sweeps the channel: every script
 // sweeps a bounded number before it works, and the MapBroker sweeps the
-// channels its node is subscribed to every MapConfig.ExpiryInterval.
+// channels its node is subscribed to when their entries fall due
+// (mapexpiry.go).
 //
 // Durations are milliseconds (PEXPIRE), "0" for none.
 
@@ -313,12 +314,17 @@ end
 return { top, epoch, redis.call(unpack(range)) }
 `)
 
-// mapStatsScript replies { number of keys, entries swept } after sweeping
-// up to ARGV[9] expired entries ("0": only count).
+// mapStatsScript replies { number of keys, entries swept, ms until the
+// next entry expires (-1: none, or not asked) } after sweeping up to
+// ARGV[9] expired entries ("0": only count).
 var mapStatsScript = shardcast.NewScript(mapLua + `
-local swept = 0
-if ARGV[9] ~= '0' then swept = sweep(tonumber(ARGV[9])) end
-return { redis.call('hlen', state), swept }
+local swept, next = 0, -1
+if ARGV[9] ~= '0' then
+  swept = sweep(tonumber(ARGV[9]))
+  local first = redis.call('zrange', expiry, 0, 0, 'WITHSCORES')
+  if first[2] then next = math.max(0, tonumber(first[2]) - now) end
+end
+return { redis.call('hlen', state), swept, next }
 `)
 
 // mapClearScript deletes a map channel's keys; its next call starts a new

@@ -25,10 +25,16 @@ func (b *Broker) onEvent(ev shardcast.Event) {
 	case shardcast.EventRestored:
 		b.log.Info("centrifugebroker: subscriptions restored", "event", ev.String())
 		b.resync.restored(b.clientChannels(ev.Channels, false))
+		if mb := b.maps.Load(); mb != nil {
+			mb.lost(ev.Channels, false)
+		}
 	case shardcast.EventDropped:
 		b.log.Warn("centrifugebroker: messages dropped (a full worker queue, or late copies after a failover), telling their clients to resubscribe",
 			"event", ev.String(), "channels_truncated", ev.Truncated)
 		channels := b.clientChannels(ev.Channels, true)
+		if mb := b.maps.Load(); mb != nil {
+			mb.lost(ev.Channels, ev.Truncated)
+		}
 		if ev.Truncated {
 			// The list names only some of the channels that lost
 			// messages: every channel with local subscribers may have.
