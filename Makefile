@@ -9,7 +9,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 FUZZTIME ?= 100000x
 
 .PHONY: test demo fmt-check vet unit fuzz bench generate redis cc
-.PHONY: chat chat-web
+.PHONY: chat chat-web mapclient
 
 ## demo: runs the main job on a local Redis the command starts itself.
 demo: redis
@@ -73,6 +73,14 @@ CHAT_CLIENT := examples/chat/web/node_modules/centrifuge/dist/centrifuge.js
 chat-web: $(CHAT_CLIENT)
 $(CHAT_CLIENT): examples/chat/web/package.json examples/chat/web/package-lock.json
 	@./examples/chat/web/install.sh
+
+## mapclient: installs the centrifuge-js map client (pinned centrifuge and ws) that
+## contrib/centrifugebroker's TestMapWebSocket runs under Node.js, and nodejs and npm with apt-get
+## when missing and root. The test skips without it, and fails under CI.
+MAP_CLIENT := contrib/centrifugebroker/testdata/mapclient/node_modules/centrifuge/package.json
+mapclient: $(MAP_CLIENT)
+$(MAP_CLIENT): contrib/centrifugebroker/testdata/mapclient/package.json contrib/centrifugebroker/testdata/mapclient/package-lock.json
+	@./contrib/centrifugebroker/testdata/mapclient/install.sh
 
 ## interop: installs what the Python and Node.js reference implementations need (interop/install.sh),
 ## then runs their vector runners and the cross-language publish tests.

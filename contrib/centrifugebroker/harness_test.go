@@ -96,6 +96,13 @@ func startNodeWith(t *testing.T, cfg Config, presence *PresenceConfig, maps bool
 	})
 	node.OnConnect(func(c *centrifuge.Client) {
 		c.OnSubscribe(func(e centrifuge.SubscribeEvent, cb centrifuge.SubscribeCallback) {
+			if e.Type != centrifuge.SubscriptionTypeStream {
+				// A map subscription (a centrifuge-js client's): Centrifuge
+				// refuses a reply whose Type differs from the request's, and
+				// takes recovery and positioning from the channel's mode.
+				cb(centrifuge.SubscribeReply{Options: centrifuge.SubscribeOptions{Type: e.Type}}, nil)
+				return
+			}
 			// Channels named hist-* keep history: their subscriptions
 			// are recoverable.
 			recover := strings.HasPrefix(e.Channel, historyChannelPrefix)

@@ -60,7 +60,7 @@ func startMapNode(t *testing.T, cfg Config) (*centrifuge.Node, *MapBroker) {
 // handler) on both engines: the node's map API works through it, and a
 // publication on one node reaches the other node's handler, which takes
 // it. centrifuge-go v0.12.1 has no map subscriptions, so no WebSocket
-// client takes part.
+// client takes part here; TestMapWebSocket runs a centrifuge-js one.
 func TestMapNode(t *testing.T) {
 	for name, start := range mapEngines() {
 		t.Run(name, func(t *testing.T) {
