@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/centrifugal/centrifuge"
 	"github.com/centrifugal/protocol"
@@ -250,9 +251,11 @@ func (m *MapBroker) update(ctx context.Context, c mapCall, op string) (centrifug
 // mapscripts.go), offset ':' len ':' removal publication, publication: it
 // returns the offset and fills p, which the caller provides so that a
 // read of many entries keeps each one's Publication off the heap (pubAt
-// copies what it needs). p.Data is a copy of v's bytes.
+// copies what it needs). p.Data shares v's bytes, not copied: v must be
+// a string of a script's reply, which nothing else holds, so p's Data
+// owns them.
 func parseStateEntry(v string, p *protocol.Publication) (offset uint64, err error) {
-	offset, rest, ok := cutDecimal([]byte(v))
+	offset, rest, ok := cutDecimal(unsafe.Slice(unsafe.StringData(v), len(v)))
 	if !ok {
 		return 0, errBadMapReply
 	}
@@ -300,8 +303,15 @@ func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.Ma
 		return centrifuge.MapStateResult{}, err
 	}
 	sp, ok := position(r)
-	next, ok2 := r[2].(string)
-	if !ok || !ok2 || len(r)%2 != 1 {
+	var next string
+	var kv []any
+	if ok && len(r) == 4 {
+		next, ok = r[2].(string)
+		if ok {
+			kv, ok = r[3].([]any)
+		}
+	}
+	if !ok || len(r) != 4 || len(kv)%2 != 0 {
 		return centrifuge.MapStateResult{}, fmt.Errorf("%w: read state on %q", errBadMapReply, ch)
 	}
 	res := centrifuge.MapStateResult{Position: sp}
@@ -311,12 +321,12 @@ func (m *MapBroker) ReadState(ctx context.Context, ch string, opts centrifuge.Ma
 	if opts.Revision != nil && (opts.Revision.Epoch != sp.Epoch || opts.Revision.Offset > sp.Offset) {
 		return res, centrifuge.ErrorUnrecoverablePosition // another epoch, or past the top: see ReadStream
 	}
-	if n := (len(r) - 3) / 2; n > 0 {
+	if n := len(kv) / 2; n > 0 {
 		res.Publications = make([]*centrifuge.Publication, 0, n)
 	}
-	for i := 3; i < len(r); i += 2 {
-		key, ok1 := r[i].(string)
-		v, ok2 := r[i+1].(string)
+	for i := 0; i < len(kv); i += 2 {
+		key, ok1 := kv[i].(string)
+		v, ok2 := kv[i+1].(string)
 		if !ok1 || !ok2 {
 			return centrifuge.MapStateResult{}, fmt.Errorf("%w: read state on %q", errBadMapReply, ch)
 		}

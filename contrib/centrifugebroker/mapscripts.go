@@ -265,25 +265,21 @@ return { offset, epoch, '', '' }
 //	ARGV: 1-8 see mapLua, 9 key ("": every key), 10 cursor ("0": from the
 //	      start), 11 count ("0": none, "-1": all)
 //
-// It replies { top offset, epoch, next cursor ("0": done), key, entry, ... }.
+// It replies { top offset, epoch, next cursor ("0": done), { key, entry,
+// ... } }, the entries as HGETALL or HSCAN give them, not copied.
 var mapReadStateScript = shardcast.NewScript(mapLua + `
 local key, cursor, count = ARGV[9], ARGV[10], ARGV[11]
 sweep(` + strconv.Itoa(mapSweepPerCall) + `)
-local out = { top, epoch, '0' }
-local function add(kv)
-  for _, x in ipairs(kv) do out[#out + 1] = x end
-end
 if key ~= '' then
   local v = redis.call('hget', state, key)
-  if v then add({ key, v }) end
+  if v then return { top, epoch, '0', { key, v } } end
 elseif count == '-1' then
-  add(redis.call('hgetall', state))
+  return { top, epoch, '0', redis.call('hgetall', state) }
 elseif count ~= '0' then
   local r = redis.call('hscan', state, cursor, 'COUNT', count)
-  out[3] = r[1]
-  add(r[2])
+  return { top, epoch, r[1], r[2] }
 end
-return out
+return { top, epoch, '0', {} }
 `)
 
 // mapReadStreamScript reads a map channel's position and publications.
