@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,4 +172,26 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// callsOf returns the calls of known, in known's order, that the
+// comma-separated list given to flag names; a name not in known, or no
+// name at all, is an error.
+func callsOf(flag, list string, known []string) ([]string, error) {
+	want := splitList(list)
+	for _, w := range want {
+		if !slices.Contains(known, w) {
+			return nil, fmt.Errorf("%s: unknown call %q (have %s)", flag, w, strings.Join(known, ", "))
+		}
+	}
+	var out []string
+	for _, op := range known {
+		if slices.Contains(want, op) {
+			out = append(out, op)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s names no call", flag)
+	}
+	return out, nil
 }

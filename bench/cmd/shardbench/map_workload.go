@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -13,31 +12,7 @@ import (
 var mapOps = []string{"publish", "state"}
 
 // mapOpsOf returns the calls a -map-ops list names, in run order.
-func mapOpsOf(list string) ([]string, error) {
-	want := splitList(list)
-	var out []string
-	for _, op := range mapOps {
-		for _, w := range want {
-			if w == op {
-				out = append(out, op)
-				break
-			}
-		}
-	}
-	for _, w := range want {
-		known := false
-		for _, op := range mapOps {
-			known = known || w == op
-		}
-		if !known {
-			return nil, fmt.Errorf("-map-ops: unknown call %q (have publish, state)", w)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-map-ops names no call")
-	}
-	return out, nil
-}
+func mapOpsOf(list string) ([]string, error) { return callsOf("-map-ops", list, mapOps) }
 
 // mapStatePage is the Limit of a ReadState call: Centrifuge's default
 // page size for map subscriptions (MapChannelOptions.DefaultPageSize), so

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -107,31 +106,7 @@ func newPresNode(kind string, t presTopo, mapping bool) (*presNode, error) {
 var presOps = []string{"add", "presence", "stats"}
 
 // presOpsOf returns the calls a -presence-ops list names, in run order.
-func presOpsOf(list string) ([]string, error) {
-	want := splitList(list)
-	var out []string
-	for _, op := range presOps {
-		for _, w := range want {
-			if w == op {
-				out = append(out, op)
-				break
-			}
-		}
-	}
-	for _, w := range want {
-		known := false
-		for _, op := range presOps {
-			known = known || w == op
-		}
-		if !known {
-			return nil, fmt.Errorf("-presence-ops: unknown call %q (have add, presence, stats)", w)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-presence-ops names no call")
-	}
-	return out, nil
-}
+func presOpsOf(list string) ([]string, error) { return callsOf("-presence-ops", list, presOps) }
 
 // presWorkload is the entries every run keeps in Redis and the calls
 // its workers make: clients entries in each of channels channels, client
