@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/redistest"
 )
 
@@ -90,4 +91,32 @@ func TestDueQueue(t *testing.T) {
 	assert.Equal(t, []string{"a", "b"}, got)
 	assert.True(t, next.IsZero(), "a's later visit was replaced, c's dropped: nothing left, got %v", next)
 	assert.Empty(t, s.due)
+}
+
+// TestMapSweeperVisitsAfterLoss: the engine's loss events schedule at once
+// a visit of the map channels they name (live updates that would have
+// scheduled one may be lost), not of ordinary channels; a truncated
+// EventDropped schedules every followed map channel. The sweeper's
+// goroutine is not started, so the schedule is read as the events left
+// it.
+func TestMapSweeperVisitsAfterLoss(t *testing.T) {
+	env := mapEngines()["sharded"](t)
+	n := newMapNode(t, env.cfg, MapConfig{ExpiryInterval: -1})
+	s := &expirySweeper{m: n.m, interval: time.Hour, ttl: map[string]time.Duration{},
+		due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+	n.m.sweeper = s
+	t.Cleanup(func() { n.m.sweeper = nil }) // not running: Close must not stop it
+	a, b := mapShort+"loss-a", mapShort+"loss-b"
+	require.NoError(t, n.m.Subscribe(a, b))
+	t.Cleanup(func() { _ = n.m.Unsubscribe(a, b) })
+	taken, _ := s.takeDue(time.Now())
+	assert.ElementsMatch(t, []string{a, b}, taken, "a first visit of each at Subscribe")
+
+	n.b.onEvent(shardcast.Event{Kind: shardcast.EventRestored, Channels: []string{n.m.wire(a), a}})
+	taken, _ = s.takeDue(time.Now())
+	assert.Equal(t, []string{a}, taken, "the restored map channel, not the ordinary channel of its name")
+
+	n.b.onEvent(shardcast.Event{Kind: shardcast.EventDropped, Channels: []string{n.m.wire(a)}, Truncated: true})
+	taken, _ = s.takeDue(time.Now())
+	assert.ElementsMatch(t, []string{a, b}, taken, "a truncated drop: every followed channel")
 }
