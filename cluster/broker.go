@@ -55,6 +55,9 @@ type Broker struct {
 	avoid    map[string]time.Time
 	nodes    map[string][]*engine.Link // subscribe links by node address; Conn.SubscribeConns each
 	pubs     map[string]*pubconn.Pub   // publishing connections, by master address
+	// readers are EvalRO's connections to the nodes of subs that are not
+	// their partition's master.
+	readers  engine.Readers
 	stopping bool
 
 	topologyChanges atomic.Uint64
@@ -136,6 +139,7 @@ func build(s settings) (*Broker, error) {
 		nodes:  make(map[string][]*engine.Link),
 		avoid:  make(map[string]time.Time),
 	}
+	b.readers.Timeouts = engine.PubTimeouts(s.Conn)
 	b.view.Store(newView(layout, 0, [2]string{}))
 	b.core = engine.NewCore(engine.CoreConfig{
 		Options: s.Options, Conn: s.Conn, Paths: 2 * bankSize, Partitions: true, PartitionBank: bankSize,
@@ -577,6 +581,7 @@ func (b *Broker) teardown() {
 	b.pubs = map[string]*pubconn.Pub{}
 	b.route.Store(nil)
 	b.mu.Unlock()
+	b.readers.Close()
 	for _, p := range pubs {
 		p.Close()
 	}

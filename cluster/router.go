@@ -10,7 +10,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/crc16"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/internal/pubconn"
 )
@@ -121,13 +120,8 @@ func (r publishRoute) SendTo(ctx context.Context, d dest, channel string, payloa
 // EvalAt fails with ErrInvalidKey, before anything is sent, unless there
 // are keys and every one hashes to d's slot.
 func (r publishRoute) EvalAt(ctx context.Context, d dest, channel string, s *shardcast.Script, keys, args []string) (any, error) {
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: Eval needs at least one key, in the slot of channel %q", ErrInvalidKey, channel)
-	}
-	for _, k := range keys {
-		if crc16.Slot(k) != wide.Slot(d.p) {
-			return nil, fmt.Errorf("%w: key %q is not in the slot of channel %q (%d)", ErrInvalidKey, k, channel, wide.Slot(d.p))
-		}
+	if err := checkKeys(channel, d.p, keys); err != nil {
+		return nil, err
 	}
 	return r.b.evalPartition(ctx, d.p, s, keys, args, false)
 }

@@ -363,6 +363,7 @@ func (b *Broker) applySlots(ctx context.Context, slots shardcast.SlotMap) {
 		}
 	}
 	b.mu.Unlock()
+	b.readers.Keep(func(addr string) bool { return slices.Contains(subs, addr) })
 
 	if old != nil {
 		b.reportMoves(moveSet{old: old, assign: assign, oldSubs: oldSubs, subs: subs}, failover, keep, healthy)

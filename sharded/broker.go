@@ -60,6 +60,9 @@ type Broker struct {
 	// place keeps Sentinel shards' subscriptions on replicas (nil unless
 	// SubscribeOn is Replicas).
 	place *placer
+	// readers are EvalRO's connections to the replicas slots subscribe
+	// on (with SubscribeOn Replicas).
+	readers engine.Readers
 }
 
 // slot is one Redis instance: its publishing connection and, on a
@@ -149,6 +152,7 @@ func build(cfg Config) (*Broker, error) {
 		return b.groups(b.route.Load(), channels)
 	}})
 	b.publisher.Init(b.core, &b.route, publishRoute{b})
+	b.readers.Timeouts = engine.PubTimeouts(b.conn)
 	b.hand = relayout.NewHandover(b.core, cfg.HandoverLimit)
 	r := &route{fp: fingerprint(addrs), addrs: addrs}
 	for i, t := range targets {
@@ -424,6 +428,7 @@ func (b *Broker) teardown() {
 		l.Stop()
 	}
 	b.slotMu.Unlock()
+	b.readers.Close()
 	b.hand.Close()
 }
 

@@ -224,6 +224,7 @@ func (b *Broker) settle(ctx context.Context, barrier string) {
 		}
 		sh.pub.Close()
 	}
+	b.pruneReaders()
 }
 
 // slotsFor returns the slot of each address, connecting to the instances

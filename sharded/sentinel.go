@@ -144,6 +144,7 @@ func (b *Broker) reslotLocked(i int, old *slot, master, sub string, since time.T
 	}
 	b.slots[i].Store(&sh)
 	b.slotMu.Unlock()
+	b.pruneReaders()
 
 	b.core.Log.Info("shardcast: a Sentinel shard's connections moved", "shard", old.addr,
 		"master", old.dial.Addr+" → "+sh.dial.Addr, "subscribed_on", old.sub.Addr+" → "+sh.sub.Addr)
