@@ -1,9 +1,11 @@
 package centrifugebroker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -36,6 +38,28 @@ type PresenceConfig struct {
 	// and until then PresenceStats misses their users. Nil maps no
 	// channel.
 	UserMapping func(channel string) bool
+	// FieldTTL gives each entry its own expiry on its hash field
+	// (HPEXPIRE: Redis 7.4+, Valkey 9+) instead of a sorted set of expiry
+	// times that the scripts sweep: the server drops expired entries
+	// itself, and reads write nothing, which lets them run on replicas
+	// (ReadFromReplicas). The price, as with Centrifuge's UseHashFieldTTL:
+	// with user mapping, an entry that expired (instead of being removed)
+	// stays counted for its user, so PresenceStats can count a user whose
+	// clients all left until the TTL after its last add. On a server
+	// without per-field expiry every add fails with an error wrapping
+	// ErrNotSupported. The choice must not change while a channel has
+	// entries.
+	FieldTTL bool
+	// ReadFromReplicas makes Presence and PresenceStats run on the node
+	// the engine subscribes the channel on (the engines' EvalRO): a
+	// replica where the engine places subscriptions on replicas
+	// (cluster.Config.SubscribeOn Replicas or AllNodes,
+	// sharded.Config.SubscribeOn Replicas over Sentinel shards), which
+	// then serves those reads instead of the master; the master
+	// otherwise, and whenever the replica cannot answer. A replica
+	// answers from what it has replicated so far, so a read may miss the
+	// last moment's adds and removes. It needs FieldTTL.
+	ReadFromReplicas bool
 }
 
 // PresenceManager is a centrifuge.PresenceManager that keeps channels'
@@ -59,13 +83,27 @@ type PresenceManager struct {
 	engine  scripter // nil if the engine cannot run scripts
 	ttl     time.Duration
 	mapping func(channel string) bool
+	// fieldTTL is PresenceConfig.FieldTTL; reader runs the reads: the
+	// engine's EvalRO with ReadFromReplicas, its Eval otherwise.
+	fieldTTL bool
+	reader   evalFunc
+}
+
+// evalFunc is an engine's Eval or EvalRO.
+type evalFunc func(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error)
+
+// replicaReader is an engine that runs read-only scripts where it
+// subscribes (both engines' EvalRO).
+type replicaReader interface {
+	EvalRO(ctx context.Context, channel string, s *shardcast.Script, keys []string, args ...string) (any, error)
 }
 
 var _ centrifuge.PresenceManager = (*PresenceManager)(nil)
 
 // NewPresenceManager returns the presence manager of b's engine; pass it
 // to node.SetPresenceManager before node.Run. It fails, with an error
-// wrapping shardcast.ErrInvalidConfig, if b is nil or cfg.TTL negative.
+// wrapping shardcast.ErrInvalidConfig, if b is nil, cfg.TTL negative, or
+// cfg.ReadFromReplicas set without cfg.FieldTTL.
 //
 //	b, err := centrifugebroker.New(node, cfg)
 //	...
@@ -79,12 +117,20 @@ func NewPresenceManager(b *Broker, cfg PresenceConfig) (*PresenceManager, error)
 		return nil, fmt.Errorf("%w: centrifugebroker: nil Broker", shardcast.ErrInvalidConfig)
 	case cfg.TTL < 0:
 		return nil, fmt.Errorf("%w: centrifugebroker: PresenceConfig.TTL = %v, want >= 0", shardcast.ErrInvalidConfig, cfg.TTL)
+	case cfg.ReadFromReplicas && !cfg.FieldTTL:
+		return nil, fmt.Errorf("%w: centrifugebroker: PresenceConfig.ReadFromReplicas needs FieldTTL: without it reads remove expired entries, which a replica cannot", shardcast.ErrInvalidConfig)
 	}
-	m := &PresenceManager{b: b, ttl: cfg.TTL, mapping: cfg.UserMapping}
+	m := &PresenceManager{b: b, ttl: cfg.TTL, mapping: cfg.UserMapping, fieldTTL: cfg.FieldTTL}
 	if m.ttl == 0 {
 		m.ttl = DefaultPresenceTTL
 	}
 	m.engine, _ = b.engine.(scripter)
+	if m.engine != nil {
+		m.reader = m.engine.Eval
+	}
+	if r, ok := b.engine.(replicaReader); ok && cfg.ReadFromReplicas {
+		m.reader = r.EvalRO
+	}
 	return m, nil
 }
 
@@ -116,8 +162,25 @@ func (m *PresenceManager) AddPresence(ch, clientID string, info *centrifuge.Clie
 	} else {
 		a.add("0")
 	}
+	if m.fieldTTL {
+		_, err := m.run(ch, "add presence", addFieldPresenceScript, a)
+		if isUnknownCommand(err) {
+			return fmt.Errorf("%w: PresenceConfig.FieldTTL needs per-field expiry (HPEXPIRE: Redis 7.4+, Valkey 9+): %w", ErrNotSupported, err)
+		}
+		return err
+	}
 	_, err := m.run(ch, "add presence", addPresenceScript, a)
 	return err
+}
+
+// isUnknownCommand reports whether err is a script's error for a command
+// the server does not have.
+func isUnknownCommand(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown") && strings.Contains(msg, "command")
 }
 
 // RemovePresence removes the entry of client clientID from ch, and
@@ -132,11 +195,18 @@ func (m *PresenceManager) RemovePresence(ch, clientID, _ string) error {
 }
 
 // Presence returns the clients present in ch, by client ID, after
-// removing the entries whose TTL ran out.
+// removing the entries whose TTL ran out (with FieldTTL the server
+// removes them).
 func (m *PresenceManager) Presence(ch string) (map[string]*centrifuge.ClientInfo, error) {
 	a := m.args(ch)
 	defer a.release()
-	v, err := m.run(ch, "presence", presenceScript, a)
+	var v any
+	var err error
+	if m.fieldTTL {
+		v, err = m.read(ch, "presence", presenceFieldScript, a)
+	} else {
+		v, err = m.run(ch, "presence", presenceScript, a)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +247,13 @@ func (m *PresenceManager) PresenceStats(ch string) (centrifuge.PresenceStats, er
 	}
 	a := m.args(ch)
 	defer a.release()
-	v, err := m.run(ch, "presence stats", presenceStatsScript, a)
+	var v any
+	var err error
+	if m.fieldTTL {
+		v, err = m.read(ch, "presence stats", presenceStatsFieldScript, a)
+	} else {
+		v, err = m.run(ch, "presence stats", presenceStatsScript, a)
+	}
 	if err != nil {
 		return centrifuge.PresenceStats{}, err
 	}
@@ -225,16 +301,30 @@ func (m *PresenceManager) keys(ch string) []string {
 // (see args), bounded by the Broker's CallTimeout; op names the call in
 // errors.
 func (m *PresenceManager) run(ch, op string, s *shardcast.Script, a *scriptArgs) (any, error) {
-	if err := m.b.checkChannels(ch); err != nil {
-		return nil, err
-	}
 	if m.engine == nil {
 		return nil, fmt.Errorf("%w: presence: the engine cannot run scripts", ErrNotSupported)
+	}
+	return m.call(ch, op, m.engine.Eval, s, a)
+}
+
+// read is run for a script that writes nothing: on a replica with
+// ReadFromReplicas.
+func (m *PresenceManager) read(ch, op string, s *shardcast.Script, a *scriptArgs) (any, error) {
+	if m.reader == nil {
+		return nil, fmt.Errorf("%w: presence: the engine cannot run scripts", ErrNotSupported)
+	}
+	return m.call(ch, op, m.reader, s, a)
+}
+
+// call runs s with eval, as run says.
+func (m *PresenceManager) call(ch, op string, eval evalFunc, s *shardcast.Script, a *scriptArgs) (any, error) {
+	if err := m.b.checkChannels(ch); err != nil {
+		return nil, err
 	}
 	ctx, cancel := m.b.callCtx()
 	defer cancel()
 	all := a.strings()
-	v, err := m.engine.Eval(ctx, ch, s, all[:presenceKeys], all[presenceKeys:]...)
+	v, err := eval(ctx, ch, s, all[:presenceKeys], all[presenceKeys:]...)
 	if err != nil {
 		return nil, fmt.Errorf("centrifugebroker: %s: %w", op, err)
 	}

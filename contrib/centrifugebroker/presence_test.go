@@ -56,21 +56,51 @@ func stats(t *testing.T, m *PresenceManager, ch string) centrifuge.PresenceStats
 }
 
 // TestPresence checks every PresenceManager method, user mapping, expiry
-// and where the keys live, on both engines.
+// and where the keys live, on both engines, with expiry kept in a sorted
+// set and, where the server has per-field expiry, with FieldTTL; where
+// it has not, that FieldTTL fails with ErrNotSupported.
 func TestPresence(t *testing.T) {
 	for name, start := range historyEngines(t) {
 		t.Run(name, func(t *testing.T) {
 			env := start(t)
-			m := newPresence(t, env.b, PresenceConfig{UserMapping: mapped})
-			for _, ch := range []string{"pres-" + name, mapPrefix + "pres-" + name} {
-				t.Run("Methods/"+ch, func(t *testing.T) { testPresenceMethods(t, m, ch) })
+			for _, fieldTTL := range []bool{false, true} {
+				mode := "ZSet"
+				if fieldTTL {
+					mode = "FieldTTL"
+				}
+				t.Run(mode, func(t *testing.T) {
+					cfg := PresenceConfig{UserMapping: mapped, FieldTTL: fieldTTL}
+					m := newPresence(t, env.b, cfg)
+					if fieldTTL && !hasFieldTTL(t, env.serverOf("probe")) {
+						err := m.AddPresence("pres-"+name, "c", clientInfo("c", "u"))
+						require.ErrorIs(t, err, ErrNotSupported)
+						t.Skipf("the server has no HPEXPIRE; FieldTTL fails as it should: %v", err)
+					}
+					tag := name + "-" + mode
+					for _, ch := range []string{"pres-" + tag, mapPrefix + "pres-" + tag} {
+						t.Run("Methods/"+ch, func(t *testing.T) { testPresenceMethods(t, m, ch) })
+					}
+					t.Run("UserMapping", func(t *testing.T) { testUserMapping(t, m, mapPrefix+"users-"+tag) })
+					t.Run("Expiry", func(t *testing.T) { testPresenceExpiry(t, env, cfg, mapPrefix+"exp-"+tag) })
+					if !fieldTTL {
+						t.Run("AddSweeps", func(t *testing.T) { testPresenceAddSweeps(t, env, mapPrefix+"sweep-"+tag) })
+					}
+					t.Run("KeyPlacement", func(t *testing.T) { testPresenceKeyPlacement(t, env, m, tag) })
+				})
 			}
-			t.Run("UserMapping", func(t *testing.T) { testUserMapping(t, m, mapPrefix+"users-"+name) })
-			t.Run("Expiry", func(t *testing.T) { testPresenceExpiry(t, env, mapPrefix+"exp-"+name) })
-			t.Run("AddSweeps", func(t *testing.T) { testPresenceAddSweeps(t, env, mapPrefix+"sweep-"+name) })
-			t.Run("KeyPlacement", func(t *testing.T) { testPresenceKeyPlacement(t, env, m, name) })
 		})
 	}
+}
+
+// hasFieldTTL reports whether s has per-field expiry (HPEXPIRE).
+func hasFieldTTL(t *testing.T, s *redistest.Server) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	v, err := s.Do(ctx, "COMMAND", "INFO", "hpexpire")
+	require.NoError(t, err)
+	info, ok := v.([]any)
+	require.True(t, ok && len(info) == 1, "COMMAND INFO replied %v", v)
+	return info[0] != nil
 }
 
 // testPresenceMethods: entries added are returned whole, re-adding updates
@@ -158,9 +188,11 @@ func testUserMapping(t *testing.T, m *PresenceManager, ch string) {
 // uncounted from their users; an entry with a longer TTL (another node's)
 // outlives them, its keys' TTL not cut short; and once every entry is
 // gone so are the channel's keys.
-func testPresenceExpiry(t *testing.T, env *historyEnv, ch string) {
-	short := newPresence(t, env.b, PresenceConfig{TTL: 300 * time.Millisecond, UserMapping: mapped})
-	long := newPresence(t, env.b, PresenceConfig{TTL: time.Minute, UserMapping: mapped})
+func testPresenceExpiry(t *testing.T, env *historyEnv, cfg PresenceConfig, ch string) {
+	cfg.TTL = 300 * time.Millisecond
+	short := newPresence(t, env.b, cfg)
+	cfg.TTL = time.Minute
+	long := newPresence(t, env.b, cfg)
 	require.NoError(t, long.AddPresence(ch, "stays", clientInfo("stays", "carol")))
 	require.NoError(t, short.AddPresence(ch, "goes1", clientInfo("goes1", "dave")))
 	require.NoError(t, short.AddPresence(ch, "goes2", clientInfo("goes2", "carol")))
@@ -168,10 +200,16 @@ func testPresenceExpiry(t *testing.T, env *historyEnv, ch string) {
 		p, err := short.Presence(ch)
 		return err == nil && len(p) == 1 && p["stays"] != nil
 	}, func() string { return "the short entries to expire" })
-	assert.Equal(t, centrifuge.PresenceStats{NumClients: 1, NumUsers: 1}, stats(t, short, ch))
+	// With FieldTTL, HLEN counts expired fields until the server's active
+	// expiry deletes them, a moment later.
+	waitFor(t, func() bool { return stats(t, short, ch) == centrifuge.PresenceStats{NumClients: 1, NumUsers: 1} },
+		func() string { return fmt.Sprintf("stats %+v, want 1 client of 1 user", stats(t, short, ch)) })
 	ctx := context.Background()
 	srv := env.serverOf(ch)
-	for _, k := range long.keys(ch) {
+	for i, k := range long.keys(ch) {
+		if cfg.FieldTTL && i == 1 {
+			continue // no expiry set
+		}
 		ms, err := srv.Do(ctx, "PTTL", k)
 		require.NoError(t, err)
 		assert.Greater(t, ms, int64(time.Second/time.Millisecond), "PTTL %s: the long entry's, not the short ones'", k)
@@ -237,7 +275,11 @@ func testPresenceKeyPlacement(t *testing.T, env *historyEnv, m *PresenceManager,
 		srv := env.serverOf(ch)
 		n, err := srv.Do(ctx, append([]string{"EXISTS"}, keys...)...)
 		require.NoError(t, err)
-		assert.Equal(t, int64(4), n, "%s on the channel's server", keys)
+		want := int64(4)
+		if m.fieldTTL {
+			want = 3 // no expiry set
+		}
+		assert.Equal(t, want, n, "%s on the channel's server", keys)
 		if want, ok := env.keySlot(ch); ok {
 			slots, err := srv.KeySlots(ctx, keys...)
 			require.NoError(t, err)
@@ -275,6 +317,8 @@ func TestPresenceBadInput(t *testing.T) {
 	env := newHistoryEnv(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}}, func(*Broker, string) *redistest.Server { return s })
 	_, err = NewPresenceManager(env.b, PresenceConfig{TTL: -time.Second})
 	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig)
+	_, err = NewPresenceManager(env.b, PresenceConfig{ReadFromReplicas: true})
+	assert.ErrorIs(t, err, shardcast.ErrInvalidConfig, "ReadFromReplicas without FieldTTL")
 	m := newPresence(t, env.b, PresenceConfig{UserMapping: func(string) bool { return true }})
 
 	for _, tc := range []struct {

@@ -153,3 +153,66 @@ var presenceStatsScript = shardcast.NewScript(presenceLua + `
 sweep(0)
 return { redis.call('hlen', clients), redis.call('hlen', users) }
 `)
+
+// With PresenceConfig.FieldTTL the entries expire on their own instead:
+// each clients field, and its user_of field, carries the entry's TTL
+// (HPEXPIRE, Redis 7.4+ and Valkey 9+), and the server drops it when it
+// runs out. There is no expiry zset and no sweep, so reads write nothing
+// and can run on replicas, which hide expired fields until the master's
+// deletion reaches them. A users field lives as long as the user's
+// longest-lived client: each add gives it at least the client's TTL. An
+// entry that expires is not uncounted from its user, so a user whose
+// clients all left can be counted until the TTL after its last add,
+// when one of them expired instead of leaving. Removal is
+// removePresenceScript's, which works in both modes.
+
+// addFieldPresenceScript is addPresenceScript with per-field expiry.
+//
+//	KEYS: clients, expiry (unused), user_of, users
+//	ARGV: 1 client ID, 2 Protobuf ClientInfo, 3 user ID, 4 TTL, 5 "1" to
+//	      count the client's user
+//
+// It replies 1.
+var addFieldPresenceScript = shardcast.NewScript(`
+local clients, user_of, users = KEYS[1], KEYS[3], KEYS[4]
+local client, info, user, ttl, mapped = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+
+-- extend gives key twice ttl to live if it has less than ttl left.
+local function extend(key)
+  if redis.call('pttl', key) < ttl then redis.call('pexpire', key, 2 * ttl) end
+end
+
+redis.call('hset', clients, client, info)
+redis.call('hpexpire', clients, ttl, 'FIELDS', 1, client)
+if mapped == '1' then
+  local was = redis.call('hget', user_of, client)
+  if was ~= user then
+    if was and redis.call('hincrby', users, was, -1) <= 0 then
+      redis.call('hdel', users, was)
+    end
+    redis.call('hset', user_of, client, user)
+    redis.call('hincrby', users, user, 1)
+  end
+  redis.call('hpexpire', user_of, ttl, 'FIELDS', 1, client)
+  if redis.call('hpttl', users, 'FIELDS', 1, user)[1] < ttl then
+    redis.call('hpexpire', users, ttl, 'FIELDS', 1, user)
+  end
+  extend(user_of)
+  extend(users)
+end
+extend(clients)
+return 1
+`)
+
+// presenceFieldScript replies the live entries' ClientInfo; it writes
+// nothing, so it runs read-only, on a replica too.
+//
+//	KEYS: clients, expiry, user_of, users
+var presenceFieldScript = shardcast.NewScript(`return redis.call('hvals', KEYS[1])`)
+
+// presenceStatsFieldScript replies { clients, users }; it writes nothing.
+// HLEN counts a field that expired until the server deletes it, which
+// its active expiry does within a moment.
+//
+//	KEYS: clients, expiry, user_of, users
+var presenceStatsFieldScript = shardcast.NewScript(`return { redis.call('hlen', KEYS[1]), redis.call('hlen', KEYS[4]) }`)
