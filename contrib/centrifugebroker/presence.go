@@ -103,7 +103,9 @@ var _ centrifuge.PresenceManager = (*PresenceManager)(nil)
 // NewPresenceManager returns the presence manager of b's engine; pass it
 // to node.SetPresenceManager before node.Run. It fails, with an error
 // wrapping shardcast.ErrInvalidConfig, if b is nil, cfg.TTL negative, or
-// cfg.ReadFromReplicas set without cfg.FieldTTL.
+// cfg.ReadFromReplicas set without cfg.FieldTTL; and with an error
+// wrapping ErrNotSupported for ReadFromReplicas on an engine that cannot
+// read on replicas.
 //
 //	b, err := centrifugebroker.New(node, cfg)
 //	...
@@ -128,7 +130,11 @@ func NewPresenceManager(b *Broker, cfg PresenceConfig) (*PresenceManager, error)
 	if m.engine != nil {
 		m.reader = m.engine.Eval
 	}
-	if r, ok := b.engine.(replicaReader); ok && cfg.ReadFromReplicas {
+	if cfg.ReadFromReplicas {
+		r, ok := b.engine.(replicaReader)
+		if !ok {
+			return nil, fmt.Errorf("%w: PresenceConfig.ReadFromReplicas: the engine has no EvalRO", ErrNotSupported)
+		}
 		m.reader = r.EvalRO
 	}
 	return m, nil
