@@ -27,7 +27,10 @@ type PresenceConfig struct {
 	// (default DefaultPresenceTTL): the entries of a node that died
 	// without removing them disappear that long after its last update.
 	// Keep it well above the node's ClientPresenceUpdateInterval.
-	// Expiry is judged by the Redis server's clock, to the millisecond.
+	// Expiry is judged by the Redis server's clock, to the millisecond;
+	// a node whose clock runs behind the server's by d may read an
+	// entry up to d after it expired (reads ask the server's clock only
+	// once the node's says an entry may be due).
 	TTL time.Duration
 	// UserMapping, when it returns true for a channel, makes the channel's
 	// presence also count its clients per user, so that PresenceStats
@@ -211,6 +214,7 @@ func (m *PresenceManager) Presence(ch string) (map[string]*centrifuge.ClientInfo
 	if m.fieldTTL {
 		v, err = m.read(ch, "presence", presenceFieldScript, a)
 	} else {
+		a.addUint(uint64(time.Now().UnixMilli()))
 		v, err = m.run(ch, "presence", presenceScript, a)
 	}
 	if err != nil {
@@ -258,6 +262,7 @@ func (m *PresenceManager) PresenceStats(ch string) (centrifuge.PresenceStats, er
 	if m.fieldTTL {
 		v, err = m.read(ch, "presence stats", presenceStatsFieldScript, a)
 	} else {
+		a.addUint(uint64(time.Now().UnixMilli()))
 		v, err = m.run(ch, "presence stats", presenceStatsScript, a)
 	}
 	if err != nil {

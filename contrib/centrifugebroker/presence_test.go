@@ -355,3 +355,31 @@ func TestPresenceAfterClose(t *testing.T) {
 	_, err := m.Presence("ch")
 	assert.ErrorIs(t, err, shardcast.ErrClosed)
 }
+
+// TestPresenceReadClock: a read sweeps by the server's clock, which it
+// asks only once the calling node's clock says the earliest entry may be
+// due: a node whose clock runs far ahead removes no live entry, one far
+// behind sees an expired entry until its clock passes it, and one in step
+// sees it gone.
+func TestPresenceReadClock(t *testing.T) {
+	s := redistest.StartStandalone(t)
+	env := newHistoryEnv(t, Config{Sharded: &sharded.Config{Addrs: []string{s.Addr()}}}, func(*Broker, string) *redistest.Server { return s })
+	long := newPresence(t, env.b, PresenceConfig{UserMapping: mapped})
+	short := newPresence(t, env.b, PresenceConfig{UserMapping: mapped, TTL: 100 * time.Millisecond})
+	const ch = mapPrefix + "clock"
+	require.NoError(t, long.AddPresence(ch, "live", clientInfo("live", "ann")))
+	require.NoError(t, short.AddPresence(ch, "dead", clientInfo("dead", "bo")))
+	time.Sleep(200 * time.Millisecond) // past the short entry's TTL
+	read := func(nodeMillis int64) int {
+		t.Helper()
+		v, err := long.engine.Eval(context.Background(), ch, presenceScript, long.keys(ch), strconv.FormatInt(nodeMillis, 10))
+		require.NoError(t, err)
+		return len(v.([]any))
+	}
+	assert.Equal(t, 2, read(time.Now().Add(-time.Hour).UnixMilli()), "a node an hour behind still sees the expired entry")
+	assert.Equal(t, 1, read(time.Now().Add(time.Hour).UnixMilli()), "a node an hour ahead: the server's clock removes the expired entry only")
+	require.NoError(t, short.AddPresence(ch, "dead", clientInfo("dead", "bo")))
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, []string{"live"}, presentClients(t, long, ch), "a node in step sees the expired entry gone")
+	assert.Equal(t, centrifuge.PresenceStats{NumClients: 1, NumUsers: 1}, stats(t, long, ch))
+}

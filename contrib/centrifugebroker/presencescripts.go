@@ -24,7 +24,8 @@ import (
 // Expiry is judged by the Redis server's clock (TIME), so that the nodes'
 // clocks need not agree. An entry is removed from clients and expiry,
 // and uncounted, by the first script that finds its time passed: reads
-// sweep every such entry; an add that brings a new client sweeps a
+// sweep every such entry (asking the server's clock only once the calling
+// node's says the earliest may be due: readSweepLua); an add that brings a new client sweeps a
 // bounded number, so a channel nobody reads sheds its dead entries as
 // clients join, while the re-adds that keep entries alive stay cheap.
 //
@@ -43,14 +44,14 @@ import (
 // removes.
 const presenceSweepPerAdd = 64
 
-// presenceLua is what every presence script starts with: the keys, the
-// server's time now (ms), uncount and sweep.
-const presenceLua = `
+// presenceKeysLua names a presence script's keys.
+const presenceKeysLua = `
 local clients, expiry, user_of, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
 
--- uncount drops client from the user counts if it is counted there.
+// uncountLua defines uncount, which drops a client from the user counts
+// if it is counted there.
+const uncountLua = `
 local function uncount(client)
   local user = redis.call('hget', user_of, client)
   if user then
@@ -60,9 +61,15 @@ local function uncount(client)
     end
   end
 end
+`
 
--- sweep removes entries whose time has passed, at most max (0: all), in
--- batches that unpack can spread over a call's arguments.
+// sweepLua takes the server's time now (ms) and defines sweep, which
+// removes entries whose time has passed, at most max (0: all), in batches
+// that unpack can spread over a call's arguments. It needs uncountLua.
+const sweepLua = `
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
 local function sweep(max)
   local counted
   local swept = 0
@@ -83,6 +90,19 @@ local function sweep(max)
 end
 `
 
+// readSweepLua is how a read starts: it sweeps the expired entries, but
+// looks at the server's clock (a script call as costly as the read's
+// own) only when the earliest expiry has passed by the calling node's
+// clock, ARGV[1] (ms). A node whose clock runs behind the server's by d
+// may so see an entry up to d after it expired; one ahead costs a TIME.
+const readSweepLua = presenceKeysLua + `
+local first = redis.call('zrange', expiry, '0', '0', 'WITHSCORES')
+if first[2] and tonumber(first[2]) <= tonumber(ARGV[1]) then
+` + uncountLua + sweepLua + `
+  sweep(0)
+end
+`
+
 // addPresenceScript sets a client's entry and starts its TTL over; steady
 // re-adds of a counted client cost TIME, HSET, ZADD, HGET and one PTTL.
 //
@@ -91,7 +111,7 @@ end
 //	      count the client's user
 //
 // It replies 1.
-var addPresenceScript = shardcast.NewScript(presenceLua + `
+var addPresenceScript = shardcast.NewScript(presenceKeysLua + uncountLua + sweepLua + `
 local client, info, user, ttl, mapped = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 
 -- extend gives key twice ttl to live if it has less than ttl left.
@@ -126,7 +146,7 @@ return 1
 //	KEYS: clients, expiry, user_of, users
 //
 // It replies 1.
-var removePresenceScript = shardcast.NewScript(presenceLua + `
+var removePresenceScript = shardcast.NewScript(presenceKeysLua + uncountLua + `
 local client = ARGV[1]
 redis.call('hdel', clients, client)
 redis.call('zrem', expiry, client)
@@ -139,8 +159,8 @@ return 1
 // the reply HGETALL would send.
 //
 //	KEYS: clients, expiry, user_of, users
-var presenceScript = shardcast.NewScript(presenceLua + `
-sweep(0)
+//	ARGV: 1 the calling node's time (ms)
+var presenceScript = shardcast.NewScript(readSweepLua + `
 return redis.call('hvals', clients)
 `)
 
@@ -149,8 +169,8 @@ return redis.call('hvals', clients)
 // counted ones belong to.
 //
 //	KEYS: clients, expiry, user_of, users
-var presenceStatsScript = shardcast.NewScript(presenceLua + `
-sweep(0)
+//	ARGV: 1 the calling node's time (ms)
+var presenceStatsScript = shardcast.NewScript(readSweepLua + `
 return { redis.call('hlen', clients), redis.call('hlen', users) }
 `)
 
