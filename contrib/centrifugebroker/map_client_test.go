@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,12 @@ type mapClient struct {
 	pos    centrifuge.StreamPosition
 	state  map[string]string // key → data
 	report mapClientReport
+	// held is what the client built its map from since it last started
+	// over from the state: the state's entries and every publication
+	// applied since, recovered or live (see checkHeld).
+	held []heldEntry
+	seen map[string]bool // data of every entry a publication ever set
+	hold chan struct{}   // while not nil, resubscribes wait for it to close
 
 	wake chan struct{}
 	quit chan struct{}
@@ -135,7 +142,7 @@ type mapClientReport struct {
 func newMapClient(t *testing.T, node *centrifuge.Node, ch string) *mapClient {
 	t.Helper()
 	c := &mapClient{node: node, ch: ch, waiting: make(map[uint32]chan *protocol.Reply), fresh: make(map[uint32]bool),
-		state: make(map[string]string), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+		state: make(map[string]string), seen: make(map[string]bool), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	t.Cleanup(c.close)
 	c.signal()
@@ -159,6 +166,21 @@ func (c *mapClient) close() {
 	c.mu.Unlock()
 	if closeFn != nil {
 		_ = closeFn()
+	}
+}
+
+// holdResubscribes makes the client wait before it subscribes again,
+// from now until release is called: a client slow to resubscribe.
+func (c *mapClient) holdResubscribes() (release func()) {
+	hold := make(chan struct{})
+	c.mu.Lock()
+	c.hold = hold
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.hold = nil
+		c.mu.Unlock()
+		close(hold)
 	}
 }
 
@@ -195,10 +217,17 @@ func (c *mapClient) run() {
 		}
 		for {
 			c.mu.Lock()
-			live, connected := c.live, c.client != nil
+			live, connected, held := c.live, c.client != nil, c.hold
 			c.mu.Unlock()
 			if live {
 				break
+			}
+			if held != nil {
+				select {
+				case <-c.quit:
+					return
+				case <-held:
+				}
 			}
 			var err error
 			if !connected {
@@ -383,9 +412,11 @@ func (c *mapClient) handle(r *protocol.Reply) {
 func (c *mapClient) applySubscribeLocked(res *protocol.SubscribeResult, fresh bool) {
 	if fresh {
 		c.state = make(map[string]string)
+		c.held = nil
 	}
 	for _, p := range res.State {
 		c.state[p.Key] = string(p.Data)
+		c.held = append(c.held, heldEntry{offset: p.Offset, key: p.Key, data: string(p.Data)})
 	}
 	for _, p := range res.Publications {
 		c.applyLocked(p)
@@ -399,8 +430,28 @@ func (c *mapClient) applyLocked(p *protocol.Publication) {
 		delete(c.state, p.Key)
 	} else {
 		c.state[p.Key] = string(p.Data)
+		c.seen[string(p.Data)] = true
 	}
+	c.held = append(c.held, heldEntry{offset: p.Offset, key: p.Key, data: string(p.Data), removed: p.Removed})
 	c.pos.Offset = p.Offset
+}
+
+// heldEntry is a state entry or publication a mapClient applied, at its
+// stream offset.
+type heldEntry struct {
+	offset    uint64
+	key, data string
+	removed   bool
+}
+
+// history returns what the client built its map from since it last
+// started over from the state, and whether it ever applied a publication
+// of data.
+func (c *mapClient) history() ([]heldEntry, func(data string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := maps.Clone(c.seen)
+	return slices.Clone(c.held), func(data string) bool { return seen[data] }
 }
 
 // closed records the node closing the connection; run reconnects.
@@ -463,6 +514,36 @@ func waitInStep(t *testing.T, c *mapClient, m *MapBroker) {
 			live, pos, wantPos, len(got), len(want), diffKeys(got, want))
 		return live && pos == wantPos && maps.Equal(got, want)
 	}, func() string { return "the client of " + c.ch + " to be in step: " + why })
+}
+
+// checkHeld checks that the client's map comes from Redis's stream: every
+// state entry and publication it built its map from since it last started
+// over from the state is the publication the stream holds at that offset,
+// under the epoch the client is at. A client that recovered from a
+// position whose writes a failover lost, after new writes took their
+// offsets, fails it though its map may look right again later: it kept
+// writes Redis no longer has and skipped the ones that took their place.
+// It reads the whole stream: the channel's must keep every publication
+// the test made (bigMap).
+func checkHeld(t *testing.T, c *mapClient, m *MapBroker) {
+	t.Helper()
+	r, err := m.ReadStream(bg, c.ch, centrifuge.MapReadStreamOptions{Filter: centrifuge.StreamFilter{Limit: -1}})
+	require.NoError(t, err)
+	_, pos, _, _ := c.view()
+	require.Equal(t, r.Position.Epoch, pos.Epoch, "the client is at the stream's epoch")
+	stream := make(map[uint64]*centrifuge.Publication, len(r.Publications))
+	for _, p := range r.Publications {
+		stream[p.Offset] = p
+	}
+	held, _ := c.history()
+	var wrong []string
+	for _, e := range held {
+		p := stream[e.offset]
+		if p == nil || p.Key != e.key || string(p.Data) != e.data || p.Removed != e.removed {
+			wrong = append(wrong, fmt.Sprintf("offset %d: client %s=%q (removed %v), stream %v", e.offset, e.key, e.data, e.removed, p))
+		}
+	}
+	assert.Empty(t, wrong[:min(len(wrong), 10)], "%d of the %d entries and publications the client holds are not the stream's: silently lost writes", len(wrong), len(held))
 }
 
 // diffKeys lists up to five keys whose values differ.

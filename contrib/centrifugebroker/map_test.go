@@ -30,6 +30,10 @@ const (
 	mapShortTTL       = 300 * time.Millisecond
 	// A meta (with the epoch) that expires soon.
 	mapBrief = "brief-"
+	// Keys, stream and meta that all lapse after mapLapseTTL without a
+	// write: the keys last as long as the meta may.
+	mapLapse    = "lapse-"
+	mapLapseTTL = 3 * time.Second
 )
 
 func mapChannelOptions(ch string) centrifuge.MapChannelOptions {
@@ -43,6 +47,9 @@ func mapChannelOptions(ch string) centrifuge.MapChannelOptions {
 	case strings.HasPrefix(ch, mapBrief):
 		return centrifuge.MapChannelOptions{Mode: centrifuge.MapModeRecoverable, KeyTTL: mapShortTTL,
 			StreamTTL: mapShortTTL, MetaTTL: 2 * mapShortTTL}
+	case strings.HasPrefix(ch, mapLapse):
+		return centrifuge.MapChannelOptions{Mode: centrifuge.MapModeRecoverable, KeyTTL: mapLapseTTL,
+			StreamTTL: mapLapseTTL, MetaTTL: mapLapseTTL}
 	case strings.HasPrefix(ch, mapShortEphemeral):
 		return centrifuge.MapChannelOptions{Mode: centrifuge.MapModeEphemeral, KeyTTL: mapShortTTL}
 	case strings.HasPrefix(ch, mapRecoverable):

@@ -223,6 +223,13 @@ func (mc *mapWSClient) snapshot() ([]mapWSEvent, map[string]string) {
 	return slices.Clone(mc.events), view
 }
 
+// send writes command cmd to the client (see testdata/mapclient/client.js).
+func (mc *mapWSClient) send(t *testing.T, cmd string) {
+	t.Helper()
+	_, err := io.WriteString(mc.stdin, cmd+"\n")
+	require.NoError(t, err)
+}
+
 // count returns how many events named ev the client printed.
 func (mc *mapWSClient) count(ev string) int {
 	events, _ := mc.snapshot()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/redistest"
+	"github.com/shardcast/shardcast/sharded"
 )
 
 // TestMapSweeperVisitsOnlyDueChannels subscribes a node with a short
@@ -119,4 +120,30 @@ func TestMapSweeperVisitsAfterLoss(t *testing.T) {
 	n.b.onEvent(shardcast.Event{Kind: shardcast.EventDropped, Channels: []string{n.m.wire(a)}, Truncated: true})
 	taken, _ = s.takeDue(time.Now())
 	assert.ElementsMatch(t, []string{a, b}, taken, "a truncated drop: every followed channel")
+}
+
+// TestMapEntryDueWithItsState: on a map channel whose KeyTTL equals its
+// MetaTTL (Centrifuge allows it, and derives it when KeyTTL is at least
+// ten StreamTTLs), the entry written last falls due just as the channel's
+// state, kept MetaTTL after the last write, expires. Its removal must
+// still reach a subscribed client, or the client be told to re-sync: the
+// client ends holding the map Redis holds. Reads keep the meta alive
+// meanwhile, and with it the epoch and position, as Centrifuge's position
+// checks would, so nothing else tells the client.
+func TestMapEntryDueWithItsState(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	cfg := Config{Sharded: &sharded.Config{Addrs: []string{srv.Addr()}}, CallTimeout: 3 * time.Second}
+	_, pubMB, _ := startMapClientNode(t, cfg)
+	subNode, _, _ := startMapClientNode(t, cfg)
+	ch := mapLapse + "due-with-state"
+	c := newMapClient(t, subNode, ch)
+	publish(t, pubMB, ch, "k", "v", centrifuge.MapPublishOptions{})
+	waitInStep(t, c, pubMB)
+	var s map[string]string
+	waitFor(t, func() bool {
+		var err error
+		s, _, err = serverMap(bg, pubMB, ch)
+		return err == nil && len(s) == 0
+	}, func() string { return fmt.Sprintf("the entry to expire: %v", s) })
+	waitInStep(t, c, pubMB)
 }

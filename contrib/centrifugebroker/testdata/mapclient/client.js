@@ -1,9 +1,10 @@
 // A centrifuge-js map subscription client for map_ws_test.go: it connects
 // to a Centrifuge node's WebSocket endpoint, opens one map subscription and
 // prints every event it gets as one JSON line on stdout, for the Go test to
-// read and assert. It runs until stdin closes (the test ending it) or it is
-// killed; it never exits on its own after a transient error, because
-// reconnecting and re-syncing are what the test watches.
+// read and assert. It takes commands on stdin (see the end of this file)
+// and runs until stdin closes (the test ending it) or it is killed; it never
+// exits on its own after a transient error, because reconnecting and
+// re-syncing are what the test watches.
 //
 //   node client.js WS_URL CHANNEL [PAGE_SIZE]
 //
@@ -108,9 +109,25 @@ sub.subscribe();
 client.connect();
 emit('ready', { channel, pageSize });
 
-// The test closes stdin to stop the client cleanly.
-process.stdin.resume();
-process.stdin.on('end', () => {
+// The test writes commands on stdin, one a line, and closes it to stop the
+// client cleanly:
+//   disconnect  disconnect the client; its subscription keeps its position
+//               and resubscribes, recovering from it, once connected again
+//   connect     connect it again
+const lines = require('readline').createInterface({ input: process.stdin });
+lines.on('line', (line) => {
+  switch (line.trim()) {
+    case 'disconnect':
+      client.disconnect();
+      break;
+    case 'connect':
+      client.connect();
+      break;
+    default:
+      process.stderr.write(`unknown command ${JSON.stringify(line)}\n`);
+  }
+});
+lines.on('close', () => {
   client.disconnect();
   process.exit(0);
 });
