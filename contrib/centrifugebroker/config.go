@@ -69,8 +69,9 @@ type Config struct {
 	// NewEpochOnServerChange starts a channel's history over, under a new
 	// epoch, whenever the Redis server process holding it changed since
 	// its last write: a replica promoted by a failover, the server
-	// restarted, the slot migrated. Clients of such channels then recover
-	// from scratch (told, Recovered false) even when nothing was lost.
+	// restarted, the slot migrated; and a map channel's (MapBroker), since
+	// its last call. Clients of such channels then recover from scratch
+	// (told, Recovered false) even when nothing was lost.
 	//
 	// Off (the default, as Centrifuge's RedisBroker does), the epoch goes
 	// on and clients recover across a failover; but a failover can lose

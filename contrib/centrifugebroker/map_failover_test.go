@@ -26,9 +26,10 @@ type mapFailoverRig struct {
 	ctx             context.Context
 }
 
-func newMapFailoverRig(t *testing.T) *mapFailoverRig {
+func newMapFailoverRig(t *testing.T, newEpochOnServerChange bool) *mapFailoverRig {
 	c := redistest.StartCluster(t, 3, 1)
-	cfg := Config{Cluster: &cluster.Config{Addrs: c.Seeds()}, CallTimeout: 5 * time.Second}
+	cfg := Config{Cluster: &cluster.Config{Addrs: c.Seeds()}, CallTimeout: 5 * time.Second,
+		NewEpochOnServerChange: newEpochOnServerChange}
 	_, pubMB, _ := startMapClientNode(t, cfg)
 	subNode, subMB, _ := startMapClientNode(t, cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*waitTimeout)
@@ -64,7 +65,7 @@ func (r *mapFailoverRig) replicated() bool {
 // client ends holding the map Redis holds, what it missed live covered by
 // the broker telling it to resubscribe.
 func TestMapManualFailover(t *testing.T) {
-	r := newMapFailoverRig(t)
+	r := newMapFailoverRig(t, false)
 	before, _ := state(t, r.pubMB, r.ch)
 	require.Len(t, before, 1)
 	_, seedPos, _, _ := r.client.view()
@@ -104,7 +105,7 @@ func TestMapManualFailover(t *testing.T) {
 // the client then starts over from the state: it ends holding the map
 // Redis holds, without the lost write, and follows what comes next live.
 func TestMapFailoverLostWrite(t *testing.T) {
-	r := newMapFailoverRig(t)
+	r := newMapFailoverRig(t, false)
 	for i := range 5 {
 		publish(t, r.pubMB, r.ch, "k"+strconv.Itoa(i), "v"+strconv.Itoa(i), centrifuge.MapPublishOptions{})
 	}
@@ -154,23 +155,18 @@ func TestMapFailoverLostWrite(t *testing.T) {
 	t.Logf("client report: %+v", rep)
 }
 
-// TestMapForcedFailover sends CLUSTER FAILOVER FORCE, or TAKEOVER, to the
+// TestMapForcedFailover sends CLUSTER FAILOVER FORCE or TAKEOVER to the
 // replica of the master holding a map channel while a node keeps
-// publishing to it and a client of another node is subscribed. Neither
-// waits for the replica to catch up with its master, which goes on taking
-// writes until it learns it was replaced: both lose writes Publish
-// acknowledged (on Redis 7.0 FORCE loses tens to hundreds in this test,
-// TAKEOVER a few), and the promoted replica gives their offsets out again
-// under the same epoch, since the meta it replicated keeps the epoch. So
-// the test does not check that nothing was lost; it checks what
-// Centrifuge promises the client: it ends holding the map and position
-// Redis holds, read afresh; what came live came at contiguous offsets;
-// everything it built its map from since it last started over is what the
-// stream holds (checkHeld): a lost write it received was taken back by a
-// re-sync, not kept while the writes that took its offset were skipped;
-// and if it received one, its recovery was refused and it started over.
-// In the late case the client resubscribes only once the new master has
-// given the lost offsets out again, as a client slow to reconnect would.
+// publishing to it and a client of another node is subscribed, with
+// Config.NewEpochOnServerChange. Neither variant waits for the replica to
+// catch up, so writes Publish acknowledged can be lost (on Redis 7.0.15
+// FORCE lost 1-180 per run, TAKEOVER 1-62). The promoted replica is
+// another server process, so the map starts over under a new epoch; the
+// client, holding a position of the old one, is refused recovery and
+// starts over from the state, and ends holding exactly what Redis holds,
+// built from the new epoch's stream. In LateResubscribe the client
+// resubscribes only after new writes took the lost writes' offsets: the
+// case an unchanged epoch cannot tell from a recovery.
 func TestMapForcedFailover(t *testing.T) {
 	for _, tc := range []struct {
 		name, mode string
@@ -181,14 +177,16 @@ func TestMapForcedFailover(t *testing.T) {
 		{"TAKEOVER/LateResubscribe", "TAKEOVER", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newMapFailoverRig(t)
+			r := newMapFailoverRig(t, true)
 			feed := startMapFeed(t, r.pubMB, r.ch)
 			feed.waitRounds(t, 20)
+			before, err := r.pubMB.ReadStream(bg, r.ch, centrifuge.MapReadStreamOptions{})
+			require.NoError(t, err)
 			release := func() {}
 			if tc.late {
 				release = r.client.holdResubscribes()
 			}
-			_, err := r.replica.Do(r.ctx, "CLUSTER", "FAILOVER", tc.mode)
+			_, err = r.replica.Do(r.ctx, "CLUSTER", "FAILOVER", tc.mode)
 			require.NoError(t, err)
 			promoted, err := r.c.WaitFailover(r.ctx, r.victim)
 			require.NoError(t, err)
@@ -198,58 +196,16 @@ func TestMapForcedFailover(t *testing.T) {
 			require.NoError(t, feed.halt())
 
 			waitInStep(t, r.client, r.pubMB)
-			lost := checkKeptInOrder(t, r.pubMB, r.ch, feed.updates(r.ch))
+			after, err := r.pubMB.ReadStream(bg, r.ch, centrifuge.MapReadStreamOptions{})
+			require.NoError(t, err)
+			assert.NotEqual(t, before.Position.Epoch, after.Position.Epoch, "the promoted replica started a new epoch")
 			rep := r.client.reportCopy()
-			assert.Empty(t, rep.Gaps, "nothing missing from what came live")
 			assert.Empty(t, rep.Failures)
 			checkHeld(t, r.client, r.pubMB)
-			_, saw := r.client.history()
-			var sawLost []string
-			for _, u := range lost {
-				if saw(u.data) {
-					sawLost = append(sawLost, u.data)
-				}
-			}
-			if len(sawLost) > 0 {
-				assert.Positive(t, rep.Unrecoverable, "the client received %d lost writes (%q first): its recovery must have been refused",
-					len(sawLost), sawLost[0])
-			}
-			t.Logf("%s: %d publications acknowledged, %d of them lost, %d of those received by the client; client told to resubscribe %d times, recovered %d, started over %d; disconnected %v",
-				tc.name, len(feed.updates(r.ch)), len(lost), len(sawLost), rep.Resyncs, rep.Recovered, rep.Unrecoverable, rep.Disconnects)
+			assert.Positive(t, rep.Unrecoverable, "the client held a position of the old epoch: its recovery must have been refused")
+			t.Logf("%s: %d publications acknowledged; client told to resubscribe %d times, recovered %d, started over %d; disconnected %v",
+				tc.name, len(feed.updates(r.ch)), rep.Resyncs, rep.Recovered, rep.Unrecoverable, rep.Disconnects)
 		})
 	}
 }
 
-// checkKeptInOrder checks that ch's stream holds, after the seed, the
-// updates a mapFeed made that it kept, each once, in the order they were
-// made, at contiguous offsets, and nothing else; it returns those it lost
-// (acknowledged, then gone with a failover).
-func checkKeptInOrder(t *testing.T, m *MapBroker, ch string, updates []mapUpdate) (lost []mapUpdate) {
-	t.Helper()
-	r, err := m.ReadStream(bg, ch, centrifuge.MapReadStreamOptions{Filter: centrifuge.StreamFilter{Limit: -1}})
-	require.NoError(t, err)
-	inStream := make(map[string]bool, len(r.Publications))
-	var got []string
-	for _, p := range r.Publications {
-		if p.Key != "seed" {
-			inStream[string(p.Data)] = true
-			got = append(got, fmt.Sprintf("%s:%s", p.Key, p.Data))
-		}
-	}
-	var want []string
-	for _, u := range updates {
-		if !inStream[u.data] {
-			lost = append(lost, u)
-			continue
-		}
-		want = append(want, fmt.Sprintf("%s:%s", u.key, u.data))
-	}
-	assert.Equal(t, want, got, "the stream holds what the feed published and kept, once each, in order")
-	for i, p := range r.Publications {
-		if p.Offset != uint64(i+1) {
-			t.Errorf("publication %d of the stream at offset %d: offsets are not contiguous from 1", i, p.Offset)
-			break
-		}
-	}
-	return lost
-}

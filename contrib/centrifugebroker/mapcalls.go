@@ -72,6 +72,7 @@ func (m *MapBroker) call(ch string, o centrifuge.MapChannelOptions, idempotencyK
 // errors.
 func (c mapCall) run(ctx context.Context, op string, s *shardcast.Script) ([]any, error) {
 	defer c.a.release()
+	c.a.add(c.m.b.history.strict) // the engine adds the run_id after it
 	all := c.a.strings()
 	v, err := c.m.engine.Eval(ctx, c.m.wire(c.ch), s, all[:mapKeys], all[mapKeys:]...)
 	if err != nil {

@@ -47,33 +47,77 @@ const mapKeys = 6
 // works, so that a call stays cheap; the sweeper takes the rest.
 const mapSweepPerCall = 100
 
+// The meta of a channel with a stream also holds "u", when (ms, server
+// clock) its state, expiry and versions keys expire, and "r", the run_id
+// of the server that last ran a script on it. Every script renews the
+// meta for MetaTTL, reads as well as writes, so the state keys must live
+// at least as long: a state that expired under a live meta would lose its
+// entries with no removal, under an epoch that goes on. A script that
+// finds less than MetaTTL left before "u" moves it, and the keys' expiry,
+// to twice MetaTTL from now; writes set the keys' expiry to "u". With
+// Config.NewEpochOnServerChange, a meta another server process wrote (a
+// failover, a restart from a snapshot, a slot migration), which may have
+// lost its last writes, starts a new epoch as a missing meta does, as
+// history's does (historyscripts.go).
+
 // mapLua opens every map script: the keys, the common arguments, the
-// server's time, the channel's epoch and top offset, emit and sweep.
+// server's time, the channel's epoch and top offset, keep, emit and sweep.
 //
 //	ARGV: 1 envelope header (empty in raw mode), 2 wire channel,
 //	      3 "publish" or "spublish", 4 "1" for a stream, 5 stream size,
 //	      6 stream TTL, 7 meta TTL (of the state too; for an ephemeral
 //	      channel only the state's, see mapEphemeralGrace), 8 epoch for a
-//	      new stream
+//	      new stream, then each script's own, then the last two: "1" for a
+//	      new epoch on a server change, and the run_id (added by the
+//	      engine)
 const mapLua = `
 local meta, stream, state, expiry, versions, result = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local header, wire, publish, streamed = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local size, stream_ttl, meta_ttl, new_epoch = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local strict, run = ARGV[#ARGV - 1], ARGV[#ARGV]
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local epoch, top = '', 0
+local epoch, top, state_until = '', 0, 0
 if streamed then
-  local m = redis.call('hmget', meta, 'e', 's')
+  local m = redis.call('hmget', meta, 'e', 's', 'u', 'r')
+  if m[1] and strict == '1' and run ~= '' and m[4] and m[4] ~= run then
+    m = {}
+  end
   if m[1] then
-    epoch, top = m[1], tonumber(m[2] or '0')
+    epoch, top, state_until = m[1], tonumber(m[2] or '0'), tonumber(m[3] or '0')
   else
     epoch = new_epoch
-    redis.call('del', stream, state, expiry, versions)
+    redis.call('del', meta, stream, state, expiry, versions)
     redis.call('hset', meta, 'e', epoch)
+  end
+  if run ~= '' and m[4] ~= run then
+    redis.call('hset', meta, 'r', run)
   end
   if meta_ttl ~= '0' then
     redis.call('pexpire', meta, meta_ttl)
+    if state_until < now + tonumber(meta_ttl) then
+      state_until = now + 2 * tonumber(meta_ttl)
+      redis.call('hset', meta, 'u', state_until)
+      redis.call('pexpireat', state, state_until)
+      redis.call('pexpireat', expiry, state_until)
+      redis.call('pexpireat', versions, state_until)
+    end
+  end
+end
+
+-- keep gives the state keys their expiry after a write: the meta's "u" on
+-- a stream, meta_ttl from now otherwise.
+local function keep()
+  if meta_ttl == '0' then return end
+  if streamed then
+    redis.call('pexpireat', state, state_until)
+    redis.call('pexpireat', expiry, state_until)
+    redis.call('pexpireat', versions, state_until)
+  else
+    redis.call('pexpire', state, meta_ttl)
+    redis.call('pexpire', expiry, meta_ttl)
+    redis.call('pexpire', versions, meta_ttl)
   end
 end
 
@@ -195,11 +239,7 @@ if key ~= '' then
   if not remove and key_mode == 'if_new' and current then
     if refresh and key_ttl > 0 then
       redis.call('zadd', expiry, now + key_ttl, key)
-      if meta_ttl ~= '0' then
-        redis.call('pexpire', state, meta_ttl)
-        redis.call('pexpire', expiry, meta_ttl)
-        redis.call('pexpire', versions, meta_ttl)
-      end
+      keep()
       if streamed and stream_ttl ~= '0' then
         redis.call('pexpire', stream, stream_ttl)
       end
@@ -245,11 +285,7 @@ else
     if version ~= '0' then
       redis.call('hset', versions, 'v:' .. key, version, 'e:' .. key, version_epoch)
     end
-    if meta_ttl ~= '0' then
-      redis.call('pexpire', state, meta_ttl)
-      redis.call('pexpire', expiry, meta_ttl)
-      redis.call('pexpire', versions, meta_ttl)
-    end
+    keep()
   end
 end
 
@@ -258,7 +294,7 @@ if result_ttl ~= '0' then
   redis.call('pexpire', result, result_ttl)
 end
 return { offset, epoch, '', '' }
-`)
+`).WithRunID()
 
 // mapReadStateScript reads a map channel's position and entries.
 //
@@ -280,7 +316,7 @@ elseif count ~= '0' then
   return { top, epoch, r[1], r[2] }
 end
 return { top, epoch, '0', {} }
-`)
+`).WithRunID()
 
 // mapReadStreamScript reads a map channel's position and publications.
 //
@@ -308,7 +344,7 @@ if count ~= '0' then
   table.insert(range, count)
 end
 return { top, epoch, redis.call(unpack(range)) }
-`)
+`).WithRunID()
 
 // mapStatsScript replies { number of keys, entries swept, ms until the
 // next entry expires (-1: none, or not asked) } after sweeping up to
@@ -321,7 +357,7 @@ if ARGV[9] ~= '0' then
   if first[2] then next = math.max(0, tonumber(first[2]) - now) end
 end
 return { redis.call('hlen', state), swept, next }
-`)
+`).WithRunID()
 
 // mapClearScript deletes a map channel's keys; its next call starts a new
 // epoch.
