@@ -208,4 +208,3 @@ func TestMapForcedFailover(t *testing.T) {
 		})
 	}
 }
-
