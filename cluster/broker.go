@@ -204,7 +204,7 @@ func (b *Broker) send(ctx context.Context, p int, keyPrefix, channel string, pay
 	if err != nil {
 		return fmt.Errorf("shardcast: publish: %w", err)
 	}
-	now := time.Now()
+	now := engine.PublishTime()
 	if pub != nil {
 		err = pub.SPublish(ctx, keyPrefix, channel, payload, b.core.Options.Raw, now)
 		if err == nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
@@ -135,7 +134,7 @@ func (r publishRoute) QueueTo(ctx context.Context, a *engine.AsyncCall, d dest, 
 		err = errNoMaster
 	}
 	if err == nil {
-		err = pub.SPublishAsync(ctx, d.keyPrefix, channel, payload, b.core.Options.Raw, time.Now(), a.Finish())
+		err = pub.SPublishAsync(ctx, d.keyPrefix, channel, payload, b.core.Options.Raw, engine.PublishTime(), a.Finish())
 	}
 	if err == nil {
 		return nil

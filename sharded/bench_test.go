@@ -53,6 +53,7 @@ func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
 	b.ResetTimer()
 	start := time.Now()
 	cpu0, cpuOK := processCPU()
+	io0 := snapshotSyscalls()
 	b.RunParallel(func(pb *testing.PB) {
 		i := next.Add(1)
 		for pb.Next() {
@@ -63,7 +64,7 @@ func benchPublishDeliver(b *testing.B, opts shardcast.Options) {
 			i++
 		}
 	})
-	reportDelivered(b, sub, start, cpu0, cpuOK)
+	reportDelivered(b, sub, start, cpu0, cpuOK, io0)
 }
 
 // BenchmarkEval measures Broker.Eval of a one-key script that increments
@@ -92,10 +93,23 @@ func BenchmarkEval(b *testing.B) {
 	})
 }
 
+// syscallCount is processSyscalls at one moment.
+type syscallCount struct {
+	reads, writes uint64
+	ok            bool
+}
+
+func snapshotSyscalls() syscallCount {
+	r, w, ok := processSyscalls()
+	return syscallCount{r, w, ok}
+}
+
 // reportDelivered waits until sub handled (or dropped) b.N messages, stops
 // the clock and reports cpu-ns/msg (the process's CPU since cpu0, when
-// cpuOK), delivered/s since start and dropped/op.
-func reportDelivered(b *testing.B, sub *Broker, start time.Time, cpu0 time.Duration, cpuOK bool) {
+// cpuOK), delivered/s since start, dropped/op, and the process's read and
+// write syscalls per message since io0 (when measured): how many messages
+// share one socket read or write.
+func reportDelivered(b *testing.B, sub *Broker, start time.Time, cpu0 time.Duration, cpuOK bool, io0 syscallCount) {
 	want := uint64(b.N)
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -117,4 +131,8 @@ func reportDelivered(b *testing.B, sub *Broker, start time.Time, cpu0 time.Durat
 	st := sub.Stats()
 	b.ReportMetric(float64(st.Delivered)/elapsed.Seconds(), "delivered/s")
 	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+	if io1 := snapshotSyscalls(); io0.ok && io1.ok {
+		b.ReportMetric(float64(io1.reads-io0.reads)/float64(b.N), "reads/msg")
+		b.ReportMetric(float64(io1.writes-io0.writes)/float64(b.N), "writes/msg")
+	}
 }

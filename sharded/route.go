@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardcast/shardcast"
@@ -102,7 +101,7 @@ func (pr publishRoute) SendTo(ctx context.Context, i int, channel string, payloa
 	if sh == nil {
 		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
 	}
-	if err := sh.pub.Publish(ctx, channel, payload, pr.b.core.Options.Raw, time.Now()); err != nil {
+	if err := sh.pub.Publish(ctx, channel, payload, pr.b.core.Options.Raw, engine.PublishTime()); err != nil {
 		return pr.publishErr(sh.addr, err)
 	}
 	return nil
@@ -135,7 +134,7 @@ func (pr publishRoute) QueueTo(ctx context.Context, a *engine.AsyncCall, i int, 
 		return fmt.Errorf("shardcast: publish %q: no instance in slot %d", channel, i)
 	}
 	a.SetWhere(sh.addr)
-	if err := sh.pub.PublishAsync(ctx, channel, payload, pr.b.core.Options.Raw, time.Now(), a.Finish()); err != nil {
+	if err := sh.pub.PublishAsync(ctx, channel, payload, pr.b.core.Options.Raw, engine.PublishTime(), a.Finish()); err != nil {
 		return pr.publishErr(sh.addr, err)
 	}
 	return nil

@@ -214,3 +214,19 @@ func TestHistogramSumBounded(t *testing.T) {
 	assert.Equal(t, int64(math.MinInt64), SatAdd(math.MinInt64, -1))
 	assert.Equal(t, int64(3), SatAdd(1, 2))
 }
+
+// BenchmarkTallyRecord measures a worker's recording of one lag: Record
+// into a Tally, flushed every 8 records (a worker flushes at least every
+// lagEvery calls), the lags a few µs apart as in a busy batch.
+func BenchmarkTallyRecord(b *testing.B) {
+	var h Histogram
+	var t Tally
+	b.ReportAllocs()
+	for i := range b.N {
+		t.Record(&h, time.Duration(50_000+i&0x3ff))
+		if i&7 == 7 {
+			t.Flush(&h)
+		}
+	}
+	t.Flush(&h)
+}

@@ -246,3 +246,35 @@ func TestScriptRunIDRetriedAfterLoading(t *testing.T) {
 	assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", got)
 	assert.Equal(t, int32(2), infos.Load(), "asked again after LOADING")
 }
+
+// TestIntReplies: the reader's fast path takes only whole integer replies
+// from the front of the buffer, up to its room, and stops at anything
+// else, which the reply-by-reply path then reads.
+func TestIntReplies(t *testing.T) {
+	ends := make([]int, 3)
+	for _, tc := range []struct {
+		buf  string
+		want []int
+	}{
+		{":1\r\n:22\r\n", []int{4, 9}},
+		{":1\r\n:-5\r\n:0\r\n:7\r\n", []int{4, 9, 13}}, // room for 3
+		{":1\r\n+OK\r\n", []int{4}},
+		{":1\r\n:2\r", []int{4}},
+		{":1\r\n:2", []int{4}},
+		{":\r\n", nil},
+		{":-\r\n", nil},
+		{":1x\r\n", nil},
+		{":1\n", nil},
+		{"$1\r\nx\r\n", nil},
+		{"-ERR x\r\n", nil},
+		{":12345678901234567890\r\n", []int{23}},
+		{":123456789012345678901\r\n", nil},
+		{"", nil},
+	} {
+		n := intReplies([]byte(tc.buf), ends)
+		assert.Equal(t, len(tc.want), n, "%q", tc.buf)
+		if len(tc.want) > 0 {
+			assert.Equal(t, tc.want, ends[:n], "%q", tc.buf)
+		}
+	}
+}

@@ -17,7 +17,16 @@ func (p *Pub) read(w *wire) {
 	rd := resp.NewReader(br)
 	var err error
 	woke := false // a call of PublishAsync was completed since the last write check
+	var run replyRun
 	for {
+		if n := run.take(p, w, br); n > 0 {
+			woke = woke || run.woke
+			if br.Buffered() == 0 {
+				p.writeBetweenReplies(w, woke)
+				woke = false
+			}
+			continue
+		}
 		var line []byte
 		var value any
 		var res error
@@ -44,6 +53,84 @@ func (p *Pub) read(w *wire) {
 		}
 	}
 	p.fail(w, err)
+}
+
+// replyRun is the reader's fast path for what it mostly reads: a run of
+// integer replies (to PUBLISH and SPUBLISH) that the buffer holds whole,
+// matched to their calls under one lock of the wire instead of one each,
+// and parsed in one pass over the buffer instead of a search per line.
+type replyRun struct {
+	ends  [64]int   // where each reply of the run ends in the buffer
+	calls [64]*call // the calls they answer
+	woke  bool      // the last take completed a call of PublishAsync
+}
+
+// take completes the calls answered by the integer replies at the front
+// of br's buffer, without reading from the socket, and returns how many
+// it completed: 0 when the buffer does not start with a whole integer
+// reply, or no call waits (read's reply-by-reply path then takes over,
+// and reports a reply nobody waits for).
+func (r *replyRun) take(p *Pub, w *wire, br *bufio.Reader) int {
+	buf, _ := br.Peek(br.Buffered()) // never reads: at most Buffered
+	k := intReplies(buf, r.ends[:])
+	if k == 0 {
+		return 0
+	}
+	k = w.popRun(r.calls[:k])
+	r.woke = false
+	start := 0
+	for i, c := range r.calls[:k] {
+		r.calls[i] = nil
+		var value any
+		var res error
+		if c.want {
+			value, res = lineValue(buf[start : r.ends[i]-2])
+		}
+		if c.fn != nil {
+			r.woke = true
+		}
+		p.complete(c, value, res)
+		start = r.ends[i]
+	}
+	_, _ = br.Discard(start)
+	return k
+}
+
+// intReplies finds the whole integer replies (":<digits>\r\n", at
+// most 20 characters with the sign) at the front of buf, at most
+// len(ends), records where each ends and returns how many it found.
+func intReplies(buf []byte, ends []int) int {
+	n, off := 0, 0
+	for n < len(ends) && off < len(buf) && buf[off] == ':' {
+		j := off + 1
+		if j < len(buf) && buf[j] == '-' {
+			j++
+		}
+		for j < len(buf) && j-off <= 20 && buf[j] >= '0' && buf[j] <= '9' {
+			j++
+		}
+		if j+1 >= len(buf) || buf[j] != '\r' || buf[j+1] != '\n' || buf[j-1] < '0' || buf[j-1] > '9' {
+			break
+		}
+		off = j + 2
+		ends[n] = off
+		n++
+	}
+	return n
+}
+
+// popRun takes the oldest queued calls, at most len(calls), whose replies
+// have just been read, and returns how many it took.
+func (w *wire) popRun(calls []*call) int {
+	w.mu.Lock()
+	n := copy(calls, w.queue[w.head:])
+	clear(w.queue[w.head : w.head+n])
+	w.head += n
+	if w.head == len(w.queue) {
+		w.queue, w.head = w.queue[:0], 0
+	}
+	w.mu.Unlock()
+	return n
 }
 
 // nextReply reads one reply: a publish is answered on one line (returned

@@ -195,3 +195,48 @@ func ParseInt(b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// PeekBulks3 looks in the buffered bytes for a whole array of three bulk
+// strings, such as a Pub/Sub message push, and returns views of its
+// three elements and its size in bytes, without consuming it (Discard
+// does) and without reading from the socket: one pass over the buffer
+// where reading the array value by value takes a search for each of its
+// four lines. ok is false, and nothing is looked at further, when the
+// buffer does not start with such an array whole: another kind of value,
+// a null element, a length of more than 10 digits, a value still on its
+// way, or a malformed one; the value-by-value primitives then read it and
+// report what is wrong with it. The views are valid until the next read.
+func (rd *Reader) PeekBulks3() (a, b, c []byte, size int, ok bool) {
+	buf, _ := rd.r.Peek(rd.r.Buffered()) // never reads: at most Buffered
+	if len(buf) < 4 || buf[0] != '*' || buf[1] != '3' || buf[2] != '\r' || buf[3] != '\n' {
+		return nil, nil, nil, 0, false
+	}
+	var out [3][]byte
+	i := 4
+	for k := range out {
+		if i >= len(buf) || buf[i] != '$' {
+			return nil, nil, nil, 0, false
+		}
+		j, n := i+1, 0
+		for ; j < len(buf) && j-i <= 10 && buf[j] >= '0' && buf[j] <= '9'; j++ {
+			n = n*10 + int(buf[j]-'0')
+		}
+		if j == i+1 || j+1 >= len(buf) || buf[j] != '\r' || buf[j+1] != '\n' {
+			return nil, nil, nil, 0, false
+		}
+		start := j + 2
+		end := start + n
+		if end+2 > len(buf) || buf[end] != '\r' || buf[end+1] != '\n' {
+			return nil, nil, nil, 0, false
+		}
+		out[k] = buf[start:end:end]
+		i = end + 2
+	}
+	return out[0], out[1], out[2], i, true
+}
+
+// Discard consumes n buffered bytes, such as an array PeekBulks3 found.
+// The views PeekBulks3 returned stay valid until the next read.
+func (rd *Reader) Discard(n int) {
+	_, _ = rd.r.Discard(n)
+}

@@ -175,3 +175,58 @@ func TestCorruptLengthAllocatesOnlyWhatArrives(t *testing.T) {
 		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<20), tc.name)
 	}
 }
+
+// TestPeekBulks3: an array of three bulk strings the buffer holds whole
+// is found in one pass and consumed only by Discard; anything else (other
+// values, null or oversized lengths, a value cut short, malformed framing)
+// is left, unconsumed, to the value-by-value primitives.
+func TestPeekBulks3(t *testing.T) {
+	msg := "*3\r\n" + bulk("message") + bulk("room.1") + bulk("hello\r\nworld")
+	rd := readerOf(msg+msg, 4096, func(r io.Reader) io.Reader { return r })
+	_, err := rd.Peek() // fill the buffer
+	require.NoError(t, err)
+	for range 2 {
+		a, b, c, size, ok := rd.PeekBulks3()
+		require.True(t, ok)
+		assert.Equal(t, "message", string(a))
+		assert.Equal(t, "room.1", string(b))
+		assert.Equal(t, "hello\r\nworld", string(c))
+		assert.Equal(t, len(msg), size)
+		rd.Discard(size)
+	}
+
+	empty := "*3\r\n" + bulk("smessage") + bulk("") + bulk("")
+	rd = readerOf(empty, 4096, func(r io.Reader) io.Reader { return r })
+	_, err = rd.Peek()
+	require.NoError(t, err)
+	a, b, c, size, ok := rd.PeekBulks3()
+	require.True(t, ok)
+	assert.Equal(t, "smessage", string(a))
+	assert.Empty(t, b)
+	assert.Empty(t, c)
+	assert.Equal(t, len(empty), size)
+
+	for name, stream := range map[string]string{
+		"confirmation":    "*3\r\n" + bulk("subscribe") + bulk("c") + ":1\r\n",
+		"pmessage":        "*4\r\n" + bulk("pmessage") + bulk("p*") + bulk("c") + bulk("x"),
+		"null element":    "*3\r\n" + bulk("message") + "$-1\r\n" + bulk("x"),
+		"cut short":       msg[:len(msg)-1],
+		"header cut":      "*3\r\n$7",
+		"unterminated":    "*3\r\n" + bulk("message") + bulk("c") + "$1\r\nxy\r\n",
+		"bad header":      "*3\r\n$7\n" + "message\r\n" + bulk("c") + bulk("x"),
+		"eleven digits":   "*3\r\n" + bulk("message") + bulk("c") + "$00000000001\r\nx\r\n",
+		"no digits":       "*3\r\n$\r\n\r\n" + bulk("c") + bulk("x"),
+		"not an array":    "+OK\r\n",
+		"array of 30":     "*30\r\n",
+		"integer element": "*3\r\n" + bulk("message") + ":1\r\n" + bulk("x"),
+	} {
+		rd := readerOf(stream, 4096, func(r io.Reader) io.Reader { return r })
+		_, err := rd.Peek()
+		require.NoError(t, err, name)
+		_, _, _, _, ok := rd.PeekBulks3()
+		assert.False(t, ok, name)
+		line, err := rd.Line()
+		require.NoError(t, err, name)
+		assert.Equal(t, strings.SplitN(stream, "\r\n", 2)[0], string(line), "%s: nothing consumed", name)
+	}
+}

@@ -67,6 +67,9 @@ func (ir idleReader) Read(p []byte) (int, error) {
 
 func (c *Conn) readLoop(rd *resp.Reader) error {
 	for {
+		if c.readBufferedMessage(rd) {
+			continue
+		}
 		line, err := rd.Line()
 		if err != nil {
 			return err
@@ -142,6 +145,23 @@ func (c *Conn) readPush(rd *resp.Reader, n int) error {
 	default: // pmessage and anything else this connection never asked for
 		return rd.Skip(n - 1)
 	}
+}
+
+// readBufferedMessage hands a message push that the read buffer holds
+// whole to OnMessage, channel and payload as views of the buffer, and
+// reports whether it did; anything else is left to readLoop's
+// value-by-value path (readMessage for a message that is still arriving).
+func (c *Conn) readBufferedMessage(rd *resp.Reader) bool {
+	kind, name, payload, size, ok := rd.PeekBulks3()
+	if !ok || (string(kind) != "message" && string(kind) != "smessage") {
+		return false
+	}
+	rd.Discard(size)
+	c.reads.Add(1)
+	if c.hooks.OnMessage != nil && !c.closing.Load() {
+		c.hooks.OnMessage(unsafe.String(unsafe.SliceData(name), len(name)), payload)
+	}
+	return true
 }
 
 func (c *Conn) readMessage(rd *resp.Reader) error {
