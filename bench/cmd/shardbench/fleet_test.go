@@ -50,3 +50,77 @@ func TestJumpHash(t *testing.T) {
 	assert.Less(t, moved, 200) // about 10000/129
 	assert.Equal(t, 0, jumpHash(12345, 1))
 }
+
+func TestFleetSizesTakeOneChannelCountOrOnePerSize(t *testing.T) {
+	defer func(b, c string) { cfg.fleetBrokers, cfg.fleetChannels = b, c }(cfg.fleetBrokers, cfg.fleetChannels)
+	cfg.fleetBrokers, cfg.fleetChannels = "50,200", "10000,2500"
+	sizes, chans, err := fleetSizes()
+	require.NoError(t, err)
+	assert.Equal(t, []int{50, 200}, sizes)
+	assert.Equal(t, []int{10000, 2500}, chans)
+	cfg.fleetChannels = "10000"
+	_, chans, err = fleetSizes()
+	require.NoError(t, err)
+	assert.Equal(t, []int{10000, 10000}, chans)
+	for _, bad := range [][2]string{{"50,200", "1,2,3"}, {"", "10"}, {"50,x", "10"}, {"50", "0"}} {
+		cfg.fleetBrokers, cfg.fleetChannels = bad[0], bad[1]
+		_, _, err = fleetSizes()
+		assert.Error(t, err, bad)
+	}
+}
+
+// Every size runs for shardcast, Centrifuge only at its own size, and the
+// like-for-like shardcast row at that size comes just before it.
+func TestFleetRunsEverySizeThenTheLikeForLikeRow(t *testing.T) {
+	defer func(n int) { cfg.fleetCentBrokers = n }(cfg.fleetCentBrokers)
+	cfg.fleetCentBrokers = 20
+	got := fleetRuns([]string{"shardcast-cluster", "centrifuge-sharded"}, []int{50, 200}, []int{10000, 2500})
+	assert.Equal(t, []fleetSpec{{"shardcast-cluster", 50, 10000}, {"shardcast-cluster", 200, 2500},
+		{"shardcast-cluster", 20, 10000}, {"centrifuge-sharded", 20, 10000}}, got)
+	// Centrifuge's size among the sizes: no extra row, that size's channels.
+	got = fleetRuns([]string{"shardcast-cluster", "centrifuge-sharded"}, []int{20, 200}, []int{8000, 2500})
+	assert.Equal(t, []fleetSpec{{"shardcast-cluster", 20, 8000}, {"shardcast-cluster", 200, 2500}, {"centrifuge-sharded", 20, 8000}}, got)
+	got = fleetRuns([]string{"shardcast-cluster"}, []int{50, 200}, []int{10000, 2500})
+	assert.Equal(t, []fleetSpec{{"shardcast-cluster", 50, 10000}, {"shardcast-cluster", 200, 2500}}, got)
+}
+
+// The targets judge the largest fleet and name the others beside it; the
+// connections target holds only if every size kept one per master.
+func TestFleetTargetsJudgeTheLargestSize(t *testing.T) {
+	servers := []string{"a:1", "b:2", "c:3"}
+	each := func(n int) map[string]int { return map[string]int{"a:1": n, "b:2": n, "c:3": n} }
+	results := []fleetResult{
+		{Engine: "shardcast-cluster", Brokers: 50, Channels: 10000, RecoverSecs: 1.9, SubConns: each(50), SubConnsAfter: each(50)},
+		{Engine: "shardcast-cluster", Brokers: 200, Channels: 2500, RecoverSecs: 1.5, SubConns: each(200), SubConnsAfter: each(200)},
+		{Engine: "shardcast-cluster", Brokers: 20, Channels: 10000, RecoverSecs: 0.5, SubConns: each(20), SubConnsAfter: each(21)},
+		{Engine: "centrifuge-sharded", Brokers: 20, Channels: 10000, RecoverSecs: 30},
+	}
+	got := fleetTargets(results, servers, []int{50, 200})
+	require.Len(t, got, 2)
+	assert.Equal(t, "fleet: every channel of all 200 brokers delivering again within 2 s of CLIENT KILL TYPE pubsub", got[0].Goal)
+	assert.Equal(t, "1.500s (200 × 2500 channels); 50 × 10000: 1.900s", got[0].Got)
+	assert.Equal(t, "met", got[0].Met)
+	assert.Equal(t, "50 / 50 / 50 before, 50 / 50 / 50 after, for 50 brokers; 200 / 200 / 200 before, 200 / 200 / 200 after, for 200 brokers", got[1].Got)
+	assert.Equal(t, "met", got[1].Met) // the like-for-like row at 20 is not judged
+	results[1].SubConnsAfter = map[string]int{"a:1": 200, "b:2": 399, "c:3": 200}
+	results[1].RecoverSecs = 2.5
+	got = fleetTargets(results, servers, []int{50, 200})
+	assert.Equal(t, "not met", got[0].Met)
+	assert.Equal(t, "not met", got[1].Met)
+}
+
+// -update finds the fleet section under the heading of another run's
+// sizes, and replaces the fleet rows of the Targets table in place.
+func TestFleetUpdateReplacesSectionAndTargetRows(t *testing.T) {
+	doc := "# R\n\n## Targets\n\n| target | measured | status |\n|---|---|---|\n| a: x | 1 | met |\n| fleet: old one | 2 | met |\n" +
+		"| fleet: old two | 3 | met |\n| b: y | 4 | not met |\n\nnotes\n\n## Fleet reconnect storm (50 brokers)\n\nold\n\n## Fan-out (30)\n\nf\n"
+	doc = spliceSection(doc, "Fleet reconnect storm (50, 200 brokers)", "## Fleet reconnect storm (50, 200 brokers)\n\nnew\n\n")
+	assert.Contains(t, doc, "## Fleet reconnect storm (50, 200 brokers)\n\nnew\n\n## Fan-out (30)\n")
+	assert.NotContains(t, doc, "old\n")
+	doc = replaceTargets(doc, "fleet: ", []target{{"fleet: new", "5", "met"}}, " (rerun)")
+	assert.Regexp(t, `(?s)\| a: x\s+\| 1\s+\| met\s+\|\n\| fleet: new\s+\| 5 \(rerun\) \| met\s+\|\n\| b: y\s+\| 4\s+\| not met \|\n\nnotes\n`, doc)
+	assert.NotContains(t, doc, "old one")
+	// A heading that only starts like the title is still another section.
+	assert.Equal(t, "## Fleet reconnect storms (5)\n\nx\n\n## Fleet reconnect storm (1)\n\ny\n",
+		spliceSection("## Fleet reconnect storms (5)\n\nx\n", "Fleet reconnect storm (1)", "## Fleet reconnect storm (1)\n\ny\n"))
+}

@@ -15,7 +15,10 @@ type section struct {
 	Title   string
 	Body    string // Markdown: method, tables
 	Targets []target
-	Files   map[string][]byte // extra files written next to the report (plots)
+	// TargetPrefix, when set, starts every one of the section's target
+	// goals, so that -update can replace its rows in the Targets table.
+	TargetPrefix string
+	Files        map[string][]byte // extra files written next to the report (plots)
 }
 
 // target is one goal of issue 5 and how the run measured against it.
@@ -348,7 +351,7 @@ func sleepCost(d time.Duration) time.Duration {
 
 func flagSummary() string {
 	return fmt.Sprintf("-channels %d -publishers %s -payload %d -duration %s -warmup %s -rounds %d -resub-channels %d -mem-channels %d -mem-batch %d -rates %s -latency-duration %s -brokers %d -sc-workers %d -sc-batch %d -sc-reuse-payloads=%v -heap %d -reused-buffer=%v "+
-		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %d -fleet-channels %d -fleet-cent-brokers %d "+
+		"-cent-nodes %d -cent-clients %d -cent-channels %d -cent-fanout %d -cent-publishers %d -cent-publish %s -cent-history %s -cent-toy-heap=%v -fleet-brokers %s -fleet-channels %s -fleet-cent-brokers %d "+
 		"-fanout-subscribers %d -fanout-channels %d -fanout-rate %d -fanout-publishers %d -fanout-payload %d -fanout-duration %s -fanout-warmup %s -fanout-rows %s -fanout-cent-partitions %d "+
 		"-presence-nodes %d -presence-workers %d -presence-channels %d -presence-clients %d -presence-ops %s -presence-user-mapping=%v "+
 		"-map-nodes %d -map-workers %d -map-channels %d -map-keys %d -map-payload %d -map-ops %s",
