@@ -147,23 +147,36 @@ func fleetShrinkNote(results []fleetResult, nMasters int) string {
 	total := float64(base.Brokers * base.Channels)
 	redisPer := base.RedisCPUms / total                       // ms per channel
 	clientPer := (base.ClientCPUms - base.ProbeCPUms) / total // ms per channel
-	heapPer := float64(base.HeapBytes) / total
 	var b strings.Builder
 	for _, r := range results {
 		if r.Engine != base.Engine || r.Error != "" || r.Channels >= base.Channels {
 			continue
 		}
 		n := float64(r.Brokers * base.Channels)
+		cores := float64(runtime.NumCPU())
 		redis, all := redisPer*n/1000, (redisPer+clientPer)*n/1000
-		fmt.Fprintf(&b, "At %d brokers each broker holds %d channels, not %d, and CPU, not memory, is why. In this run the %d × %d storm cost Redis "+
-			"%.1f µs and the client %.1f µs of CPU per channel (the probes' publishing left out of the client's); %d × %d = %.0f channels would "+
-			"need %.1f s of Redis CPU, %.1f s on each of the three single-threaded masters if perfectly balanced, and %.1f s of CPU in all, "+
-			"%.1f s on this machine's %d cores even with nothing else running: more than the 2 s target whatever the client does. Memory "+
-			"would hold it: the process's live heap after subscribing (the channel names and the brokers' state) was %.0f bytes per channel, about %.1f GiB for %.0f channels. At %d × %d the fleet "+
-			"holds %d channels, with %d× the connections of the %d-broker fleet.\n\n",
+		fmt.Fprintf(&b, "At %d brokers each broker holds %d channels, not %d. In this run the %d × %d storm cost Redis %.1f µs and the "+
+			"client %.1f µs of CPU per channel (the probes' publishing left out of the client's), so %d × %d = %.0f channels would need "+
+			"%.1f s of Redis CPU (%.1f s on each master with a core of its own each and a perfectly even load) and %.1f s with the "+
+			"client's; on this machine's %.0f cores that is at least %.1f s for Redis alone and %.1f s for both",
 			r.Brokers, r.Channels, base.Channels, base.Brokers, base.Channels, 1000*redisPer, 1000*clientPer, r.Brokers, base.Channels, n,
-			redis, redis/float64(nMasters), all, all/float64(runtime.NumCPU()), runtime.NumCPU(), heapPer, heapPer*n/(1<<30), n,
-			r.Brokers, r.Channels, r.Brokers*r.Channels, r.Brokers/max(1, base.Brokers), base.Brokers)
+			redis, redis/float64(nMasters), all, cores, redis/cores, all/cores)
+		switch {
+		case redis/float64(nMasters) > 2:
+			b.WriteString(": more than the 2 s target whatever the client does, even on a host with a core per master")
+		case redis/cores > 2:
+			b.WriteString(": more than the 2 s target here whatever the client does")
+		case all/cores > 2:
+			b.WriteString(": more than the 2 s target here with the client's work on the same cores")
+		}
+		fmt.Fprintf(&b, ". Memory is not what limits it: after subscribing, the process's live heap was %.0f MiB at %d × %d and %.0f MiB at "+
+			"%d × %d, of this machine's %.0f GiB.", float64(base.HeapBytes)/(1<<20), base.Brokers, base.Channels, float64(r.HeapBytes)/(1<<20),
+			r.Brokers, r.Channels, float64(memTotal())/(1<<30))
+		if r.Brokers*r.Channels == base.Brokers*base.Channels {
+			fmt.Fprintf(&b, " At %d × %d the fleet holds as many channels as the %d-broker one, over %.0f× its connections.", r.Brokers, r.Channels,
+				base.Brokers, float64(r.Brokers)/float64(base.Brokers))
+		}
+		b.WriteString("\n\n")
 	}
 	return b.String()
 }

@@ -124,3 +124,18 @@ func TestFleetUpdateReplacesSectionAndTargetRows(t *testing.T) {
 	assert.Equal(t, "## Fleet reconnect storms (5)\n\nx\n\n## Fleet reconnect storm (1)\n\ny\n",
 		spliceSection("## Fleet reconnect storms (5)\n\nx\n", "Fleet reconnect storm (1)", "## Fleet reconnect storm (1)\n\ny\n"))
 }
+
+// A size with fewer channels per broker says why, from the run's own
+// CPU per channel: here Redis alone would need more than 2 s.
+func TestFleetShrinkNoteSaysWhy(t *testing.T) {
+	results := []fleetResult{
+		{Engine: "shardcast-cluster", Brokers: 50, Channels: 10000, RedisCPUms: 1500, ClientCPUms: 700, ProbeCPUms: 100, HeapBytes: 270 << 20},
+		{Engine: "shardcast-cluster", Brokers: 200, Channels: 2500, HeapBytes: 900 << 20},
+	}
+	note := fleetShrinkNote(results, 3)
+	assert.Contains(t, note, "At 200 brokers each broker holds 2500 channels, not 10000.")
+	assert.Contains(t, note, "cost Redis 3.0 µs and the client 1.2 µs of CPU per channel")
+	assert.Contains(t, note, "2000000 channels would need 6.0 s of Redis CPU (2.0 s on each master")
+	assert.Contains(t, note, "as many channels as the 50-broker one, over 4× its connections.")
+	assert.Empty(t, fleetShrinkNote(results[:1], 3))
+}
