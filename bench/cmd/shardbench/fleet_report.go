@@ -91,6 +91,7 @@ func fleetText(results []fleetResult, servers []string, sizes []int) string {
 		"one subscribe connection per partition, %d × 128 over the three masters, plus command connections; the scenario raises it with "+
 		"CONFIG SET when they would not fit).\n\n",
 		joinInts(sizes, ", "), strings.Join(servers, ", "), fleetSweep, fleetSample, clientProcs, maxc, cfg.fleetCentBrokers)
+	b.WriteString(fleetPaceNote(results, sizes))
 	b.WriteString(fleetShrinkNote(results, len(servers)))
 	b.WriteString(fleetCentNote(results, sizes))
 	return b.String()
@@ -128,6 +129,43 @@ func memTotal() uint64 {
 		}
 	}
 	return 0
+}
+
+// fleetPaceNote reads the largest shardcast fleet's row: whether the
+// benchmark process or the busiest master was busy for most of the storm,
+// or both mostly waited for a core.
+func fleetPaceNote(results []fleetResult, sizes []int) string {
+	largest := slices.Max(sizes)
+	i := slices.IndexFunc(results, func(r fleetResult) bool {
+		return r.Engine == "shardcast-cluster" && r.Brokers == largest && r.Error == "" && r.RecoverSecs > 0
+	})
+	if i < 0 {
+		return ""
+	}
+	r := results[i]
+	ms := 1000 * r.RecoverSecs
+	client := r.ClientCPUms / ms / float64(clientProcs)
+	_, master := r.busiest()
+	master /= 100
+	waited := min(1, r.ClientWaitms/ms)
+	var b strings.Builder
+	fmt.Fprintf(&b, "At %d brokers the benchmark process (every broker on GOMAXPROCS %d) ran %.0f%% of the storm and waited for a core "+
+		"%.0f%% of it (%.0f ms in the run queue), the busiest master ran %.0f%%: ", r.Brokers, clientProcs, 100*client, 100*waited,
+		r.ClientWaitms, 100*master)
+	switch {
+	case client+waited >= 0.8 && client > master:
+		b.WriteString("the client, every broker's recovery on one core, set the pace")
+		if waited >= 0.25 {
+			b.WriteString(", slowed by the other work that shared the machine's cores")
+		}
+		fmt.Fprintf(&b, ". A fleet on hosts of its own spends %.1f ms of CPU per broker on it (the probes' publishing included).", r.ClientCPUms/float64(r.Brokers))
+	case master >= 0.75:
+		b.WriteString("Redis set the pace.")
+	default:
+		b.WriteString("neither was saturated.")
+	}
+	b.WriteString("\n\n")
+	return b.String()
 }
 
 // fleetShrinkNote says, when a fleet size runs with fewer channels per

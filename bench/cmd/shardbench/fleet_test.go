@@ -118,7 +118,8 @@ func TestFleetUpdateReplacesSectionAndTargetRows(t *testing.T) {
 	assert.Contains(t, doc, "## Fleet reconnect storm (50, 200 brokers)\n\nnew\n\n## Fan-out (30)\n")
 	assert.NotContains(t, doc, "old\n")
 	doc = replaceTargets(doc, "fleet: ", []target{{"fleet: new", "5", "met"}}, " (rerun)")
-	assert.Regexp(t, `(?s)\| a: x\s+\| 1\s+\| met\s+\|\n\| fleet: new\s+\| 5 \(rerun\) \| met\s+\|\n\| b: y\s+\| 4\s+\| not met \|\n\nnotes\n`, doc)
+	// The other rows stay as they were; the new one is padded to the header.
+	assert.Contains(t, doc, "|---|---|---|\n| a: x | 1 | met |\n| fleet: new | 5 (rerun) | met    |\n| b: y | 4 | not met |\n\nnotes\n")
 	assert.NotContains(t, doc, "old one")
 	// A heading that only starts like the title is still another section.
 	assert.Equal(t, "## Fleet reconnect storms (5)\n\nx\n\n## Fleet reconnect storm (1)\n\ny\n",
@@ -138,4 +139,20 @@ func TestFleetShrinkNoteSaysWhy(t *testing.T) {
 	assert.Contains(t, note, "2000000 channels would need 6.0 s of Redis CPU (2.0 s on each master")
 	assert.Contains(t, note, "as many channels as the 50-broker one, over 4× its connections.")
 	assert.Empty(t, fleetShrinkNote(results[:1], 3))
+}
+
+// The largest fleet's row says who set the pace.
+func TestFleetPaceNoteNamesWhoWasBusy(t *testing.T) {
+	defer func(p int) { clientProcs = p }(clientProcs)
+	clientProcs = 1
+	r := fleetResult{Engine: "shardcast-cluster", Brokers: 200, Channels: 2500, RecoverSecs: 1.6, ClientCPUms: 1500, ProbeCPUms: 200,
+		ClientWaitms: 160, MasterCPUms: map[string]float64{"a:1": 400, "b:2": 450}}
+	note := fleetPaceNote([]fleetResult{r}, []int{50, 200})
+	assert.Contains(t, note, "ran 94% of the storm and waited for a core 10% of it (160 ms in the run queue), the busiest master ran 28%: "+
+		"the client, every broker's recovery on one core, set the pace. A fleet on hosts of its own spends 7.5 ms of CPU per broker")
+	r.ClientCPUms, r.ClientWaitms = 900, 700 // 56% + 44%: runnable the whole storm
+	assert.Contains(t, fleetPaceNote([]fleetResult{r}, []int{200}), "set the pace, slowed by the other work that shared the machine's cores.")
+	r.ClientCPUms, r.MasterCPUms["b:2"] = 500, 1500
+	assert.Contains(t, fleetPaceNote([]fleetResult{r}, []int{200}), "Redis set the pace.")
+	assert.Empty(t, fleetPaceNote([]fleetResult{r}, []int{300}))
 }

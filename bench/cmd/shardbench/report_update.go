@@ -112,8 +112,9 @@ func headingAt(doc, head string) (int, int) {
 
 // replaceTargets replaces, in the report's Targets table, the rows whose
 // target starts with prefix by targets (where the first of them stood,
-// or at the table's end), note appended to each measured cell, and
-// re-aligns the table. A report without the table is returned as it is.
+// or at the table's end), note appended to each measured cell. The other
+// rows stay as they are, byte for byte; the new ones are padded to the
+// header's column widths. A report without the table is returned as it is.
 func replaceTargets(doc, prefix string, targets []target, note string) string {
 	start, headLen := headingAt(doc, "## Targets\n")
 	if start < 0 {
@@ -128,36 +129,40 @@ func replaceTargets(doc, prefix string, targets []target, note string) string {
 	for last < len(lines) && strings.HasPrefix(lines[last], "|") {
 		last++
 	}
-	cells := func(l string) []string {
-		f := strings.Split(strings.Trim(strings.TrimSpace(l), "|"), "|")
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		return f
+	var widths []int
+	for _, c := range strings.Split(strings.Trim(strings.TrimSpace(lines[first]), "|"), "|") {
+		widths = append(widths, max(0, len([]rune(c))-2))
 	}
-	head := cells(lines[first])
-	var rows [][]string
+	var fresh []string
+	for _, t := range targets {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, c := range []string{t.Goal, t.Got + note, t.Met} {
+			pad := 0
+			if i < len(widths) {
+				pad = max(0, widths[i]-len([]rune(c)))
+			}
+			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", pad))
+		}
+		fresh = append(fresh, b.String()+"\n")
+	}
+	var rows []string
 	at := -1
 	for _, l := range lines[first+2 : last] { // after the header and its rule
-		c := cells(l)
-		if strings.HasPrefix(c[0], prefix) {
+		if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(l, "|")), prefix) {
 			if at < 0 {
 				at = len(rows)
 			}
 			continue
 		}
-		rows = append(rows, c)
+		rows = append(rows, l)
 	}
 	if at < 0 {
 		at = len(rows)
 	}
-	var fresh [][]string
-	for _, t := range targets {
-		fresh = append(fresh, []string{t.Goal, t.Got + note, t.Met})
-	}
 	rows = slices.Concat(rows[:at:at], fresh, rows[at:])
-	before := doc[:start+headLen] + strings.Join(lines[:first], "")
-	return before + table(head, rows) + strings.Join(lines[last:], "")
+	before := doc[:start+headLen] + strings.Join(lines[:first+2], "")
+	return before + strings.Join(rows, "") + strings.Join(lines[last:], "")
 }
 
 // writeSectionFiles writes a section's extra files next to the report.
