@@ -64,9 +64,10 @@ type config struct {
 	heap                      int
 	reusedBuffer              bool
 	centToyHeap               bool
-	fleetBrokers              int
-	fleetChannels             int
+	fleetBrokers              string
+	fleetChannels             string
 	fleetCentBrokers          int
+	fleetCPUProfile           string
 	fanoutSubscribers         int
 	fanoutChannels            int
 	fanoutRate                int
@@ -160,9 +161,10 @@ func flags() *flag.FlagSet {
 	fs.BoolVar(&cfg.reusedBuffer, "reused-buffer", true, "throughput: also run every engine with publishers that reuse one payload buffer each, in a process without the -heap block, as reference rows")
 	fs.BoolVar(&cfg.centToyHeap, "cent-toy-heap", true, "also run the server path without the -heap block, as a reference (centrifuge)")
 	fs.StringVar(&cfg.centHistory, "cent-history", "off,on", "history, comma-separated: off, on (Node.Publish with HistorySize 100, HistoryTTL 60s; server path only), or both (centrifuge)")
-	fs.IntVar(&cfg.fleetBrokers, "fleet-brokers", 50, "broker instances in the fleet, each with its own connections (fleet)")
-	fs.IntVar(&cfg.fleetChannels, "fleet-channels", 10000, "channels per broker (fleet)")
-	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 5, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each; 50 need >10 GB (fleet)")
+	fs.StringVar(&cfg.fleetBrokers, "fleet-brokers", "50,200", "fleet sizes, comma-separated: broker instances, each with its own connections, one storm per size (fleet)")
+	fs.StringVar(&cfg.fleetChannels, "fleet-channels", "10000,2500", "channels per broker: one number for every size, or one per -fleet-brokers entry (fleet)")
+	fs.IntVar(&cfg.fleetCentBrokers, "fleet-cent-brokers", 20, "Centrifuge brokers in the fleet: each holds 128 subscribe connections with 1 MiB of rueidis buffers each (about 260 MB a broker) and takes some 3 s of client CPU to recover (fleet)")
+	fs.StringVar(&cfg.fleetCPUProfile, "fleet-cpuprofile", "", "write a CPU profile of each storm (the kill until recovery) to this path prefix, one file per engine and size: PREFIX-ENGINE-BROKERS.pprof (fleet; not with -cpuprofile)")
 	fs.IntVar(&cfg.fanoutSubscribers, "fanout-subscribers", 30, "subscriber brokers, each subscribed to every channel (fanout)")
 	fs.IntVar(&cfg.fanoutChannels, "fanout-channels", 300, "channels (fanout)")
 	fs.IntVar(&cfg.fanoutRate, "fanout-rate", 2000, "publishes per second in all, fixed rate; each is delivered to every subscriber (fanout)")
@@ -219,7 +221,7 @@ func main() {
 	if cfg.quick {
 		cfg.duration, cfg.warmup, cfg.rounds = time.Second, 200*time.Millisecond, 1
 		cfg.resubChannels, cfg.memChannels, cfg.latencyDuration = 10000, 100000, time.Second
-		cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers = 10, 2000, 3
+		cfg.fleetBrokers, cfg.fleetChannels, cfg.fleetCentBrokers = "10,40", "2000,500", 3
 		cfg.fanoutSubscribers, cfg.fanoutDuration, cfg.fanoutWarmup = 10, 2*time.Second, 500*time.Millisecond
 	}
 

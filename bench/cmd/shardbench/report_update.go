@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,8 +14,9 @@ import (
 // (the machine, command and targets of the run that wrote it, and the
 // other sections) as they are. Each section it writes opens with a line
 // naming this run, since the report's header describes another. Targets
-// of the sections run are not written: the targets table is the full
-// run's.
+// of the sections run are not written (the targets table is the full
+// run's), except those of a section with a TargetPrefix: its rows in the
+// table are replaced, each marked with this run's date.
 func updateReport(path, _ string, sections []section, took time.Duration) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -23,6 +25,9 @@ func updateReport(path, _ string, sections []section, took time.Duration) error 
 	doc := string(old)
 	for _, s := range sections {
 		doc = spliceSection(doc, s.Title, "## "+s.Title+"\n\n"+updateNote(took)+s.Body+"\n")
+		if s.TargetPrefix != "" && len(s.Targets) > 0 {
+			doc = replaceTargets(doc, s.TargetPrefix, s.Targets, fmt.Sprintf(" (-update run of %s, see its section)", time.Now().UTC().Format(time.DateOnly)))
+		}
 		if err := writeSectionFiles(path, s); err != nil {
 			return err
 		}
@@ -63,23 +68,101 @@ func redisVersion() string {
 
 // spliceSection replaces, in a report, the section headed "## title" (its
 // heading line up to the next "## " heading, or the end) with block, or
-// appends block at the end when no section has that heading.
+// appends block at the end when no section has that heading. A title
+// ending in a parenthesis ("Fleet reconnect storm (50, 200 brokers)")
+// also replaces a section whose heading differs only inside it (another
+// run's sizes).
 func spliceSection(doc, title, block string) string {
-	head := "## " + title + "\n"
-	start := -1
-	if strings.HasPrefix(doc, head) {
-		start = 0
-	} else if i := strings.Index(doc, "\n"+head); i >= 0 {
-		start = i + 1
+	start, headLen := headingAt(doc, "## "+title+"\n")
+	if stem, _, ok := strings.Cut(title, " ("); start < 0 && ok && strings.HasSuffix(title, ")") {
+		for at := 0; at < len(doc); {
+			line, _, _ := strings.Cut(doc[at:], "\n")
+			if strings.HasPrefix(line, "## "+stem+" (") && strings.HasSuffix(line, ")") && (at == 0 || doc[at-1] == '\n') {
+				start, headLen = at, len(line)+1
+				break
+			}
+			i := strings.Index(doc[at:], "\n")
+			if i < 0 {
+				break
+			}
+			at += i + 1
+		}
 	}
 	if start < 0 {
 		return strings.TrimRight(doc, "\n") + "\n\n" + block
 	}
 	end := len(doc)
-	if i := strings.Index(doc[start+len(head):], "\n## "); i >= 0 {
-		end = start + len(head) + i + 1
+	if i := strings.Index(doc[start+headLen:], "\n## "); i >= 0 {
+		end = start + headLen + i + 1
 	}
 	return doc[:start] + block + doc[end:]
+}
+
+// headingAt finds the line head (with its newline) at the start of a line
+// of doc: its offset and length, or -1.
+func headingAt(doc, head string) (int, int) {
+	if strings.HasPrefix(doc, head) {
+		return 0, len(head)
+	}
+	if i := strings.Index(doc, "\n"+head); i >= 0 {
+		return i + 1, len(head)
+	}
+	return -1, 0
+}
+
+// replaceTargets replaces, in the report's Targets table, the rows whose
+// target starts with prefix by targets (where the first of them stood,
+// or at the table's end), note appended to each measured cell. The other
+// rows stay as they are, byte for byte; the new ones are padded to the
+// header's column widths. A report without the table is returned as it is.
+func replaceTargets(doc, prefix string, targets []target, note string) string {
+	start, headLen := headingAt(doc, "## Targets\n")
+	if start < 0 {
+		return doc
+	}
+	lines := strings.SplitAfter(doc[start+headLen:], "\n")
+	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "|") })
+	if first < 0 {
+		return doc
+	}
+	last := first
+	for last < len(lines) && strings.HasPrefix(lines[last], "|") {
+		last++
+	}
+	var widths []int
+	for _, c := range strings.Split(strings.Trim(strings.TrimSpace(lines[first]), "|"), "|") {
+		widths = append(widths, max(0, len([]rune(c))-2))
+	}
+	var fresh []string
+	for _, t := range targets {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, c := range []string{t.Goal, t.Got + note, t.Met} {
+			pad := 0
+			if i < len(widths) {
+				pad = max(0, widths[i]-len([]rune(c)))
+			}
+			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", pad))
+		}
+		fresh = append(fresh, b.String()+"\n")
+	}
+	var rows []string
+	at := -1
+	for _, l := range lines[first+2 : last] { // after the header and its rule
+		if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(l, "|")), prefix) {
+			if at < 0 {
+				at = len(rows)
+			}
+			continue
+		}
+		rows = append(rows, l)
+	}
+	if at < 0 {
+		at = len(rows)
+	}
+	rows = slices.Concat(rows[:at:at], fresh, rows[at:])
+	before := doc[:start+headLen] + strings.Join(lines[:first+2], "")
+	return before + strings.Join(rows, "") + strings.Join(lines[last:], "")
 }
 
 // writeSectionFiles writes a section's extra files next to the report.

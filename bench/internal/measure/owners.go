@@ -18,6 +18,7 @@ import (
 type CPUSplit struct {
 	key string
 	buf bytes.Buffer
+	raw []byte
 }
 
 // StartCPUSplit starts the profiler. It fails if a CPU profile is already
@@ -34,12 +35,16 @@ func StartCPUSplit(key string) (*CPUSplit, error) {
 // ran, by the label's value ("" for samples without the label).
 func (s *CPUSplit) Stop() (map[string]time.Duration, error) {
 	pprof.StopCPUProfile()
-	p, err := profile.Parse(&s.buf)
+	s.raw = s.buf.Bytes()
+	p, err := profile.Parse(bytes.NewReader(s.raw))
 	if err != nil {
 		return nil, fmt.Errorf("cpu split: %w", err)
 	}
 	return splitSamples(p, s.key)
 }
+
+// Raw returns the profile Stop read, as go tool pprof reads it.
+func (s *CPUSplit) Raw() []byte { return s.raw }
 
 // splitSamples sums the CPU time of p's samples by the value of label key.
 func splitSamples(p *profile.Profile, key string) (map[string]time.Duration, error) {
