@@ -54,11 +54,11 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 	topo := presTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
 	conns := func(n int) map[string]int { return map[string]int{"m1": n, "m2": n, "m3": n} }
 	all := []mapResult{
-		{Topology: "cluster-3", Op: "publish", Broker: centAdapter, Rate: 300, ClientCPUns: 1000, LivePerOp: 3,
-			Conns: conns(6), CmdConns: conns(3), PubSubConns: conns(3), OtherConns: conns(0)},
-		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Rate: 200, ClientCPUns: 2000, LivePerOp: 3,
-			Conns: conns(131), CmdConns: conns(3), PubSubConns: conns(128), OtherConns: conns(0)},
-		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Round: 2, Error: "boom", Failed: 4},
+		{Topology: "cluster-3", Op: "publish", Broker: centAdapter, LivePerOp: 3, callResult: callResult{Rate: 300, ClientCPUns: 1000,
+			Conns: conns(6), CmdConns: conns(3), PubSubConns: conns(3), OtherConns: conns(0)}},
+		{Topology: "cluster-3", Op: "publish", Broker: centRedis, LivePerOp: 3, callResult: callResult{Rate: 200, ClientCPUns: 2000,
+			Conns: conns(131), CmdConns: conns(3), PubSubConns: conns(128), OtherConns: conns(0)}},
+		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Round: 2, callResult: callResult{Error: "boom", Failed: 4}},
 	}
 	rep := mapReport(all, []presTopo{topo}, []string{"publish"}, []string{centAdapter, centRedis})
 	assert.Len(t, rep.medians, 2)

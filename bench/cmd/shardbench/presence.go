@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/shardcast/shardcast/bench/internal/measure"
 )
 
 // The presence scenario sets contrib/centrifugebroker's PresenceManager
@@ -31,32 +26,10 @@ type presResult struct {
 	Clients     int     `json:"clients_per_channel"`
 	UserMapping bool    `json:"user_mapping"`
 	Seconds     float64 `json:"seconds"`
-	// Ops counts the calls started inside the measured window that
-	// returned without error; Rate is Ops per second.
-	Ops         uint64  `json:"ops"`
-	Rate        float64 `json:"ops_per_sec"`
-	P50us       float64 `json:"p50_us"`
-	P99us       float64 `json:"p99_us"`
-	ClientCPUns float64 `json:"client_cpu_ns_per_op"`
-	RedisCPUns  float64 `json:"redis_cpu_ns_per_op"`
-	AllocsPerOp float64 `json:"client_allocs_per_op"`
-	GCShare     float64 `json:"gc_cpu_share"`
-	// Conns is every connection the nodes hold per master, counted with
-	// CLIENT LIST at the end of the window minus those there before the
-	// nodes, and split by kind (see connKinds): CmdConns last ran a
-	// script (or published, or polled the slot map), PubSubConns hold a
-	// subscription, OtherConns are the rest, idle since their handshake
-	// or a PING.
-	Conns       map[string]int `json:"connections_per_master"`
-	CmdConns    map[string]int `json:"command_connections_per_master"`
-	PubSubConns map[string]int `json:"pubsub_connections_per_master"`
-	OtherConns  map[string]int `json:"other_connections_per_master"`
-	// Failed counts calls that returned an error, Short answers with
-	// fewer entries than the workload keeps, over the whole run.
-	Failed uint64 `json:"failed"`
-	Short  uint64 `json:"short"`
-	Note   string `json:"note,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// callResult is what the run measured of the calls; a Presence or
+	// PresenceStats answer with fewer entries than the workload keeps
+	// counts as Short.
+	callResult
 }
 
 // presTitle is the section's heading; -update finds the section by it.
@@ -199,107 +172,17 @@ func presRun(ctx context.Context, name, op string, t presTopo) (res presResult) 
 		nodes = append(nodes, nd)
 	}
 	w := newPresWorkload(fmt.Sprintf("pres:%s:", name), cfg.presChannels, cfg.presClients)
-	if err := presFill(ctx, nodes, w); err != nil {
+	load := func(op string) callLoad {
+		return callLoad{workers: cfg.presWorkers, call: func(g, i int) (bool, error) { return w.call(nodes[g%len(nodes)].pm, op, i) }}
+	}
+	// The fill adds every entry the calls keep.
+	if err := load("add").fill(ctx, len(w.channels)*len(w.clients)); err != nil {
 		res.Error = "fill: " + err.Error()
 		return res
 	}
-
-	var win window
-	var hist measure.Histogram
-	counts := make([]pubCount, cfg.presWorkers)
-	var failed, short atomic.Uint64
-	var firstErr atomic.Value
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	t0, t1 := win.plan(cfg.warmup, cfg.duration)
-	for g := range cfg.presWorkers {
-		wg.Go(func() {
-			pm := nodes[g%len(nodes)].pm
-			for i := g; !stop.Load() && ctx.Err() == nil; i += cfg.presWorkers {
-				start := time.Now()
-				sh, err := w.call(pm, op, i)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				if sh {
-					short.Add(1)
-				}
-				counts[g].n.Add(1)
-				if win.contains(start.UnixNano()) {
-					counts[g].inWin.Add(1)
-					hist.Record(time.Since(start))
-				}
-			}
-		})
-	}
-	sleepCtx(ctx, time.Until(t0))
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	cpu0, rcpu0, rt0 := measure.ProcessCPU(), measure.RedisCPU(t.Servers), measure.ReadRuntime()
-	sleepCtx(ctx, time.Until(t1))
-	cpu1, rcpu1, rt1 := measure.ProcessCPU(), measure.RedisCPU(t.Servers), measure.ReadRuntime()
-	runtime.ReadMemStats(&ms1)
-	conns := masterConns(t.Servers)
-	stop.Store(true)
-	wg.Wait()
-
-	res.Conns, res.CmdConns, res.PubSubConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	for _, s := range t.Servers {
-		c, b := conns[s], base[s]
-		res.CmdConns[s], res.PubSubConns[s], res.OtherConns[s] = c.publish-b.publish, c.pubsub-b.pubsub, c.other-b.other
-		res.Conns[s] = res.CmdConns[s] + res.PubSubConns[s] + res.OtherConns[s]
-	}
-	res.Seconds = t1.Sub(t0).Seconds()
-	for i := range counts {
-		res.Ops += counts[i].inWin.Load()
-	}
-	res.Rate = float64(res.Ops) / res.Seconds
-	res.P50us = float64(hist.Quantile(0.5)) / 1e3
-	res.P99us = float64(hist.Quantile(0.99)) / 1e3
-	res.GCShare = rt0.GCShare(rt1)
-	if res.Ops > 0 {
-		// The CPU window and the calls started in it are the same span,
-		// give or take one call per goroutine at each end.
-		res.ClientCPUns = float64(cpu1-cpu0) / float64(res.Ops)
-		res.RedisCPUns = float64(rcpu1-rcpu0) / float64(res.Ops)
-		res.AllocsPerOp = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Ops)
-	}
-	res.Failed, res.Short = failed.Load(), short.Load()
-	if v := firstErr.Load(); v != nil {
-		res.Note = "call errors, first: " + v.(string)
-		if res.Ops == 0 {
-			res.Error = res.Note
-		}
-	}
+	m := load(op).measure(ctx, t.Servers, base)
+	res.callResult, res.Seconds = m.callResult, m.Seconds
 	return res
-}
-
-// presFill writes every entry of w through the nodes, from
-// -presence-workers goroutines, so that each run starts with the same
-// entries in Redis (and their TTL fresh).
-func presFill(ctx context.Context, nodes []*presNode, w *presWorkload) error {
-	n := len(w.channels) * len(w.clients)
-	var wg sync.WaitGroup
-	var first atomic.Value
-	for g := range cfg.presWorkers {
-		wg.Go(func() {
-			pm := nodes[g%len(nodes)].pm
-			for i := g; i < n && ctx.Err() == nil; i += cfg.presWorkers {
-				if _, err := w.call(pm, "add", i); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, ok := first.Load().(error); ok {
-		return err
-	}
-	return ctx.Err()
 }
 
 // settleConns waits (at most 5 s) until the servers hold no more
