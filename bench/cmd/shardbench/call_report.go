@@ -76,7 +76,7 @@ type callColumns[R any] struct {
 	// conns heads the connection table, and connRow is its row for one
 	// engine's median over every call on t.
 	conns   []string
-	connRow func(t presTopo, m *callResult) []string
+	connRow func(t callTopo, m *callResult) []string
 }
 
 // callTables is a scenario's tables (Markdown) and the median rows they
@@ -89,7 +89,7 @@ type callTables[R any] struct {
 // callReport turns a scenario's runs into its tables: the medians of
 // every topology, call and engine; the ratios of the adapter to
 // Centrifuge's engine; the connections each holds per master.
-func callReport[R any, P callRun[R]](all []R, topos []presTopo, ops, names []string, cols callColumns[R]) callTables[R] {
+func callReport[R any, P callRun[R]](all []R, topos []callTopo, ops, names []string, cols callColumns[R]) callTables[R] {
 	var out callTables[R]
 	var rows, rrows, crows [][]string
 	for _, t := range topos {

@@ -54,69 +54,27 @@ func runMap(ctx context.Context, e *env) (section, error) {
 	if cfg.mapNodes < 1 || cfg.mapWorkers < 1 || cfg.mapChannels < 1 || cfg.mapKeys < 1 || cfg.mapPayload < 1 {
 		return sec, errors.New("-map-nodes, -map-workers, -map-channels, -map-keys and -map-payload must be positive")
 	}
-	names := engineList([]string{centAdapter, centRedis})
-	for _, n := range names {
-		if n != centAdapter && n != centRedis {
-			return sec, fmt.Errorf("map scenario: unknown broker %q (have %s, %s)", n, centAdapter, centRedis)
-		}
-	}
-	sa, err := e.Standalone()
+	rep, err := runCalls(ctx, e, callScenario[mapResult]{
+		name: "map", engine: "broker", ops: ops,
+		run: mapRun,
+		runNote: func(r mapResult, t callTopo) string {
+			return fmt.Sprintf("live/op %.2f, conns per master %s (subscribed %s)", r.LivePerOp, perMaster(r.Conns, t.Servers),
+				perMaster(r.PubSubConns, t.Servers))
+		},
+		report: mapReport,
+	})
 	if err != nil {
 		return sec, err
 	}
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	if err != nil {
-		return sec, err
-	}
-	topos := []presTopo{{Name: "standalone", Addrs: sa[:1], Servers: sa[:1]}, {Name: "cluster-3", Addrs: seeds, Servers: servers}}
-
-	holdHeap(cfg.heap)
-	defer holdHeap(0)
-	// As in the presence scenario, one run that is not measured takes the
-	// place of a process's first, which can measure less CPU.
-	progress("[map] warm-up run of %s, not measured …", names[0])
-	if r := mapRun(ctx, names[0], ops[0], topos[0]); r.Error != "" {
-		progress("   warm-up error: %s", r.Error)
-	}
-	var all []mapResult
-	total, n := len(topos)*len(ops)*cfg.rounds*len(names), 0
-	for _, t := range topos {
-		for _, op := range ops {
-			for round := 1; round <= cfg.rounds; round++ {
-				for _, name := range names {
-					if ctx.Err() != nil {
-						return sec, ctx.Err()
-					}
-					n++
-					progress("[map %d/%d] %s, %s, %s, round %d …", n, total, t.Name, name, op, round)
-					r := mapRun(ctx, name, op, t)
-					r.Scenario, r.Round = "map", round
-					emit(r)
-					if r.Error != "" {
-						progress("   error: %s", r.Error)
-					} else {
-						progress("   %s ops/s, p50 %s, p99 %s, client CPU/op %s, Redis CPU/op %s, live/op %.2f, conns per master %s (subscribed %s)",
-							fmtRate(r.Rate), fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)),
-							fmtDur(time.Duration(r.RedisCPUns)), r.LivePerOp, perMaster(r.Conns, t.Servers), perMaster(r.PubSubConns, t.Servers))
-					}
-					all = append(all, r)
-				}
-			}
-		}
-	}
-	rep := mapReport(all, topos, ops, names)
-	for _, m := range rep.medians {
-		m.Scenario = "map-median"
-		emit(m)
-	}
-	show("map\n" + rep.runs + "\n" + rep.ratios + "\n" + rep.conns)
 	sec.Body = mapIntro() + rep.runs + "\n" + mapRatioNote + rep.ratios + "\n" + mapConnsNote() + rep.conns
 	return sec, nil
 }
 
 // mapRun runs one broker's call op for warm-up + duration on t, with
-// -map-nodes nodes started afresh, each subscribed to every channel.
-func mapRun(ctx context.Context, name, op string, t presTopo) (res mapResult) {
+// -map-nodes nodes started afresh, each subscribed to every channel, as
+// round round (0: the warm-up).
+func mapRun(ctx context.Context, name, op string, t callTopo, round int) (res mapResult) {
+	res.Scenario, res.Round = "map", round
 	res.Topology, res.Broker, res.Op = t.Name, name, op
 	res.Nodes, res.Workers, res.Channels, res.Keys, res.Payload = cfg.mapNodes, cfg.mapWorkers, cfg.mapChannels, cfg.mapKeys, cfg.mapPayload
 	holdHeap(cfg.heap) // touches the headroom again: see holdHeap

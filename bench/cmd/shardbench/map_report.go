@@ -7,7 +7,7 @@ import (
 
 // mapReport turns a map run's results into its tables (see callReport),
 // with the live updates as columns of their own.
-func mapReport(all []mapResult, topos []presTopo, ops, names []string) callTables[mapResult] {
+func mapReport(all []mapResult, topos []callTopo, ops, names []string) callTables[mapResult] {
 	return callReport(all, topos, ops, names, callColumns[mapResult]{
 		engine:   "broker",
 		median:   mapMedian,
@@ -22,10 +22,12 @@ func mapReport(all []mapResult, topos []presTopo, ops, names []string) callTable
 // key is the report row r belongs to.
 func (r *mapResult) key() callKey { return callKey{r.Topology, r.Op, r.Broker} }
 
-// mapMedian combines one row's runs as medianRun does, as round 0, with
-// live/op the median and live missed the sum over the error-free runs.
+// mapMedian combines one row's runs as medianRun does, into a row of
+// scenario map-median and round 0, with live/op the median and live
+// missed the sum over the error-free runs.
 func mapMedian(rs []mapResult, servers []string) mapResult {
 	m, ok := medianRun(rs, servers)
+	m.Scenario = "map-median"
 	if len(ok) == 0 {
 		return m
 	}
@@ -51,7 +53,7 @@ func mapLiveCells(r mapResult) []string {
 // broker: the subscribed connections first, and per node and master
 // apart, since a map broker's subscriptions are what sets the two
 // brokers apart.
-func mapConnRow(t presTopo, m *callResult) []string {
+func mapConnRow(t callTopo, m *callResult) []string {
 	return []string{strconv.Itoa(cfg.mapNodes), perMaster(m.Conns, t.Servers), perMaster(m.PubSubConns, t.Servers),
 		perMaster(m.CmdConns, t.Servers), perMaster(m.OtherConns, t.Servers), perNodeMaster(m.PubSubConns, t.Servers, cfg.mapNodes),
 		perNodeMaster(m.Conns, t.Servers, cfg.mapNodes)}

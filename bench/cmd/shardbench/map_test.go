@@ -51,7 +51,7 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.mapNodes = 3
-	topo := presTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
+	topo := callTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
 	conns := func(n int) map[string]int { return map[string]int{"m1": n, "m2": n, "m3": n} }
 	all := []mapResult{
 		{Topology: "cluster-3", Op: "publish", Broker: centAdapter, LivePerOp: 3, callResult: callResult{Rate: 300, ClientCPUns: 1000,
@@ -60,7 +60,7 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 			Conns: conns(131), CmdConns: conns(3), PubSubConns: conns(128), OtherConns: conns(0)}},
 		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Round: 2, callResult: callResult{Error: "boom", Failed: 4}},
 	}
-	rep := mapReport(all, []presTopo{topo}, []string{"publish"}, []string{centAdapter, centRedis})
+	rep := mapReport(all, []callTopo{topo}, []string{"publish"}, []string{centAdapter, centRedis})
 	assert.Len(t, rep.medians, 2)
 	assert.Equal(t, uint64(4), rep.medians[1].Failed, "failed counts every run")
 	// ops/s, ops/s per round, p50, p99 (none), client CPU/op.
@@ -101,13 +101,13 @@ func TestMapRunOnRedis(t *testing.T) {
 	cfg.mapNodes, cfg.mapWorkers, cfg.mapChannels, cfg.mapKeys, cfg.mapPayload = 3, 8, 300, 4, 64
 	cfg.warmup, cfg.duration, cfg.heap = 100*time.Millisecond, 300*time.Millisecond, 0
 
-	for _, topo := range []presTopo{
+	for _, topo := range []callTopo{
 		{Name: "standalone", Addrs: sa, Servers: sa},
 		{Name: "cluster-3", Addrs: seeds, Servers: servers},
 	} {
 		for _, name := range []string{centAdapter, centRedis} {
 			for _, op := range mapOps {
-				r := mapRun(ctx, name, op, topo)
+				r := mapRun(ctx, name, op, topo, 1)
 				where := topo.Name + " " + name + " " + op
 				require.Empty(t, r.Error, where)
 				assert.NotZero(t, r.Ops, where)

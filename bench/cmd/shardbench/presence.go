@@ -35,6 +35,8 @@ type presResult struct {
 // presTitle is the section's heading; -update finds the section by it.
 const presTitle = "Presence: contrib/centrifugebroker's PresenceManager against Centrifuge's RedisPresenceManager"
 
+// runPresence runs every call of -presence-ops on both topologies, the
+// managers interleaved round by round, and builds the section.
 func runPresence(ctx context.Context, e *env) (section, error) {
 	sec := section{Name: "presence", Title: presTitle}
 	ops, err := presOpsOf(cfg.presOps)
@@ -44,63 +46,15 @@ func runPresence(ctx context.Context, e *env) (section, error) {
 	if cfg.presNodes < 1 || cfg.presWorkers < 1 || cfg.presChannels < 1 || cfg.presClients < 1 {
 		return sec, errors.New("-presence-nodes, -presence-workers, -presence-channels and -presence-clients must be positive")
 	}
-	names := engineList([]string{centAdapter, centRedis})
-	for _, n := range names {
-		if n != centAdapter && n != centRedis {
-			return sec, fmt.Errorf("presence scenario: unknown manager %q (have %s, %s)", n, centAdapter, centRedis)
-		}
-	}
-	sa, err := e.Standalone()
+	rep, err := runCalls(ctx, e, callScenario[presResult]{
+		name: "presence", engine: "manager", ops: ops,
+		run:     presRun,
+		runNote: func(r presResult, t callTopo) string { return "conns per master " + perMaster(r.Conns, t.Servers) },
+		report:  presReport,
+	})
 	if err != nil {
 		return sec, err
 	}
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	if err != nil {
-		return sec, err
-	}
-	topos := []presTopo{{Name: "standalone", Addrs: sa[:1], Servers: sa[:1]}, {Name: "cluster-3", Addrs: seeds, Servers: servers}}
-
-	holdHeap(cfg.heap)
-	defer holdHeap(0)
-	// As in the centrifuge scenario, the first run of a process can
-	// measure less CPU than later ones: one run that is not measured
-	// takes that place.
-	progress("[presence] warm-up run of %s, not measured …", names[0])
-	if r := presRun(ctx, names[0], ops[0], topos[0]); r.Error != "" {
-		progress("   warm-up error: %s", r.Error)
-	}
-	var all []presResult
-	total, n := len(topos)*len(ops)*cfg.rounds*len(names), 0
-	for _, t := range topos {
-		for _, op := range ops {
-			for round := 1; round <= cfg.rounds; round++ {
-				for _, name := range names {
-					if ctx.Err() != nil {
-						return sec, ctx.Err()
-					}
-					n++
-					progress("[presence %d/%d] %s, %s, %s, round %d …", n, total, t.Name, name, op, round)
-					r := presRun(ctx, name, op, t)
-					r.Scenario, r.Round = "presence", round
-					emit(r)
-					if r.Error != "" {
-						progress("   error: %s", r.Error)
-					} else {
-						progress("   %s ops/s, p50 %s, p99 %s, client CPU/op %s, Redis CPU/op %s, conns per master %s", fmtRate(r.Rate),
-							fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)),
-							fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.Conns, t.Servers))
-					}
-					all = append(all, r)
-				}
-			}
-		}
-	}
-	rep := presReport(all, topos, ops, names)
-	for _, m := range rep.medians {
-		m.Scenario = "presence-median"
-		emit(m)
-	}
-	show("presence\n" + rep.runs + "\n" + rep.ratios + "\n" + rep.conns)
 	sec.Body = presIntro() + rep.runs + "\n" + presRatioNote + rep.ratios + "\n" + presConnsNote() + rep.conns
 	return sec, nil
 }
@@ -150,8 +104,10 @@ func presConnsNote() string {
 		"and the Centrifuge end-to-end section).\n\n", cfg.presNodes, rueidisPipes(clientProcs))
 }
 
-// presRun runs one manager's call op for warm-up + duration on t.
-func presRun(ctx context.Context, name, op string, t presTopo) (res presResult) {
+// presRun runs one manager's call op for warm-up + duration on t, as
+// round round (0: the warm-up).
+func presRun(ctx context.Context, name, op string, t callTopo, round int) (res presResult) {
+	res.Scenario, res.Round = "presence", round
 	res.Topology, res.Manager, res.Op = t.Name, name, op
 	res.Nodes, res.Workers, res.Channels, res.Clients, res.UserMapping = cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presMapping
 	holdHeap(cfg.heap) // touches the headroom again: see holdHeap

@@ -93,13 +93,13 @@ func TestPresReportRatiosAdapterToCentrifuge(t *testing.T) {
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.presNodes = 3
-	topo := presTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
+	topo := callTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
 	conns := func(n int) map[string]int { return map[string]int{"m1": n, "m2": n, "m3": n} }
 	all := []presResult{
 		{Topology: "cluster-3", Op: "add", Manager: centAdapter, callResult: callResult{Rate: 300, ClientCPUns: 1000, Conns: conns(6), CmdConns: conns(3), OtherConns: conns(3)}},
 		{Topology: "cluster-3", Op: "add", Manager: centRedis, callResult: callResult{Rate: 200, ClientCPUns: 2000, Conns: conns(3), CmdConns: conns(3)}},
 	}
-	rep := presReport(all, []presTopo{topo}, []string{"add"}, []string{centAdapter, centRedis})
+	rep := presReport(all, []callTopo{topo}, []string{"add"}, []string{centAdapter, centRedis})
 	assert.Len(t, rep.medians, 2)
 	// ops/s, ops/s per round, p50, p99 (none), client CPU/op.
 	assert.Regexp(t, `\|\s*cluster-3\s*\|\s*add\s*\|\s*1\.50×\s*\|\s*1\.50×\s*\|\s*–\s*\|\s*–\s*\|\s*0\.50×\s*\|`, rep.ratios)
