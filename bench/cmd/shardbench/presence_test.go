@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardcast/shardcast/bench/internal/launch"
 )
 
 func TestPresOpsOfKeepsRunOrderAndRefusesUnknownCalls(t *testing.T) {
@@ -106,6 +111,57 @@ func TestPresReportRatiosAdapterToCentrifuge(t *testing.T) {
 	// conns, commands, subscribed, idle, per node per master.
 	assert.Regexp(t, centAdapter+`\s*\|\s*3\s*\|\s*6 / 6 / 6\s*\|\s*3 / 3 / 3\s*\|\s*0 / 0 / 0\s*\|\s*3 / 3 / 3\s*\|\s*2\.0\s*\|`, rep.conns)
 	assert.Regexp(t, centRedis+`\s*\|\s*3\s*\|\s*3 / 3 / 3\s*\|\s*3 / 3 / 3\s*\|\s*0 / 0 / 0\s*\|\s*0 / 0 / 0\s*\|\s*1\.0\s*\|`, rep.conns)
+}
+
+// TestPresRunOnRedis runs the scenario's three calls with both managers
+// on a standalone Redis and a 3-master cluster of its own, briefly: every
+// run makes calls without failures or short answers, stamped with its
+// round, and the adapter's manager opens no connection beyond its
+// Broker's.
+func TestPresRunOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis servers")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	set, err := launch.NewSet()
+	require.NoError(t, err)
+	defer set.Close()
+	ctx := context.Background()
+	e := newEnv(set, nil, nil, nil)
+	sa, err := e.Standalone()
+	require.NoError(t, err)
+	seeds, _, servers, err := e.clusterMasters(ctx, 3)
+	require.NoError(t, err)
+
+	saved := cfg
+	defer func() { cfg = saved }()
+	cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presMapping = 2, 8, 100, 4, true
+	cfg.warmup, cfg.duration, cfg.heap = 100*time.Millisecond, 300*time.Millisecond, 0
+
+	for _, topo := range []callTopo{
+		{Name: "standalone", Addrs: sa, Servers: sa},
+		{Name: "cluster-3", Addrs: seeds, Servers: servers},
+	} {
+		for _, name := range []string{centAdapter, centRedis} {
+			for _, op := range presOps {
+				r := presRun(ctx, name, op, topo, 2)
+				where := topo.Name + " " + name + " " + op
+				require.Empty(t, r.Error, where)
+				assert.Equal(t, "presence", r.Scenario, where)
+				assert.Equal(t, 2, r.Round, where)
+				assert.NotZero(t, r.Ops, where)
+				assert.Zero(t, r.Failed, "%s: %s", where, r.Note)
+				assert.Zero(t, r.Short, where)
+				if name == centAdapter && topo.cluster() {
+					for _, s := range topo.Servers {
+						assert.Equal(t, cfg.presNodes, r.CmdConns[s], "%s: commands on %s", where, s)
+					}
+				}
+			}
+		}
+	}
 }
 
 func TestSpliceSectionReplacesOrAppends(t *testing.T) {
