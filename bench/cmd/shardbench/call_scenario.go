@@ -32,15 +32,10 @@ func runCalls[R any, P callRun[R]](ctx context.Context, e *env, s callScenario[R
 			return rep, fmt.Errorf("%s scenario: unknown %s %q (have %s, %s)", s.name, s.engine, n, centAdapter, centRedis)
 		}
 	}
-	sa, err := e.Standalone()
+	topos, err := callTopos(ctx, e)
 	if err != nil {
 		return rep, err
 	}
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	if err != nil {
-		return rep, err
-	}
-	topos := []callTopo{{Name: "standalone", Addrs: sa[:1], Servers: sa[:1]}, {Name: "cluster-3", Addrs: seeds, Servers: servers}}
 
 	holdHeap(cfg.heap)
 	defer holdHeap(0)

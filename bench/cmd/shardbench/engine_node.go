@@ -23,6 +23,20 @@ type callTopo struct {
 
 func (t callTopo) cluster() bool { return t.Name != "standalone" }
 
+// callTopos are the two topologies the presence and map scenarios run
+// on: e's standalone instance and a 3-master cluster.
+func callTopos(ctx context.Context, e *env) ([]callTopo, error) {
+	sa, err := e.Standalone()
+	if err != nil {
+		return nil, err
+	}
+	seeds, _, servers, err := e.clusterMasters(ctx, 3)
+	if err != nil {
+		return nil, err
+	}
+	return []callTopo{{Name: "standalone", Addrs: sa[:1], Servers: sa[:1]}, {Name: "cluster-3", Addrs: seeds, Servers: servers}}, nil
+}
+
 // engineNode is one Centrifuge node, not run (nothing but the calls of
 // the presence or map scenario goes through it), with the Redis
 // connections of its own that a presence manager or map broker of one

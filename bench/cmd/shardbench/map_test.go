@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardcast/shardcast/bench/internal/launch"
 )
 
 func TestMapOpsOfKeepsRunOrderAndRefusesUnknownCalls(t *testing.T) {
@@ -79,32 +75,14 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 // publishing connection per node and master for the adapter on the
 // cluster; a connection per partition and node for Centrifuge's).
 func TestMapRunOnRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Redis servers")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
-	set, err := launch.NewSet()
-	require.NoError(t, err)
-	defer set.Close()
-	ctx := context.Background()
-	e := newEnv(set, nil, nil, nil)
-	sa, err := e.Standalone()
-	require.NoError(t, err)
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	require.NoError(t, err)
-	require.Len(t, servers, 3)
+	ctx, topos := redisTopos(t)
 
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.mapNodes, cfg.mapWorkers, cfg.mapChannels, cfg.mapKeys, cfg.mapPayload = 3, 8, 300, 4, 64
 	cfg.warmup, cfg.duration, cfg.heap = 100*time.Millisecond, 300*time.Millisecond, 0
 
-	for _, topo := range []callTopo{
-		{Name: "standalone", Addrs: sa, Servers: sa},
-		{Name: "cluster-3", Addrs: seeds, Servers: servers},
-	} {
+	for _, topo := range topos {
 		for _, name := range []string{centAdapter, centRedis} {
 			for _, op := range mapOps {
 				r := mapRun(ctx, name, op, topo, 1)

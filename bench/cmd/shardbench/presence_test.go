@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardcast/shardcast/bench/internal/launch"
 )
 
 func TestPresOpsOfKeepsRunOrderAndRefusesUnknownCalls(t *testing.T) {
@@ -119,31 +115,14 @@ func TestPresReportRatiosAdapterToCentrifuge(t *testing.T) {
 // round, and the adapter's manager opens no connection beyond its
 // Broker's.
 func TestPresRunOnRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Redis servers")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
-	set, err := launch.NewSet()
-	require.NoError(t, err)
-	defer set.Close()
-	ctx := context.Background()
-	e := newEnv(set, nil, nil, nil)
-	sa, err := e.Standalone()
-	require.NoError(t, err)
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	require.NoError(t, err)
+	ctx, topos := redisTopos(t)
 
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presMapping = 2, 8, 100, 4, true
 	cfg.warmup, cfg.duration, cfg.heap = 100*time.Millisecond, 300*time.Millisecond, 0
 
-	for _, topo := range []callTopo{
-		{Name: "standalone", Addrs: sa, Servers: sa},
-		{Name: "cluster-3", Addrs: seeds, Servers: servers},
-	} {
+	for _, topo := range topos {
 		for _, name := range []string{centAdapter, centRedis} {
 			for _, op := range presOps {
 				r := presRun(ctx, name, op, topo, 2)
