@@ -73,8 +73,9 @@ type callColumns[R any] struct {
 	// ownCells fills them, one cell a column.
 	own      []string
 	ownCells func(m R) []string
-	// conns heads the connection table, and connRow is its row for one
-	// engine's median over every call on t.
+	// conns heads the connection table's columns after topology and
+	// engine, and connRow fills them for one engine's median over every
+	// call on t.
 	conns   []string
 	connRow func(t callTopo, m *callResult) []string
 }
