@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/centrifugal/centrifuge"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/contrib/centrifugebroker"
-	"github.com/shardcast/shardcast/sharded"
 )
 
 // mapKeyTTL is every map channel's KeyTTL: entries a client stops
@@ -52,90 +49,46 @@ func (c *liveCounter) HandleJoin(string, *centrifuge.ClientInfo) error { return 
 // HandleLeave ignores leaves: map brokers send none.
 func (c *liveCounter) HandleLeave(string, *centrifuge.ClientInfo) error { return nil }
 
-// newMapNode builds one Centrifuge node (not run: its map broker gets a
-// liveCounter as its event handler instead of the node) and a map broker
-// of the given kind over Redis connections of its own, subscribed to
-// channels: centAdapter is contrib/centrifugebroker's MapBroker over a
-// Broker of the cluster engine (128 partitions) or the sharded engine
-// (standalone); centRedis is Centrifuge's RedisMapBroker over one
-// RedisShard, with sharded Pub/Sub over 128 partitions on a cluster, as
-// the centrifuge scenario configures its RedisBroker.
-func newMapNode(kind string, t presTopo, channels []string) (*mapNode, error) {
-	node, err := centrifuge.New(centrifuge.Config{
-		LogLevel: centrifuge.LogLevelNone,
-		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
-		Map:      centrifuge.MapConfig{GetMapChannelOptions: mapChannelOptions},
-	})
+// newMapNode builds one node (see engineNode), its map channels as
+// mapChannelOptions says, and a map broker of the given kind subscribed
+// to channels, with a liveCounter as its event handler in place of the
+// node: centAdapter is contrib/centrifugebroker's MapBroker over the
+// node's Broker; centRedis is Centrifuge's RedisMapBroker over its
+// RedisShard, with sharded Pub/Sub over centPartitions partitions on a
+// cluster, as the centrifuge scenario configures its RedisBroker.
+func newMapNode(kind string, t callTopo, channels []string) (*mapNode, error) {
+	n, err := newEngineNode(kind, t, centrifuge.Config{Map: centrifuge.MapConfig{GetMapChannelOptions: mapChannelOptions}})
 	if err != nil {
 		return nil, err
 	}
-	closers := []func(){func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = node.Shutdown(ctx)
-	}}
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+	// Both engines' map brokers have a Close beside the interface.
+	var mb interface {
+		centrifuge.MapBroker
+		Close(context.Context) error
 	}
-	nd := &mapNode{live: &liveCounter{}, close: closeAll}
-	switch kind {
-	case centAdapter:
-		var bc centrifugebroker.Config
+	if kind == centAdapter {
+		mb, err = centrifugebroker.NewMapBroker(n.broker, centrifugebroker.MapConfig{})
+	} else {
+		mc := centrifuge.RedisMapBrokerConfig{Shards: []*centrifuge.RedisShard{n.shard}}
 		if t.cluster() {
-			cc := &cluster.Config{Addrs: t.Addrs, Partitions: centPartitions}
-			cc.Options.Workers = cfg.scWorkers
-			bc.Cluster = cc
-		} else {
-			sc := &sharded.Config{Addrs: t.Addrs}
-			sc.Options.Workers = cfg.scWorkers
-			bc.Sharded = sc
-		}
-		b, err := centrifugebroker.New(node, bc)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("centrifugebroker: %w", err)
-		}
-		closers = append(closers, func() { _ = b.Close(context.Background()) })
-		mb, err := centrifugebroker.NewMapBroker(b, centrifugebroker.MapConfig{})
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		closers = append(closers, func() { _ = mb.Close(context.Background()) })
-		nd.mb = mb
-	case centRedis:
-		sc := centrifuge.RedisShardConfig{Address: t.Addrs[0]}
-		mc := centrifuge.RedisMapBrokerConfig{}
-		if t.cluster() {
-			sc = centrifuge.RedisShardConfig{ClusterAddresses: t.Addrs}
 			mc.NumShardedPubSubPartitions, mc.UsePrecomputedPartitionTags = centPartitions, true
 		}
-		shard, err := centrifuge.NewRedisShard(node, sc)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("centrifuge shard: %w", err)
+		if mb, err = centrifuge.NewRedisMapBroker(n.node, mc); err != nil {
+			err = fmt.Errorf("centrifuge map broker: %w", err)
 		}
-		closers = append(closers, shard.Close)
-		mc.Shards = []*centrifuge.RedisShard{shard}
-		mb, err := centrifuge.NewRedisMapBroker(node, mc)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("centrifuge map broker: %w", err)
-		}
-		closers = append(closers, func() { _ = mb.Close(context.Background()) })
-		nd.mb = mb
-	default:
-		closeAll()
-		return nil, fmt.Errorf("map: unknown broker %q (have %s, %s)", kind, centAdapter, centRedis)
 	}
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	n.onClose(func() { _ = mb.Close(context.Background()) })
+	nd := &mapNode{mb: mb, live: &liveCounter{}, close: n.close}
 	if err := nd.mb.RegisterEventHandler(nd.live); err != nil {
-		closeAll()
+		n.close()
 		return nil, fmt.Errorf("register handler: %w", err)
 	}
 	if err := mapSubscribe(nd.mb, channels); err != nil {
-		closeAll()
+		n.close()
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
 	return nd, nil

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardcast/shardcast/bench/internal/launch"
 )
 
 func TestMapOpsOfKeepsRunOrderAndRefusesUnknownCalls(t *testing.T) {
@@ -51,16 +47,16 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.mapNodes = 3
-	topo := presTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
+	topo := callTopo{Name: "cluster-3", Servers: []string{"m1", "m2", "m3"}}
 	conns := func(n int) map[string]int { return map[string]int{"m1": n, "m2": n, "m3": n} }
 	all := []mapResult{
-		{Topology: "cluster-3", Op: "publish", Broker: centAdapter, Rate: 300, ClientCPUns: 1000, LivePerOp: 3,
-			Conns: conns(6), CmdConns: conns(3), PubSubConns: conns(3), OtherConns: conns(0)},
-		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Rate: 200, ClientCPUns: 2000, LivePerOp: 3,
-			Conns: conns(131), CmdConns: conns(3), PubSubConns: conns(128), OtherConns: conns(0)},
-		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Round: 2, Error: "boom", Failed: 4},
+		{Topology: "cluster-3", Op: "publish", Broker: centAdapter, LivePerOp: 3, callResult: callResult{Rate: 300, ClientCPUns: 1000,
+			Conns: conns(6), CmdConns: conns(3), PubSubConns: conns(3), OtherConns: conns(0)}},
+		{Topology: "cluster-3", Op: "publish", Broker: centRedis, LivePerOp: 3, callResult: callResult{Rate: 200, ClientCPUns: 2000,
+			Conns: conns(131), CmdConns: conns(3), PubSubConns: conns(128), OtherConns: conns(0)}},
+		{Topology: "cluster-3", Op: "publish", Broker: centRedis, Round: 2, callResult: callResult{Error: "boom", Failed: 4}},
 	}
-	rep := mapReport(all, []presTopo{topo}, []string{"publish"}, []string{centAdapter, centRedis})
+	rep := mapReport(all, []callTopo{topo}, []string{"publish"}, []string{centAdapter, centRedis})
 	assert.Len(t, rep.medians, 2)
 	assert.Equal(t, uint64(4), rep.medians[1].Failed, "failed counts every run")
 	// ops/s, ops/s per round, p50, p99 (none), client CPU/op.
@@ -79,35 +75,17 @@ func TestMapReportRatiosAndConnections(t *testing.T) {
 // publishing connection per node and master for the adapter on the
 // cluster; a connection per partition and node for Centrifuge's).
 func TestMapRunOnRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Redis servers")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
-	set, err := launch.NewSet()
-	require.NoError(t, err)
-	defer set.Close()
-	ctx := context.Background()
-	e := newEnv(set, nil, nil, nil)
-	sa, err := e.Standalone()
-	require.NoError(t, err)
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	require.NoError(t, err)
-	require.Len(t, servers, 3)
+	ctx, topos := redisTopos(t)
 
 	saved := cfg
 	defer func() { cfg = saved }()
 	cfg.mapNodes, cfg.mapWorkers, cfg.mapChannels, cfg.mapKeys, cfg.mapPayload = 3, 8, 300, 4, 64
 	cfg.warmup, cfg.duration, cfg.heap = 100*time.Millisecond, 300*time.Millisecond, 0
 
-	for _, topo := range []presTopo{
-		{Name: "standalone", Addrs: sa, Servers: sa},
-		{Name: "cluster-3", Addrs: seeds, Servers: servers},
-	} {
+	for _, topo := range topos {
 		for _, name := range []string{centAdapter, centRedis} {
 			for _, op := range mapOps {
-				r := mapRun(ctx, name, op, topo)
+				r := mapRun(ctx, name, op, topo, 1)
 				where := topo.Name + " " + name + " " + op
 				require.Empty(t, r.Error, where)
 				assert.NotZero(t, r.Ops, where)

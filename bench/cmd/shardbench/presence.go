@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/shardcast/shardcast/bench/internal/measure"
 )
 
 // The presence scenario sets contrib/centrifugebroker's PresenceManager
@@ -31,37 +26,17 @@ type presResult struct {
 	Clients     int     `json:"clients_per_channel"`
 	UserMapping bool    `json:"user_mapping"`
 	Seconds     float64 `json:"seconds"`
-	// Ops counts the calls started inside the measured window that
-	// returned without error; Rate is Ops per second.
-	Ops         uint64  `json:"ops"`
-	Rate        float64 `json:"ops_per_sec"`
-	P50us       float64 `json:"p50_us"`
-	P99us       float64 `json:"p99_us"`
-	ClientCPUns float64 `json:"client_cpu_ns_per_op"`
-	RedisCPUns  float64 `json:"redis_cpu_ns_per_op"`
-	AllocsPerOp float64 `json:"client_allocs_per_op"`
-	GCShare     float64 `json:"gc_cpu_share"`
-	// Conns is every connection the nodes hold per master, counted with
-	// CLIENT LIST at the end of the window minus those there before the
-	// nodes, and split by kind (see connKinds): CmdConns last ran a
-	// script (or published, or polled the slot map), PubSubConns hold a
-	// subscription, OtherConns are the rest, idle since their handshake
-	// or a PING.
-	Conns       map[string]int `json:"connections_per_master"`
-	CmdConns    map[string]int `json:"command_connections_per_master"`
-	PubSubConns map[string]int `json:"pubsub_connections_per_master"`
-	OtherConns  map[string]int `json:"other_connections_per_master"`
-	// Failed counts calls that returned an error, Short answers with
-	// fewer entries than the workload keeps, over the whole run.
-	Failed uint64 `json:"failed"`
-	Short  uint64 `json:"short"`
-	Note   string `json:"note,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// callResult is what the run measured of the calls; a Presence or
+	// PresenceStats answer with fewer entries than the workload keeps
+	// counts as Short.
+	callResult
 }
 
 // presTitle is the section's heading; -update finds the section by it.
 const presTitle = "Presence: contrib/centrifugebroker's PresenceManager against Centrifuge's RedisPresenceManager"
 
+// runPresence runs every call of -presence-ops on both topologies, the
+// managers interleaved round by round, and builds the section.
 func runPresence(ctx context.Context, e *env) (section, error) {
 	sec := section{Name: "presence", Title: presTitle}
 	ops, err := presOpsOf(cfg.presOps)
@@ -71,63 +46,15 @@ func runPresence(ctx context.Context, e *env) (section, error) {
 	if cfg.presNodes < 1 || cfg.presWorkers < 1 || cfg.presChannels < 1 || cfg.presClients < 1 {
 		return sec, errors.New("-presence-nodes, -presence-workers, -presence-channels and -presence-clients must be positive")
 	}
-	names := engineList([]string{centAdapter, centRedis})
-	for _, n := range names {
-		if n != centAdapter && n != centRedis {
-			return sec, fmt.Errorf("presence scenario: unknown manager %q (have %s, %s)", n, centAdapter, centRedis)
-		}
-	}
-	sa, err := e.Standalone()
+	rep, err := runCalls(ctx, e, callScenario[presResult]{
+		name: "presence", engine: "manager", ops: ops,
+		run:     presRun,
+		runNote: func(r presResult, t callTopo) string { return "conns per master " + perMaster(r.Conns, t.Servers) },
+		report:  presReport,
+	})
 	if err != nil {
 		return sec, err
 	}
-	seeds, _, servers, err := e.clusterMasters(ctx, 3)
-	if err != nil {
-		return sec, err
-	}
-	topos := []presTopo{{Name: "standalone", Addrs: sa[:1], Servers: sa[:1]}, {Name: "cluster-3", Addrs: seeds, Servers: servers}}
-
-	holdHeap(cfg.heap)
-	defer holdHeap(0)
-	// As in the centrifuge scenario, the first run of a process can
-	// measure less CPU than later ones: one run that is not measured
-	// takes that place.
-	progress("[presence] warm-up run of %s, not measured …", names[0])
-	if r := presRun(ctx, names[0], ops[0], topos[0]); r.Error != "" {
-		progress("   warm-up error: %s", r.Error)
-	}
-	var all []presResult
-	total, n := len(topos)*len(ops)*cfg.rounds*len(names), 0
-	for _, t := range topos {
-		for _, op := range ops {
-			for round := 1; round <= cfg.rounds; round++ {
-				for _, name := range names {
-					if ctx.Err() != nil {
-						return sec, ctx.Err()
-					}
-					n++
-					progress("[presence %d/%d] %s, %s, %s, round %d …", n, total, t.Name, name, op, round)
-					r := presRun(ctx, name, op, t)
-					r.Scenario, r.Round = "presence", round
-					emit(r)
-					if r.Error != "" {
-						progress("   error: %s", r.Error)
-					} else {
-						progress("   %s ops/s, p50 %s, p99 %s, client CPU/op %s, Redis CPU/op %s, conns per master %s", fmtRate(r.Rate),
-							fmtDur(time.Duration(r.P50us*1e3)), fmtDur(time.Duration(r.P99us*1e3)), fmtDur(time.Duration(r.ClientCPUns)),
-							fmtDur(time.Duration(r.RedisCPUns)), perMaster(r.Conns, t.Servers))
-					}
-					all = append(all, r)
-				}
-			}
-		}
-	}
-	rep := presReport(all, topos, ops, names)
-	for _, m := range rep.medians {
-		m.Scenario = "presence-median"
-		emit(m)
-	}
-	show("presence\n" + rep.runs + "\n" + rep.ratios + "\n" + rep.conns)
 	sec.Body = presIntro() + rep.runs + "\n" + presRatioNote + rep.ratios + "\n" + presConnsNote() + rep.conns
 	return sec, nil
 }
@@ -177,8 +104,10 @@ func presConnsNote() string {
 		"and the Centrifuge end-to-end section).\n\n", cfg.presNodes, rueidisPipes(clientProcs))
 }
 
-// presRun runs one manager's call op for warm-up + duration on t.
-func presRun(ctx context.Context, name, op string, t presTopo) (res presResult) {
+// presRun runs one manager's call op for warm-up + duration on t, as
+// round round (0: the warm-up).
+func presRun(ctx context.Context, name, op string, t callTopo, round int) (res presResult) {
+	res.Scenario, res.Round = "presence", round
 	res.Topology, res.Manager, res.Op = t.Name, name, op
 	res.Nodes, res.Workers, res.Channels, res.Clients, res.UserMapping = cfg.presNodes, cfg.presWorkers, cfg.presChannels, cfg.presClients, cfg.presMapping
 	holdHeap(cfg.heap) // touches the headroom again: see holdHeap
@@ -199,107 +128,17 @@ func presRun(ctx context.Context, name, op string, t presTopo) (res presResult) 
 		nodes = append(nodes, nd)
 	}
 	w := newPresWorkload(fmt.Sprintf("pres:%s:", name), cfg.presChannels, cfg.presClients)
-	if err := presFill(ctx, nodes, w); err != nil {
+	load := func(op string) callLoad {
+		return callLoad{workers: cfg.presWorkers, call: func(g, i int) (bool, error) { return w.call(nodes[g%len(nodes)].pm, op, i) }}
+	}
+	// The fill adds every entry the calls keep.
+	if err := load("add").fill(ctx, len(w.channels)*len(w.clients)); err != nil {
 		res.Error = "fill: " + err.Error()
 		return res
 	}
-
-	var win window
-	var hist measure.Histogram
-	counts := make([]pubCount, cfg.presWorkers)
-	var failed, short atomic.Uint64
-	var firstErr atomic.Value
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	t0, t1 := win.plan(cfg.warmup, cfg.duration)
-	for g := range cfg.presWorkers {
-		wg.Go(func() {
-			pm := nodes[g%len(nodes)].pm
-			for i := g; !stop.Load() && ctx.Err() == nil; i += cfg.presWorkers {
-				start := time.Now()
-				sh, err := w.call(pm, op, i)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				if sh {
-					short.Add(1)
-				}
-				counts[g].n.Add(1)
-				if win.contains(start.UnixNano()) {
-					counts[g].inWin.Add(1)
-					hist.Record(time.Since(start))
-				}
-			}
-		})
-	}
-	sleepCtx(ctx, time.Until(t0))
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	cpu0, rcpu0, rt0 := measure.ProcessCPU(), measure.RedisCPU(t.Servers), measure.ReadRuntime()
-	sleepCtx(ctx, time.Until(t1))
-	cpu1, rcpu1, rt1 := measure.ProcessCPU(), measure.RedisCPU(t.Servers), measure.ReadRuntime()
-	runtime.ReadMemStats(&ms1)
-	conns := masterConns(t.Servers)
-	stop.Store(true)
-	wg.Wait()
-
-	res.Conns, res.CmdConns, res.PubSubConns, res.OtherConns = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	for _, s := range t.Servers {
-		c, b := conns[s], base[s]
-		res.CmdConns[s], res.PubSubConns[s], res.OtherConns[s] = c.publish-b.publish, c.pubsub-b.pubsub, c.other-b.other
-		res.Conns[s] = res.CmdConns[s] + res.PubSubConns[s] + res.OtherConns[s]
-	}
-	res.Seconds = t1.Sub(t0).Seconds()
-	for i := range counts {
-		res.Ops += counts[i].inWin.Load()
-	}
-	res.Rate = float64(res.Ops) / res.Seconds
-	res.P50us = float64(hist.Quantile(0.5)) / 1e3
-	res.P99us = float64(hist.Quantile(0.99)) / 1e3
-	res.GCShare = rt0.GCShare(rt1)
-	if res.Ops > 0 {
-		// The CPU window and the calls started in it are the same span,
-		// give or take one call per goroutine at each end.
-		res.ClientCPUns = float64(cpu1-cpu0) / float64(res.Ops)
-		res.RedisCPUns = float64(rcpu1-rcpu0) / float64(res.Ops)
-		res.AllocsPerOp = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Ops)
-	}
-	res.Failed, res.Short = failed.Load(), short.Load()
-	if v := firstErr.Load(); v != nil {
-		res.Note = "call errors, first: " + v.(string)
-		if res.Ops == 0 {
-			res.Error = res.Note
-		}
-	}
+	m := load(op).measure(ctx, t.Servers, base)
+	res.callResult, res.Seconds = m.callResult, m.Seconds
 	return res
-}
-
-// presFill writes every entry of w through the nodes, from
-// -presence-workers goroutines, so that each run starts with the same
-// entries in Redis (and their TTL fresh).
-func presFill(ctx context.Context, nodes []*presNode, w *presWorkload) error {
-	n := len(w.channels) * len(w.clients)
-	var wg sync.WaitGroup
-	var first atomic.Value
-	for g := range cfg.presWorkers {
-		wg.Go(func() {
-			pm := nodes[g%len(nodes)].pm
-			for i := g; i < n && ctx.Err() == nil; i += cfg.presWorkers {
-				if _, err := w.call(pm, "add", i); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, ok := first.Load().(error); ok {
-		return err
-	}
-	return ctx.Err()
 }
 
 // settleConns waits (at most 5 s) until the servers hold no more

@@ -1,27 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/centrifugal/centrifuge"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shardcast/shardcast/cluster"
 	"github.com/shardcast/shardcast/contrib/centrifugebroker"
-	"github.com/shardcast/shardcast/sharded"
 )
-
-// presTopo is where a presence run's managers keep their entries: one
-// standalone Redis, or a 3-master cluster.
-type presTopo struct {
-	Name    string   // "standalone" or "cluster-3"
-	Addrs   []string // the instance, or the cluster's seed nodes
-	Servers []string // the masters, in slot order, for CPU and CLIENT LIST
-}
-
-func (t presTopo) cluster() bool { return t.Name != "standalone" }
 
 // presNode is one node's presence manager and what closes it.
 type presNode struct {
@@ -29,77 +14,34 @@ type presNode struct {
 	close func()
 }
 
-// newPresNode builds one Centrifuge node (not run: nothing but presence
-// calls go through it) and its presence manager of the given kind over
-// Redis connections of its own, as a node sharing them with its broker
-// would hold: centAdapter is contrib/centrifugebroker's PresenceManager
-// over a Broker of the cluster engine (128 partitions) or the sharded
-// engine (standalone); centRedis is Centrifuge's RedisPresenceManager over
-// one RedisShard.
-func newPresNode(kind string, t presTopo, mapping bool) (*presNode, error) {
-	node, err := centrifuge.New(centrifuge.Config{
-		LogLevel: centrifuge.LogLevelNone,
-		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
-	})
+// newPresNode builds one node (see engineNode) and its presence manager
+// of the given kind: centAdapter is contrib/centrifugebroker's
+// PresenceManager over the node's Broker, centRedis is Centrifuge's
+// RedisPresenceManager over its RedisShard. With mapping, every channel
+// counts its clients per user too.
+func newPresNode(kind string, t callTopo, mapping bool) (*presNode, error) {
+	n, err := newEngineNode(kind, t, centrifuge.Config{})
 	if err != nil {
 		return nil, err
-	}
-	shutdown := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = node.Shutdown(ctx)
 	}
 	var userMapping func(string) bool
 	if mapping {
 		userMapping = func(string) bool { return true }
 	}
-	switch kind {
-	case centAdapter:
-		var bc centrifugebroker.Config
-		if t.cluster() {
-			cc := &cluster.Config{Addrs: t.Addrs, Partitions: centPartitions}
-			cc.Options.Workers = cfg.scWorkers
-			bc.Cluster = cc
-		} else {
-			sc := &sharded.Config{Addrs: t.Addrs}
-			sc.Options.Workers = cfg.scWorkers
-			bc.Sharded = sc
-		}
-		b, err := centrifugebroker.New(node, bc)
-		if err != nil {
-			shutdown()
-			return nil, fmt.Errorf("centrifugebroker: %w", err)
-		}
-		pm, err := centrifugebroker.NewPresenceManager(b, centrifugebroker.PresenceConfig{UserMapping: userMapping})
-		if err != nil {
-			_ = b.Close(context.Background())
-			shutdown()
-			return nil, err
-		}
-		return &presNode{pm: pm, close: func() { _ = b.Close(context.Background()); shutdown() }}, nil
-	case centRedis:
-		sc := centrifuge.RedisShardConfig{Address: t.Addrs[0]}
-		if t.cluster() {
-			sc = centrifuge.RedisShardConfig{ClusterAddresses: t.Addrs}
-		}
-		shard, err := centrifuge.NewRedisShard(node, sc)
-		if err != nil {
-			shutdown()
-			return nil, fmt.Errorf("centrifuge shard: %w", err)
-		}
-		pm, err := centrifuge.NewRedisPresenceManager(node, centrifuge.RedisPresenceManagerConfig{
-			Shards:            []*centrifuge.RedisShard{shard},
+	var pm centrifuge.PresenceManager
+	if kind == centAdapter {
+		pm, err = centrifugebroker.NewPresenceManager(n.broker, centrifugebroker.PresenceConfig{UserMapping: userMapping})
+	} else {
+		pm, err = centrifuge.NewRedisPresenceManager(n.node, centrifuge.RedisPresenceManagerConfig{
+			Shards:            []*centrifuge.RedisShard{n.shard},
 			EnableUserMapping: userMapping,
 		})
-		if err != nil {
-			shard.Close()
-			shutdown()
-			return nil, err
-		}
-		return &presNode{pm: pm, close: func() { shard.Close(); shutdown() }}, nil
 	}
-	shutdown()
-	return nil, fmt.Errorf("presence: unknown manager %q (have %s, %s)", kind, centAdapter, centRedis)
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	return &presNode{pm: pm, close: n.close}, nil
 }
 
 // presOps are the calls -presence-ops can name, in the order they run.
