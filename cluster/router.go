@@ -35,6 +35,17 @@ func (r router) Carrier(p int) *engine.Link {
 	return r.b.linkForLocked(p % bankSize)
 }
 
+// Carriers returns Carrier of paths 0 to n-1, under one lock.
+func (r router) Carriers(n int) []*engine.Link {
+	out := make([]*engine.Link, n)
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	for p := range out {
+		out[p] = r.b.linkForLocked(p % bankSize)
+	}
+	return out
+}
+
 // Carried returns the paths l carries: those of its master's partitions
 // that it carries, in both banks.
 func (r router) Carried(l *engine.Link) []int {

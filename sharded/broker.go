@@ -455,6 +455,14 @@ func (r router) Carrier(p int) *engine.Link {
 	return sh.links[p%r.b.conns]
 }
 
+func (r router) Carriers(n int) []*engine.Link {
+	out := make([]*engine.Link, n)
+	for p := range out {
+		out[p] = r.Carrier(p)
+	}
+	return out
+}
+
 func (r router) Carried(l *engine.Link) []int {
 	for i := range r.b.slots {
 		if sh := r.b.slots[i].Load(); sh != nil {

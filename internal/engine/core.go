@@ -26,6 +26,10 @@ type Router interface {
 	// Carrier returns the link carrying path p now, or nil while p has no
 	// node (a cluster slot without a master).
 	Carrier(p int) *Link
+	// Carriers returns Carrier of paths 0 to n-1, in one step: a
+	// maintenance pass asks for every path's, and the cluster engine
+	// answers under one lock instead of n.
+	Carriers(n int) []*Link
 	// Carried returns the paths l carries now.
 	Carried(l *Link) []int
 	// Links returns every link the engine runs.

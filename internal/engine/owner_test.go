@@ -32,6 +32,14 @@ func (r *movingRouter) Carrier(int) *Link {
 	return r.links[r.carrier]
 }
 
+func (r *movingRouter) Carriers(n int) []*Link {
+	out := make([]*Link, n)
+	for p := range out {
+		out[p] = r.Carrier(p)
+	}
+	return out
+}
+
 func (r *movingRouter) Carried(l *Link) []int {
 	if r.Carrier(0) == l {
 		return []int{0}

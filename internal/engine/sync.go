@@ -138,8 +138,9 @@ func (c *Core) heal() {
 	}
 	jobs := make(map[*Link][]int)
 	var order []*Link
+	carriers := c.router.Carriers(len(c.Paths))
 	for _, p := range c.Paths {
-		l := c.router.Carrier(p.ID)
+		l := carriers[p.ID]
 		if l == nil {
 			continue
 		}

@@ -119,8 +119,15 @@ func (r *fanRouter) PathOf(ch string) int {
 func (r *fanRouter) Key(_ int, ch string) string { return ch }
 func (r *fanRouter) Carrier(int) *Link           { return r.link }
 func (r *fanRouter) Carried(*Link) []int         { return nil }
-func (r *fanRouter) Links() []*Link              { return []*Link{r.link} }
-func (r *fanRouter) Describe(p int) string       { return "path " + strconv.Itoa(p) }
+func (r *fanRouter) Carriers(n int) []*Link {
+	out := make([]*Link, n)
+	for p := range out {
+		out[p] = r.link
+	}
+	return out
+}
+func (r *fanRouter) Links() []*Link        { return []*Link{r.link} }
+func (r *fanRouter) Describe(p int) string { return "path " + strconv.Itoa(p) }
 
 // TestSyncGivesUpOnAFrozenNode: CommandTimeout bounds each command of a
 // resubscribe, and the first command that times out ends the whole sync:
