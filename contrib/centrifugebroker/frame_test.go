@@ -184,6 +184,8 @@ func FuzzDecode(f *testing.F) {
 		encodePositioned(sp, false, nil, stored),
 		encodePositioned(sp, true, prev, stored),
 		encodePositioned(sp, true, nil, stored),
+		asKind(kindMapPublication, encodePositioned(sp, false, nil, stored)),
+		asKind(kindMapDelta, encodePositioned(sp, true, prev, stored)),
 		[]byte("\x05:e:"), []byte("\x0618446744073709551616:e:0:"), []byte("\x061:e:99:x"),
 		encodeControl("node", []byte("cmd")), encodeControl("", nil),
 		{}, {0}, {0xff}, []byte("plain text"),
@@ -216,11 +218,17 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// asKind returns frame b with its kind byte set to k.
+func asKind(k kind, b []byte) []byte {
+	b[0] = byte(k)
+	return b
+}
+
 // reencode encodes a decoded frame again, every field included.
 func reencode(t *testing.T, f frame) []byte {
 	t.Helper()
 	switch f.kind {
-	case kindPositioned, kindPositionedDelta:
+	case kindPositioned, kindPositionedDelta, kindMapPublication, kindMapDelta:
 		var prev []byte
 		if f.prevPub != nil {
 			prev = marshalStored(t, f.prevPub)
@@ -230,7 +238,9 @@ func reencode(t *testing.T, f frame) []byte {
 				prev = []byte{0x22, 0x00}
 			}
 		}
-		return encodePositioned(f.sp, f.kind == kindPositionedDelta, prev, marshalStored(t, f.pub))
+		b := encodePositioned(f.sp, f.delta, prev, marshalStored(t, f.pub))
+		b[0] = byte(f.kind) // a map frame is laid out as a positioned one
+		return b
 	case kindPublication:
 		p := &protocol.Publication{
 			Data: f.pub.Data, Info: infoToProto(f.pub.Info), Tags: f.pub.Tags, Channel: f.pub.Channel,
@@ -247,9 +257,11 @@ func reencode(t *testing.T, f frame) []byte {
 		b, err := encodeInfo(f.kind, f.info)
 		require.NoError(t, err)
 		return b
-	default:
+	case kindControl:
 		return encodeControl(f.target, f.control)
 	}
+	t.Fatalf("reencode: no encoder for %s", f.kind)
+	return nil
 }
 
 // marshalStored encodes p as a history stream keeps it.
