@@ -35,13 +35,13 @@ func (r router) Carrier(p int) *engine.Link {
 	return r.b.linkForLocked(p % bankSize)
 }
 
-// Carriers returns Carrier of paths 0 to n-1, under one lock.
-func (r router) Carriers(n int) []*engine.Link {
-	out := make([]*engine.Link, n)
+// Carriers returns Carrier of each path in ids, under one lock.
+func (r router) Carriers(ids []int) []*engine.Link {
+	out := make([]*engine.Link, len(ids))
 	r.b.mu.Lock()
 	defer r.b.mu.Unlock()
-	for p := range out {
-		out[p] = r.b.linkForLocked(p % bankSize)
+	for i, p := range ids {
+		out[i] = r.b.linkForLocked(p % bankSize)
 	}
 	return out
 }

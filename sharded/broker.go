@@ -455,10 +455,10 @@ func (r router) Carrier(p int) *engine.Link {
 	return sh.links[p%r.b.conns]
 }
 
-func (r router) Carriers(n int) []*engine.Link {
-	out := make([]*engine.Link, n)
-	for p := range out {
-		out[p] = r.Carrier(p)
+func (r router) Carriers(ids []int) []*engine.Link {
+	out := make([]*engine.Link, len(ids))
+	for i, p := range ids {
+		out[i] = r.Carrier(p)
 	}
 	return out
 }

@@ -26,10 +26,10 @@ type Router interface {
 	// Carrier returns the link carrying path p now, or nil while p has no
 	// node (a cluster slot without a master).
 	Carrier(p int) *Link
-	// Carriers returns Carrier of paths 0 to n-1, in one step: a
-	// maintenance pass asks for every path's, and the cluster engine
-	// answers under one lock instead of n.
-	Carriers(n int) []*Link
+	// Carriers returns Carrier of each path in ids, in one step: a
+	// maintenance pass asks for every wanted path's, and the cluster
+	// engine answers under one lock instead of one per path.
+	Carriers(ids []int) []*Link
 	// Carried returns the paths l carries now.
 	Carried(l *Link) []int
 	// Links returns every link the engine runs.
@@ -54,6 +54,8 @@ type Core struct {
 	Pool  *pool.Pool
 	Inbox *Inbox
 	Paths []*Path
+	// states are the Paths' states, by path ID, in one array (see state).
+	states []state
 
 	router    Router
 	routing   Routing // nil: a call goes by router.PathOf
@@ -148,9 +150,8 @@ func NewCore(cfg CoreConfig) *Core {
 	if cfg.Options.Handler != nil {
 		c.Pool = newPool(cfg.Options, &c.ledger.pool)
 		c.Inbox = &Inbox{Pool: c.Pool, Raw: cfg.Options.Raw}
-		c.Paths = make([]*Path, cfg.Paths)
+		c.Paths, c.states = newPaths(cfg.Paths)
 		for i := range c.Paths {
-			c.Paths[i] = newPath(i)
 			// A shardcast publisher routed to a demoted master notices
 			// within a HealthInterval (its ROLE check); the second one
 			// covers its slot-map poll, the bus's delay and this

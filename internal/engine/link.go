@@ -418,7 +418,11 @@ func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) in
 	c := l.c
 	var lost []*Path
 	var lists [][]string
-	for _, p := range c.Paths {
+	for i := range c.states {
+		if !c.states[i].carriedBy(wire) {
+			continue // read without the path's lock: most paths are elsewhere
+		}
+		p := c.Paths[i]
 		if chans, ok := p.interrupt(wire, since); ok {
 			lost = append(lost, p)
 			lists = append(lists, chans)

@@ -32,10 +32,10 @@ func (r *movingRouter) Carrier(int) *Link {
 	return r.links[r.carrier]
 }
 
-func (r *movingRouter) Carriers(n int) []*Link {
-	out := make([]*Link, n)
-	for p := range out {
-		out[p] = r.Carrier(p)
+func (r *movingRouter) Carriers(ids []int) []*Link {
+	out := make([]*Link, len(ids))
+	for i, p := range ids {
+		out[i] = r.Carrier(p)
 	}
 	return out
 }

@@ -24,7 +24,9 @@ type Path struct {
 
 	mu     sync.Mutex
 	wanted ChannelSet
-	wire   *subconn.Conn // nil while interrupted
+	// state holds the wire the path is active on (nil while interrupted)
+	// and the count of wanted channels.
+	*state
 	// win is the path's loss window (see ledger).
 	win window
 	// lost counts server-pushed unsubscribes seen for this path, and the
@@ -157,8 +159,38 @@ func (p *Path) taken(l *Link, ns int64) {
 	}
 }
 
+// state is what a walk over every path of a broker reads: a maintenance
+// pass, a lost wire. It changes under the path's mu and is read without
+// it. A broker's states lie side by side in one array (see newPaths), so
+// that such a walk reads 16 bytes per path, not a cache line of its own:
+// a cluster broker has 8192 paths, most of them idle.
+type state struct {
+	wire    atomic.Pointer[subconn.Conn]
+	nWanted atomic.Int32
+}
+
 func newPath(id int) *Path {
-	return &Path{ID: id, turn: NewTurn(), wanted: ChannelSet{}, orderSpan: orderSpan}
+	return &Path{ID: id, state: new(state), turn: NewTurn(), wanted: ChannelSet{}, orderSpan: orderSpan}
+}
+
+// newPaths returns paths 0 to n-1 and their states, in one array.
+func newPaths(n int) ([]*Path, []state) {
+	states := make([]state, n)
+	paths := make([]*Path, n)
+	for i := range paths {
+		paths[i] = &Path{ID: i, state: &states[i], turn: NewTurn(), wanted: ChannelSet{}, orderSpan: orderSpan}
+	}
+	return paths, states
+}
+
+// active returns the wire the state's path is active on, nil while it is
+// interrupted (see Path.ActiveWire).
+func (s *state) active() *subconn.Conn {
+	w := s.wire.Load()
+	if w != nil && !w.Alive() {
+		return nil
+	}
+	return w
 }
 
 func (p *Path) lock(ctx context.Context, closing <-chan struct{}) error {
@@ -169,14 +201,7 @@ func (p *Path) unlock() { p.turn.Unlock() }
 
 // ActiveWire returns the wire carrying the path, or nil while it is
 // interrupted.
-func (p *Path) ActiveWire() *subconn.Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.wire != nil && !p.wire.Alive() {
-		return nil
-	}
-	return p.wire
-}
+func (p *Path) ActiveWire() *subconn.Conn { return p.active() }
 
 // interrupt marks the path as no longer subscribed if it is carried by
 // wire (any wire when wire is nil). It returns the wanted channels when
@@ -184,10 +209,17 @@ func (p *Path) ActiveWire() *subconn.Conn {
 func (p *Path) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.wire == nil || (wire != nil && p.wire != wire) {
+	if !p.carriedBy(wire) {
 		return nil, false
 	}
 	return p.dropLocked(at)
+}
+
+// carriedBy reports whether the state's path is active on wire (on any
+// wire when wire is nil).
+func (s *state) carriedBy(wire *subconn.Conn) bool {
+	w := s.wire.Load()
+	return w != nil && (wire == nil || w == wire)
 }
 
 // interruptUnlessLocked interrupts the path unless it is active on keep (a
@@ -195,7 +227,7 @@ func (p *Path) interrupt(wire *subconn.Conn, at time.Time) ([]string, bool) {
 // channels when this starts an interruption that loses subscriptions. The
 // caller holds p.mu.
 func (p *Path) interruptUnlessLocked(keep *subconn.Conn, at time.Time) ([]string, bool) {
-	if p.wire == nil || (keep != nil && p.wire == keep) {
+	if w := p.wire.Load(); w == nil || (keep != nil && w == keep) {
 		return nil, false
 	}
 	return p.dropLocked(at)
@@ -206,7 +238,7 @@ func (p *Path) interruptUnlessLocked(keep *subconn.Conn, at time.Time) ([]string
 // there are any (an interruption that loses subscriptions). The caller
 // holds p.mu.
 func (p *Path) dropLocked(at time.Time) ([]string, bool) {
-	p.wire = nil
+	p.wire.Store(nil)
 	if len(p.wanted) == 0 {
 		return nil, false
 	}
@@ -241,7 +273,7 @@ func (p *Path) activateIf(wire *subconn.Conn, seq uint64, relayed bool) (since t
 		// passed this path, so activating it would hide the loss.
 		return time.Time{}, false
 	}
-	p.wire = wire
+	p.wire.Store(wire)
 	if p.probe != nil {
 		p.probe.forget() // one sent before the path came back was lost with its old wire
 	}
@@ -274,11 +306,7 @@ func (p *Path) Wanted() []string {
 }
 
 // WantedCount returns how many channels are wanted on the path.
-func (p *Path) WantedCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.wanted)
-}
+func (p *Path) WantedCount() int { return int(p.nWanted.Load()) }
 
 // missing returns the channels not yet wanted, without duplicates.
 func (p *Path) missing(channels []string) []string {
@@ -291,6 +319,7 @@ func (p *Path) add(channels []string, token uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wanted.Add(channels, token)
+	p.nWanted.Store(int32(len(p.wanted)))
 }
 
 // addIfActive adds channels to the wanted set if the path is still active
@@ -300,10 +329,11 @@ func (p *Path) add(channels []string, token uint64) {
 func (p *Path) addIfActive(wire *subconn.Conn, seq uint64, channels []string, token uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lost != seq || p.wire != wire || !wire.Alive() {
+	if p.lost != seq || p.wire.Load() != wire || !wire.Alive() {
 		return false
 	}
 	p.wanted.Add(channels, token)
+	p.nWanted.Store(int32(len(p.wanted)))
 	return true
 }
 
@@ -312,6 +342,7 @@ func (p *Path) addIfActive(wire *subconn.Conn, seq uint64, channels []string, to
 func (p *Path) remove(channels []string, token uint64) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.nWanted.Store(int32(len(p.wanted))) }()
 	if token != 0 {
 		return p.wanted.RemoveClaimed(channels, token)
 	}

@@ -49,7 +49,7 @@ func (pr *probeState) inFlight(timeout time.Duration) (deadline int64, ok bool) 
 func (p *Path) saw(wire *subconn.Conn, at int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.wire != wire {
+	if p.wire.Load() != wire {
 		return
 	}
 	if p.probe.seenOn != wire || at > p.probe.seenAt {
@@ -225,7 +225,7 @@ func (c *Core) silent(g probeGroup) {
 	again := 0
 	for _, p := range g.paths {
 		p.mu.Lock()
-		if p.wire != g.wire {
+		if p.wire.Load() != g.wire {
 			p.mu.Unlock()
 			continue // moved on meanwhile: the verdict is not its own
 		}
@@ -301,7 +301,7 @@ func (c *Core) endSpell(l *Link, p *Path) {
 	p.mu.Lock()
 	var since time.Time
 	spell := false
-	if p.wire != nil {
+	if p.wire.Load() != nil {
 		since, spell = p.win.endSpell()
 	}
 	p.mu.Unlock()

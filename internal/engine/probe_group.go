@@ -26,8 +26,12 @@ type probeGroup struct {
 func (c *Core) probeGroups() []probeGroup {
 	var groups []probeGroup
 	relays := make(map[*subconn.Conn]int)
-	for _, p := range c.Paths {
-		if p.probe == nil || p.WantedCount() == 0 {
+	for i := range c.states {
+		if c.states[i].nWanted.Load() == 0 {
+			continue
+		}
+		p := c.Paths[i]
+		if p.probe == nil {
 			continue
 		}
 		wire := p.ActiveWire()

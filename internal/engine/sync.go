@@ -46,8 +46,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var groups []shardcast.Group
 	var empty []*Path
 	seqs := make(map[int]uint64)
-	for _, p := range locked {
-		if c.router.Carrier(p.ID) != l {
+	carriers := c.router.Carriers(ids)
+	for i, p := range locked {
+		if carriers[i] != l {
 			continue
 		}
 		if p.ActiveWire() == wire {
@@ -131,31 +132,42 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 
 // heal resubscribes every interrupted path whose link is up. Each link
 // heals on its own goroutine: one slow or frozen node must not hold up
-// the others, nor the next maintenance pass.
+// the others, nor the next maintenance pass. A path nobody wants a
+// channel of is left alone: the first Subscribe on it activates it, with
+// no command (see reactivate), and a broker holds thousands of them.
 func (c *Core) heal() {
 	if c.Paths == nil {
 		return
 	}
+	ids := make([]int, 0, len(c.states))
+	for i := range c.states {
+		if c.states[i].nWanted.Load() > 0 {
+			ids = append(ids, i)
+		}
+	}
 	jobs := make(map[*Link][]int)
+	wires := make(map[*Link]*subconn.Conn) // each link's wire, read once
 	var order []*Link
-	carriers := c.router.Carriers(len(c.Paths))
-	for _, p := range c.Paths {
-		l := carriers[p.ID]
+	for i, l := range c.router.Carriers(ids) {
 		if l == nil {
 			continue
 		}
-		wire := l.Current()
-		if wire == nil || p.ActiveWire() == wire {
+		wire, seen := wires[l]
+		if !seen {
+			wire = l.Current()
+			wires[l] = wire
+		}
+		if wire == nil || c.states[ids[i]].active() == wire {
 			continue
 		}
 		if _, ok := jobs[l]; !ok {
 			order = append(order, l)
 		}
-		jobs[l] = append(jobs[l], p.ID)
+		jobs[l] = append(jobs[l], ids[i])
 	}
 	for _, l := range order {
-		wire := l.Current()
-		if wire == nil || !l.syncing.CompareAndSwap(false, true) {
+		wire := wires[l]
+		if !l.syncing.CompareAndSwap(false, true) {
 			continue
 		}
 		c.Go(func() {
@@ -174,8 +186,8 @@ func (c *Core) Degraded() bool {
 			return true
 		}
 	}
-	for _, p := range c.Paths {
-		if p.WantedCount() > 0 && p.ActiveWire() == nil {
+	for i := range c.states {
+		if s := &c.states[i]; s.nWanted.Load() > 0 && s.active() == nil {
 			return true
 		}
 	}
@@ -292,7 +304,7 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 		// Set whether or not the path is still active on its old wire:
 		// the copies come over the bus to the new node either way.
 		p.failover.Store(mv.Failover)
-		if p.wire == nil || p.wire != mv.Keep {
+		if w := p.wire.Load(); w == nil || w != mv.Keep {
 			// Voids a (re)subscribe in flight on the old node, whose
 			// confirmation would otherwise activate the path there
 			// after the move and end an interruption never reported.

@@ -119,10 +119,10 @@ func (r *fanRouter) PathOf(ch string) int {
 func (r *fanRouter) Key(_ int, ch string) string { return ch }
 func (r *fanRouter) Carrier(int) *Link           { return r.link }
 func (r *fanRouter) Carried(*Link) []int         { return nil }
-func (r *fanRouter) Carriers(n int) []*Link {
-	out := make([]*Link, n)
-	for p := range out {
-		out[p] = r.link
+func (r *fanRouter) Carriers(ids []int) []*Link {
+	out := make([]*Link, len(ids))
+	for i := range out {
+		out[i] = r.link
 	}
 	return out
 }
