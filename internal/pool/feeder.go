@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -176,12 +177,17 @@ func (f *Feeder) submit(i int, m Message, owned bool) bool {
 		// its free buffers.
 		refill = &f.stash
 	}
-	queued, asleep, filling := f.p.push(i, m, owned, refill, f.arrived)
+	queued, asleep, half := f.p.push(i, m, owned, refill, f.arrived)
 	switch {
-	case filling:
-		// One read's burst would fill the queue while the worker sleeps
-		// and then drop: wake it now.
-		f.p.workers[i].wakeUp()
+	case half:
+		// One read's burst would fill the queue and then drop: wake the
+		// worker now if it sleeps, and give it a turn. On a process
+		// short of cores the read loop, which holds one, would
+		// otherwise outrun a worker that is runnable but not running.
+		if asleep {
+			f.p.workers[i].wakeUp()
+		}
+		runtime.Gosched()
 	case asleep && !f.marked[i]:
 		f.marked[i] = true
 		f.pending = append(f.pending, i)

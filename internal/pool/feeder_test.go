@@ -200,6 +200,30 @@ func TestFeederWakesAtHalfQueue(t *testing.T) {
 	assert.Zero(t, p.Dropped())
 }
 
+// TestFeederYieldsAtHalfQueue: on a process with one core, a read loop's
+// burst of twice a worker's queue drops nothing: past half the queue the
+// feeder gives the worker, runnable but not running, a turn. Without the
+// turn the worker ran only once the burst was over, and half of it was
+// dropped.
+func TestFeederYieldsAtHalfQueue(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+
+	var handled atomic.Int32
+	p := newTestPool(1, 16, func(Message) { handled.Add(1) }, nil)
+	defer p.Close()
+	f := p.NewFeeder()
+	for range 3 { // the burst, a worker busy with it and then asleep
+		require.Eventually(t, func() bool { s, _ := p.asleep(0); return s }, wptDeadline, time.Millisecond)
+		for range 32 {
+			f.SubmitCopy("hot", []byte("p"), time.Time{})
+		}
+		f.Flush()
+	}
+	require.Eventually(t, func() bool { return uint64(handled.Load())+p.Dropped() == 96 }, wptDeadline, time.Millisecond)
+	assert.Zero(t, p.Dropped())
+}
+
 // copySink keeps BenchmarkFeederCopy's messages from being optimised away.
 var copySink Message
 

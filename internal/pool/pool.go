@@ -190,8 +190,8 @@ func (p *Pool) workerOf(channel string) int {
 
 // push queues m for worker i, or counts it as dropped when that queue is
 // full, and reports whether m was queued, whether the worker is asleep
-// and must be woken for it, and whether it is asleep with its queue at
-// least half full, to be woken without waiting for a feeder's Flush. owned
+// and must be woken for it, and whether its queue is at least half full
+// (a feeder then wakes it at once and yields, see Feeder.submit). owned
 // marks m's Payload as the pool's own buffer (Config.Reuse). With
 // refill, a feeder's stash of
 // buffers, and m queued, push moves the worker's free buffers into the
@@ -199,7 +199,7 @@ func (p *Pool) workerOf(channel string) int {
 // feeder feeds hands back its buffers that way, so none piles up buffers
 // to its cap (and drops them) while the feeder allocates new ones.
 // arrived, when not zero, dates a drop of m (see SubmitHeld).
-func (p *Pool) push(i int, m Message, owned bool, refill *[][]byte, arrived time.Time) (queued, asleep, filling bool) {
+func (p *Pool) push(i int, m Message, owned bool, refill *[][]byte, arrived time.Time) (queued, asleep, half bool) {
 	w := &p.workers[i]
 	w.mu.Lock()
 	if w.closed {
@@ -226,7 +226,7 @@ func (p *Pool) push(i int, m Message, owned bool, refill *[][]byte, arrived time
 	}
 	w.n++
 	asleep = w.sleeping
-	filling = asleep && 2*w.n >= len(w.ring)
+	half = 2*w.n >= len(w.ring)
 	if refill != nil && len(*refill) < refillBelow && len(w.free) > 0 {
 		n := min(len(w.free), maxFree-len(*refill))
 		rest := len(w.free) - n
@@ -235,7 +235,7 @@ func (p *Pool) push(i int, m Message, owned bool, refill *[][]byte, arrived time
 		w.free = w.free[:rest]
 	}
 	w.mu.Unlock()
-	return true, asleep, filling
+	return true, asleep, half
 }
 
 // Close stops accepting messages, lets every worker handle the messages
