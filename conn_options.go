@@ -61,9 +61,10 @@ type ConnOptions struct {
 	HealthInterval, HealthTimeout time.Duration
 
 	// WriteTimeout bounds one write to a publishing connection (default
-	// 3s). The caller doing that write cannot leave before it ends, so a
-	// Publish may outlast its ctx by up to WriteTimeout when the server
-	// stops reading.
+	// 3s): a write fails after between WriteTimeout and 1.5 × WriteTimeout
+	// (one deadline serves many writes). The caller doing that write
+	// cannot leave before it ends, so a Publish may outlast its ctx by up
+	// to that much when the server stops reading.
 	WriteTimeout time.Duration
 	// ProbeInterval, when set, turns delivery probes on: a subscribing
 	// broker publishes a small probe through every partition (cluster) or

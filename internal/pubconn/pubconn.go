@@ -87,10 +87,11 @@ type Pub struct {
 type Timeouts struct {
 	// Write bounds one write syscall; a write that takes longer (a server
 	// that stopped reading) drops the wire and fails every call waiting on
-	// it, with an error wrapping os.ErrDeadlineExceeded. The caller doing a
-	// write cannot leave before it ends, so its Publish may outlast its ctx
-	// by up to Write when the server stops reading and the socket's send
-	// buffer is full.
+	// it, with an error wrapping os.ErrDeadlineExceeded. A write gets at
+	// least Write and at most 1.5 × Write (see armWrite). The caller doing
+	// a write cannot leave before it ends, so its Publish may outlast its
+	// ctx by up to that when the server stops reading and the socket's
+	// send buffer is full.
 	Write time.Duration
 	// Reply bounds how long the oldest command may wait for its reply
 	// before the wire is dropped as silent (a frozen server, a dead path
@@ -136,8 +137,11 @@ type wire struct {
 	queue   []*call // queue[head:] unanswered, in command order (written or in buf)
 	head    int     // answered slots at the front, reused rather than regrown
 	writing bool
-	werr    error // why a write failed: the cause the reader reports
-	err     error // set once the wire failed; no call is queued after
+	// deadline is the write deadline set on nc, touched only by the
+	// goroutine holding writing (see flush).
+	deadline time.Time
+	werr     error // why a write failed: the cause the reader reports
+	err      error // set once the wire failed; no call is queued after
 	// queued counts the calls ever queued, sent those whose bytes were
 	// handed to a write: the last queued-sent calls of the queue never
 	// left, and fail as not sent if the wire dies. While a write runs,

@@ -236,10 +236,7 @@ func (w *wire) flush(timeout time.Duration) {
 		// carries may have reached Redis, so none of it is "not sent".
 		w.prevSent, w.sent = w.sent, batch
 		w.mu.Unlock()
-		var err error
-		if timeout > 0 {
-			err = w.nc.SetWriteDeadline(time.Now().Add(timeout))
-		}
+		err := w.armWrite(timeout)
 		n := 0
 		if err == nil {
 			n, err = w.nc.Write(out)
@@ -264,4 +261,21 @@ func (w *wire) flush(timeout time.Duration) {
 	}
 	w.writing = false
 	w.mu.Unlock()
+}
+
+// armWrite makes sure the next write has at least timeout (none when
+// zero) before its deadline, and no more than half as much again. Setting
+// a deadline costs about a third of a small write (a runtime timer under
+// the poller's lock), so one deadline serves every write that starts
+// within its first half. The caller holds w.writing.
+func (w *wire) armWrite(timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if w.deadline.Sub(now) >= timeout {
+		return nil
+	}
+	w.deadline = now.Add(timeout + timeout/2)
+	return w.nc.SetWriteDeadline(w.deadline)
 }
