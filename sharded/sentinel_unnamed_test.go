@@ -69,7 +69,9 @@ func TestSentinelShardUnnamed(t *testing.T) {
 		waitFor(t, "every broker on shard b", func() bool { return b.Fingerprint() == onB })
 		assert.Equal(t, groups["b"].Master().Addr(), dialOf(b, "sentinel/b"), "broker %d publishes to b's master", i)
 	}
-	assert.True(t, fleet.ReportedPhase(shardcast.PhaseBarrierTimeout), "the hand-over waited for BarrierTimeout")
+	waitFor(t, "the report that the hand-over waited for BarrierTimeout", func() bool {
+		return fleet.ReportedPhase(shardcast.PhaseBarrierTimeout)
+	})
 	fleet.WaitPublished(fleet.Published() + 1000)
 
 	// A record naming shard b without its Sentinels cannot be followed by
