@@ -157,15 +157,67 @@ type ResubscribeReport struct {
 //
 // No groups gives a zero report.
 func (r Resubscriber) Run(ctx context.Context, groups []Group, send func(ctx context.Context, cmd Group) error) ResubscribeReport {
+	var many func(ctx context.Context, cmds []Group) []error
+	if send != nil {
+		many = func(ctx context.Context, cmds []Group) []error { return []error{send(ctx, cmds[0])} }
+	}
+	bounds := make([]int, len(groups)+1)
+	for i := range bounds {
+		bounds[i] = i
+	}
+	return r.run(ctx, groups, bounds, many)
+}
+
+// RunPacked is Run for a send that carries several commands in one write
+// and returns one error per command, in order. Consecutive groups whose
+// channels together fit in one Batch go to a single send call, one
+// command per group; a larger group goes alone and is sent as Run sends
+// it, one command per call. After a reconnect a node's partitions hold a
+// few channels each, and one write for many of them saves a system call,
+// a deadline and a wake-up per partition, while Redis still gets one
+// subscribe command per partition. A failed command fails its group
+// only; ctx ending fails every group of a call not yet made.
+func (r Resubscriber) RunPacked(ctx context.Context, groups []Group, send func(ctx context.Context, cmds []Group) []error) ResubscribeReport {
+	return r.run(ctx, groups, r.packs(groups), send)
+}
+
+// packs returns the bounds of RunPacked's calls: call k sends
+// groups[bounds[k]:bounds[k+1]].
+func (r Resubscriber) packs(groups []Group) []int {
+	batch := r.Batch
+	if batch <= 0 {
+		batch = DefaultSubscribeBatch
+	}
+	bounds := []int{0}
+	size := 0
+	for i, g := range groups {
+		n := len(g.Channels)
+		fits := n > 0 && n <= batch
+		if i > bounds[len(bounds)-1] && (!fits || size+n > batch || size == 0) {
+			bounds = append(bounds, i)
+			size = 0
+		}
+		if fits {
+			size += n
+		}
+	}
+	return append(bounds, len(groups))
+}
+
+// run sends the calls bounds cuts groups into with at most r.Workers in
+// flight: a call of one group sends that group's commands one after
+// another, a call of several sends their one command each at once.
+func (r Resubscriber) run(ctx context.Context, groups []Group, bounds []int, send func(ctx context.Context, cmds []Group) []error) ResubscribeReport {
 	if len(groups) == 0 {
 		return ResubscribeReport{}
 	}
 	start := time.Now()
+	calls := len(bounds) - 1
 	workers := r.Workers
 	if workers <= 0 {
 		workers = defaultResubscribeWorkers
 	}
-	workers = min(workers, len(groups))
+	workers = min(workers, calls)
 
 	// One slot per group, each written by exactly one goroutine; the
 	// report is assembled after they all exit, so no lock is needed.
@@ -180,15 +232,21 @@ func (r Resubscriber) Run(ctx context.Context, groups []Group, send func(ctx con
 		for range workers {
 			wg.Go(func() {
 				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(groups) {
+					k := int(next.Add(1) - 1)
+					if k >= calls {
 						return
 					}
-					if err := ctx.Err(); err != nil {
-						results[i].err = err
-						continue
+					a, b := bounds[k], bounds[k+1]
+					switch {
+					case ctx.Err() != nil:
+						for i := a; i < b; i++ {
+							results[i].err = ctx.Err()
+						}
+					case b-a == 1:
+						results[a] = r.sendGroup(ctx, groups[a], send)
+					default:
+						sendPack(ctx, groups[a:b], results[a:b], send)
 					}
-					results[i] = r.sendGroup(ctx, groups[i], send)
 				}
 			})
 		}
@@ -213,6 +271,38 @@ func (r Resubscriber) Run(ctx context.Context, groups []Group, send func(ctx con
 	return rep
 }
 
+// sendPack sends groups, one command each, in one call and records each
+// group's outcome in the result of the same index.
+func sendPack(ctx context.Context, groups []Group, results []groupResult, send func(ctx context.Context, cmds []Group) []error) {
+	errs := send(ctx, groups)
+	for i, g := range groups {
+		results[i].commands = 1
+		switch {
+		case len(errs) != len(groups):
+			results[i].err = errCount(len(errs), len(groups))
+		case errs[i] != nil:
+			results[i].err = errs[i]
+		default:
+			results[i].channels = len(g.Channels)
+		}
+	}
+}
+
+// sendOne sends cmd alone through a send that takes several.
+func sendOne(ctx context.Context, cmd Group, send func(ctx context.Context, cmds []Group) []error) error {
+	errs := send(ctx, []Group{cmd})
+	if len(errs) != 1 {
+		return errCount(len(errs), 1)
+	}
+	return errs[0]
+}
+
+// errCount is the failure of a send that did not return one error per
+// command.
+func errCount(got, want int) error {
+	return fmt.Errorf("shardcast: resubscribe: send returned %d errors for %d commands", got, want)
+}
+
 // groupResult is what sending one group did.
 type groupResult struct {
 	commands int
@@ -220,7 +310,7 @@ type groupResult struct {
 	err      error
 }
 
-func (r Resubscriber) sendGroup(ctx context.Context, g Group, send func(ctx context.Context, cmd Group) error) groupResult {
+func (r Resubscriber) sendGroup(ctx context.Context, g Group, send func(ctx context.Context, cmds []Group) []error) groupResult {
 	var res groupResult
 	for _, cmd := range g.Batches(r.Batch) {
 		if err := ctx.Err(); err != nil {
@@ -228,7 +318,7 @@ func (r Resubscriber) sendGroup(ctx context.Context, g Group, send func(ctx cont
 			return res
 		}
 		res.commands++
-		if err := send(ctx, cmd); err != nil {
+		if err := sendOne(ctx, cmd, send); err != nil {
 			res.err = err
 			return res
 		}

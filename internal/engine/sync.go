@@ -78,14 +78,21 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		failover[g.Key] = c.Paths[g.Key].failover.Load()
 		prev[g.Key] = c.Paths[g.Key].setOwner(l)
 	}
-	report := c.resub.Run(ctx, groups, func(ctx context.Context, cmd shardcast.Group) error {
+	report := c.resub.RunPacked(ctx, groups, func(ctx context.Context, cmds []shardcast.Group) []error {
 		cmdCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
 		defer cancel()
-		err := FirstError(wire.Subscribe(cmdCtx, cmd.Channels))
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			stop()
+		batches := make([][]string, len(cmds))
+		for i, cmd := range cmds {
+			batches[i] = cmd.Channels
 		}
-		return err
+		errs := wire.Subscribe(cmdCtx, batches...)
+		for _, err := range errs {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				stop()
+				break
+			}
+		}
+		return errs
 	})
 	l.resubscribeCommands.Add(uint64(report.Commands))
 	failed := make(map[int]bool, len(report.FailedKeys))

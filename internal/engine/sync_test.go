@@ -134,11 +134,13 @@ func (r *fanRouter) Describe(p int) string { return "path " + strconv.Itoa(p) }
 // the node stopped answering, so the groups not yet sent are not sent to
 // wait out the same timeout one round of workers after another (64 paths
 // over 16 workers would hold the link four timeouts long, unwatched).
+// SubscribeBatch 1 keeps each path's command a call of its own: packed,
+// all 64 would go out in one write and time out together.
 func TestSyncGivesUpOnAFrozenNode(t *testing.T) {
 	const paths, workers = 64, 16
 	srv := redistest.StartStandalone(t)
 	c := NewCore(CoreConfig{
-		Options: shardcast.Options{Handler: func(shardcast.Message) {}}.WithDefaults(),
+		Options: shardcast.Options{Handler: func(shardcast.Message) {}, SubscribeBatch: 1}.WithDefaults(),
 		Conn:    shardcast.ConnOptions{CommandTimeout: 200 * time.Millisecond}.WithDefaults(),
 		Paths:   paths,
 		Mode:    subconn.Classic,
