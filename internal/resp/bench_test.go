@@ -3,6 +3,7 @@ package resp
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,39 @@ func BenchmarkReaderBulk(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEncodeResubscribe encodes what a fresh subscribe connection
+// writes after a reconnect, 43 SSUBSCRIBE commands of 20 channels into a
+// new buffer: grown by append as it fills, or sized once by CommandLen
+// (what subconn does). One op is the whole write.
+func BenchmarkEncodeResubscribe(b *testing.B) {
+	cmds := make([][]string, 43)
+	for i := range cmds {
+		for j := range 20 {
+			cmds[i] = append(cmds[i], fmt.Sprintf("{%04x}.fleet:shardcast:%d:%d", i, i, j))
+		}
+	}
+	encode := func(buf []byte) []byte {
+		for _, c := range cmds {
+			buf = AppendCommand(buf, "SSUBSCRIBE", c)
+		}
+		return buf
+	}
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			encode(nil)
+		}
+	})
+	b.Run("sized", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			for _, c := range cmds {
+				n += CommandLen("SSUBSCRIBE", c)
+			}
+			encode(slices.Grow([]byte(nil), n))
+		}
+	})
 }

@@ -11,6 +11,26 @@ func AppendCommand(b []byte, verb string, args []string) []byte {
 	return b
 }
 
+// CommandLen returns how many bytes AppendCommand appends for verb and
+// args, so that a caller writing many commands can size its buffer once
+// instead of letting append copy it at every doubling.
+func CommandLen(verb string, args []string) int {
+	n := headerLen(len(args)+1) + headerLen(len(verb)) + len(verb) + 2
+	for _, a := range args {
+		n += headerLen(len(a)) + len(a) + 2
+	}
+	return n
+}
+
+// headerLen returns the length of AppendHeader's output for n >= 0.
+func headerLen(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return 1 + d + 2
+}
+
 // AppendBulk appends s to b as a bulk string.
 func AppendBulk(b []byte, s string) []byte {
 	b = AppendHeader(b, '$', len(s))

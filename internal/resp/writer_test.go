@@ -14,6 +14,16 @@ func TestAppendCommand(t *testing.T) {
 	assert.Equal(t, "*1\r\n$4\r\nPING\r\n", string(AppendCommand(nil, "PING", nil)))
 }
 
+// TestCommandLen: the length CommandLen gives is what AppendCommand
+// appends, across the digit-count boundaries of every length it writes.
+func TestCommandLen(t *testing.T) {
+	for _, args := range [][]string{nil, {""}, {"a", strings.Repeat("b", 9), strings.Repeat("c", 10)}, make([]string, 10), {strings.Repeat("d", 1000)}} {
+		for _, verb := range []string{"PING", "SSUBSCRIBE", strings.Repeat("v", 99)} {
+			assert.Len(t, AppendCommand(nil, verb, args), CommandLen(verb, args), "%s %q", verb, args)
+		}
+	}
+}
+
 func TestAppendHeader(t *testing.T) {
 	for n, want := range map[int]string{0: "$0\r\n", 7: "$7\r\n", 10: "$10\r\n", 65536: "$65536\r\n", -1: "$-1\r\n", -5: "$-1\r\n"} {
 		assert.Equal(t, want, string(AppendHeader(nil, '$', n)), "%d", n)

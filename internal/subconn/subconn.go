@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,7 +352,16 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 		}
 		return errs
 	}
-	c.wbuf = c.wbuf[:0]
+	size := 0
+	for _, b := range batches {
+		if len(b) > 0 {
+			size += resp.CommandLen(verb, b)
+			if kind == callUnsubscribe {
+				size += resp.CommandLen("PING", nil)
+			}
+		}
+	}
+	c.wbuf = slices.Grow(c.wbuf[:0], size)
 	for _, b := range batches {
 		if len(b) == 0 {
 			continue // Redis would answer a bare (UN)SUBSCRIBE differently
