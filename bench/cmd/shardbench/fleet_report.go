@@ -76,8 +76,8 @@ func fleetText(results []fleetResult, servers []string, sizes []int) string {
 		"`cmdstat_ssubscribe` (INFO commandstats) from the kill until recovery. *All subscribed again* is when the sum of `pubsubshard_channels` "+
 		"over the masters is back to its value before the kill. *Last probe delivered*: every broker has one probe channel in each of its "+
 		"partitions (the engine's own channel→partition mapping; brokers × up to 128); from t=0 one goroutine per broker publishes, every %s, "+
-		"one message to each of its probes that has not yet delivered a message published after t=0, all of them at once (one goroutine "+
-		"each; *longest sweep* is the longest any broker's took from its first publish to its last reply, the probe's own resolution); "+
+		"one message to each of its probes that has not yet delivered a message published after t=0, all of them at once (PublishAsync "+
+		"from that goroutine where the engine has it, else one goroutine each; *longest sweep* is the longest any broker's took from its first publish to its last reply, the probe's own resolution); "+
 		"the column is when the last probe arrived. "+
 		"*Recovered* is the later of the two: every channel subscribed on Redis and every partition of every broker delivering. "+
 		"*Peak Redis CPU* is the highest rate of `used_cpu_sys+used_cpu_user` (INFO cpu) over %s samples, in %% of one core. "+
