@@ -207,22 +207,22 @@ var gapNotes = []struct{ prefix, note string }{
 	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of
   the fleet run in the one benchmark process (GOMAXPROCS 1 by default),
   so the work a real fleet spreads over as many hosts is serialised on
-  one core: at 200 brokers the storm's client CPU (8-11 ms per broker)
-  is itself close to the 2 s, and the three masters share the machine's
-  two cores with it and with whatever else runs. The section's
-  run-queue column shows how long the process and each master waited
-  for a core; in rounds where they waited little (2026-12-06: 258 ms
-  over the storm) the 200-broker fleet recovered in 1.77 s, in busy
-  ones (2.1 s waited) in 4.1 s. A CPU profile of the storm
-  (-fleet-cpuprofile, 200 × 2500) puts about 30% of the client's CPU in
-  the engine's maintenance passes (Core.heal and Core.Degraded walk all
-  256 paths, taking the broker's lock once per path in
-  cluster.router.Carrier, after every lost link's RequestRefresh and
-  every RecoveryInterval while degraded, each pass after a CLUSTER SLOTS
-  read), 10-15% in the resubscribe itself, 7% in marking paths
-  interrupted, 15% in syscalls and 6% in the probes. Redis is not the
-  limit at this size: the busiest master used 16-29% of a core over the
-  storm.`},
+  one core: at 200 brokers the storm's client CPU (7-8 ms per broker)
+  is most of the 2 s, and the three masters share the machine's two
+  cores with it and with whatever else runs. The measuring itself waits
+  in the same run queue: the INFO polls and the probes' sweeps run only
+  when the brokers' backlog lets them, so the figures are when the
+  process could see recovery, not before. The run-queue column shows
+  how long the process and each master waited for a core. A CPU profile
+  of a quiet 200 × 2500 storm (-fleet-cpuprofile, 2026-12-06: recovered
+  in 1.82 s, client CPU 1.49 s) puts 24% of the client's CPU in the
+  resubscribes (about half of it copying each partition's channel set
+  and building its wire keys, most of the rest the writes), 15% in the
+  subscribe connections' read loops, 13% in allocation, 7% in the
+  probes' publishes, 5% in the maintenance passes and 4% in marking
+  paths interrupted; each broker's own share is 7-8 ms. Redis is not the
+  limit at this size: the busiest master used under a third of a core
+  over the storm.`},
 	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
   redis-server processes and the benchmark process (30 decoding brokers)
   share the machine's cores, and CPU is read in 10 ms clock ticks: on a
