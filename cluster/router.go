@@ -27,7 +27,7 @@ func (r router) PathOf(channel string) int {
 	return v.curBank*bankSize + v.cur.Partition(channel)
 }
 
-func (r router) Key(p int, channel string) string { return r.b.view.Load().key(p, channel) }
+func (r router) KeyPrefix(p int) string { return r.b.view.Load().key(p, "") }
 
 func (r router) Carrier(p int) *engine.Link {
 	r.b.mu.Lock()

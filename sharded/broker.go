@@ -445,7 +445,7 @@ func (r router) PathOf(channel string) int {
 	return cur*r.b.conns + r.b.subIndex(channel)
 }
 
-func (r router) Key(_ int, channel string) string { return channel }
+func (r router) KeyPrefix(int) string { return "" }
 
 func (r router) Carrier(p int) *engine.Link {
 	sh := r.b.slots[p/r.b.conns].Load()

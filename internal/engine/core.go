@@ -21,8 +21,9 @@ import (
 type Router interface {
 	// PathOf returns the index in Core.Paths of the path carrying channel.
 	PathOf(channel string) int
-	// Key returns channel's key on the wire, on path p.
-	Key(p int, channel string) string
+	// KeyPrefix returns what goes before a channel's name on the wire, on
+	// path p: the channel's key there is KeyPrefix(p) + channel.
+	KeyPrefix(p int) string
 	// Carrier returns the link carrying path p now, or nil while p has no
 	// node (a cluster slot without a master).
 	Carrier(p int) *Link

@@ -21,10 +21,10 @@ type movingRouter struct {
 	carrier int
 }
 
-func (r *movingRouter) PathOf(string) int           { return 0 }
-func (r *movingRouter) Key(_ int, ch string) string { return ch }
-func (r *movingRouter) Describe(int) string         { return "path 0" }
-func (r *movingRouter) Links() []*Link              { return r.links }
+func (r *movingRouter) PathOf(string) int    { return 0 }
+func (r *movingRouter) KeyPrefix(int) string { return "" }
+func (r *movingRouter) Describe(int) string  { return "path 0" }
+func (r *movingRouter) Links() []*Link       { return r.links }
 
 func (r *movingRouter) Carrier(int) *Link {
 	r.mu.Lock()

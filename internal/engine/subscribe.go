@@ -369,9 +369,10 @@ func (c *Core) finish(ctx context.Context, p *Path, op func(context.Context)) {
 // commands turns one path's channels into wire keys, cut into commands of
 // at most SubscribeBatch keys (each holds a single slot in a cluster).
 func (c *Core) commands(p int, channels []string) [][]string {
+	prefix := c.router.KeyPrefix(p)
 	keys := make([]string, len(channels))
 	for i, ch := range channels {
-		keys[i] = c.router.Key(p, ch)
+		keys[i] = prefix + ch
 	}
 	cmds := shardcast.Group{Key: p, Channels: keys}.Batches(c.Options.SubscribeBatch)
 	out := make([][]string, len(cmds))

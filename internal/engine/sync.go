@@ -46,6 +46,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var groups []shardcast.Group
 	var empty []*Path
 	seqs := make(map[int]uint64)
+	prefixes := make(map[int]string) // each group's key prefix (see Router.KeyPrefix)
 	carriers := c.router.Carriers(ids)
 	for i, p := range locked {
 		if carriers[i] != l {
@@ -54,16 +55,14 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if p.ActiveWire() == wire {
 			continue
 		}
-		keys := p.subscribed() // a fresh slice: turned into wire keys in place
-		if len(keys) == 0 {
+		chans := p.subscribed()
+		if len(chans) == 0 {
 			empty = append(empty, p)
 			continue
 		}
-		for i, ch := range keys {
-			keys[i] = c.router.Key(p.ID, ch)
-		}
-		groups = append(groups, shardcast.Group{Key: p.ID, Channels: keys})
+		groups = append(groups, shardcast.Group{Key: p.ID, Channels: chans})
 		seqs[p.ID] = p.lostSeq()
+		prefixes[p.ID] = c.router.KeyPrefix(p.ID)
 	}
 	for _, p := range empty {
 		p.setOwner(l)
@@ -81,11 +80,11 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	report := c.resub.RunPacked(ctx, groups, func(ctx context.Context, cmds []shardcast.Group) []error {
 		cmdCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
 		defer cancel()
-		batches := make([][]string, len(cmds))
+		pre, batches := make([]string, len(cmds)), make([][]string, len(cmds))
 		for i, cmd := range cmds {
-			batches[i] = cmd.Channels
+			pre[i], batches[i] = prefixes[cmd.Key], cmd.Channels
 		}
-		errs := wire.Subscribe(cmdCtx, batches...)
+		errs := wire.SubscribePrefixed(cmdCtx, pre, batches)
 		for _, err := range errs {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				stop()

@@ -116,9 +116,9 @@ func (r *fanRouter) PathOf(ch string) int {
 	i, _ := strconv.Atoi(strings.TrimPrefix(ch, "p"))
 	return i
 }
-func (r *fanRouter) Key(_ int, ch string) string { return ch }
-func (r *fanRouter) Carrier(int) *Link           { return r.link }
-func (r *fanRouter) Carried(*Link) []int         { return nil }
+func (r *fanRouter) KeyPrefix(int) string { return "" }
+func (r *fanRouter) Carrier(int) *Link    { return r.link }
+func (r *fanRouter) Carried(*Link) []int  { return nil }
 func (r *fanRouter) Carriers(ids []int) []*Link {
 	out := make([]*Link, len(ids))
 	for i := range out {

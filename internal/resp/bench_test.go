@@ -56,36 +56,63 @@ func BenchmarkReaderBulk(b *testing.B) {
 }
 
 // BenchmarkEncodeResubscribe encodes what a fresh subscribe connection
-// writes after a reconnect, 43 SSUBSCRIBE commands of 20 channels into a
-// new buffer: grown by append as it fills, or sized once by CommandLen
-// (what subconn does). One op is the whole write.
+// writes after a reconnect: 43 SSUBSCRIBE commands of 20 channels, each
+// sent under its partition's key prefix, into a new buffer. "keys" builds
+// each key string first and lets append grow the buffer, "sized" builds
+// the keys and sizes the buffer once by CommandLen, "prefixed" writes
+// prefix and channel straight into a buffer sized once (what subconn
+// does). One op is the whole write.
 func BenchmarkEncodeResubscribe(b *testing.B) {
-	cmds := make([][]string, 43)
+	prefixes := make([]string, 43)
+	cmds := make([][]string, len(prefixes))
 	for i := range cmds {
+		prefixes[i] = fmt.Sprintf("{%04x}.", i)
 		for j := range 20 {
-			cmds[i] = append(cmds[i], fmt.Sprintf("{%04x}.fleet:shardcast:%d:%d", i, i, j))
+			cmds[i] = append(cmds[i], fmt.Sprintf("fleet:shardcast:%d:%d", i, j))
 		}
 	}
-	encode := func(buf []byte) []byte {
-		for _, c := range cmds {
-			buf = AppendCommand(buf, "SSUBSCRIBE", c)
+	keys := func(i int) []string {
+		out := make([]string, len(cmds[i]))
+		for j, ch := range cmds[i] {
+			out[j] = prefixes[i] + ch
 		}
-		return buf
+		return out
 	}
-	b.Run("append", func(b *testing.B) {
+	b.Run("keys", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			encode(nil)
+			var buf []byte
+			for i := range cmds {
+				buf = AppendCommand(buf, "SSUBSCRIBE", keys(i))
+			}
 		}
 	})
 	b.Run("sized", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
+			ks := make([][]string, len(cmds))
 			n := 0
-			for _, c := range cmds {
-				n += CommandLen("SSUBSCRIBE", c)
+			for i := range cmds {
+				ks[i] = keys(i)
+				n += CommandLen("SSUBSCRIBE", "", ks[i])
 			}
-			encode(slices.Grow([]byte(nil), n))
+			buf := slices.Grow([]byte(nil), n)
+			for i := range ks {
+				buf = AppendCommand(buf, "SSUBSCRIBE", ks[i])
+			}
+		}
+	})
+	b.Run("prefixed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			for i := range cmds {
+				n += CommandLen("SSUBSCRIBE", prefixes[i], cmds[i])
+			}
+			buf := slices.Grow([]byte(nil), n)
+			for i := range cmds {
+				buf = AppendPrefixed(buf, "SSUBSCRIBE", prefixes[i], cmds[i])
+			}
 		}
 	})
 }

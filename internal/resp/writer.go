@@ -11,13 +11,30 @@ func AppendCommand(b []byte, verb string, args []string) []byte {
 	return b
 }
 
-// CommandLen returns how many bytes AppendCommand appends for verb and
-// args, so that a caller writing many commands can size its buffer once
-// instead of letting append copy it at every doubling.
-func CommandLen(verb string, args []string) int {
+// AppendPrefixed is AppendCommand with every arg sent as prefix+arg,
+// written straight into b: a resubscribe of a million channels under a
+// cluster's key prefix builds no key string.
+func AppendPrefixed(b []byte, verb, prefix string, args []string) []byte {
+	b = AppendHeader(b, '*', len(args)+1)
+	b = AppendBulk(b, verb)
+	for _, a := range args {
+		b = AppendHeader(b, '$', len(prefix)+len(a))
+		b = append(b, prefix...)
+		b = append(b, a...)
+		b = append(b, '\r', '\n')
+	}
+	return b
+}
+
+// CommandLen returns how many bytes AppendPrefixed appends for verb,
+// prefix and args (AppendCommand's with prefix ""), so that a caller
+// writing many commands can size its buffer once instead of letting
+// append copy it at every doubling.
+func CommandLen(verb, prefix string, args []string) int {
 	n := headerLen(len(args)+1) + headerLen(len(verb)) + len(verb) + 2
 	for _, a := range args {
-		n += headerLen(len(a)) + len(a) + 2
+		k := len(prefix) + len(a)
+		n += headerLen(k) + k + 2
 	}
 	return n
 }

@@ -14,12 +14,22 @@ func TestAppendCommand(t *testing.T) {
 	assert.Equal(t, "*1\r\n$4\r\nPING\r\n", string(AppendCommand(nil, "PING", nil)))
 }
 
-// TestCommandLen: the length CommandLen gives is what AppendCommand
+// TestAppendPrefixed: each arg is sent as prefix+arg, as AppendCommand
+// would send the joined strings.
+func TestAppendPrefixed(t *testing.T) {
+	assert.Equal(t, string(AppendCommand([]byte("x"), "SSUBSCRIBE", []string{"{06}.a", "{06}.", "{06}.bbbbb"})),
+		string(AppendPrefixed([]byte("x"), "SSUBSCRIBE", "{06}.", []string{"a", "", "bbbbb"})))
+	assert.Equal(t, "*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n", string(AppendPrefixed(nil, "SUBSCRIBE", "", []string{"a"})))
+}
+
+// TestCommandLen: the length CommandLen gives is what AppendPrefixed
 // appends, across the digit-count boundaries of every length it writes.
 func TestCommandLen(t *testing.T) {
 	for _, args := range [][]string{nil, {""}, {"a", strings.Repeat("b", 9), strings.Repeat("c", 10)}, make([]string, 10), {strings.Repeat("d", 1000)}} {
 		for _, verb := range []string{"PING", "SSUBSCRIBE", strings.Repeat("v", 99)} {
-			assert.Len(t, AppendCommand(nil, verb, args), CommandLen(verb, args), "%s %q", verb, args)
+			for _, prefix := range []string{"", "{0a}.", strings.Repeat("p", 95)} {
+				assert.Len(t, AppendPrefixed(nil, verb, prefix, args), CommandLen(verb, prefix, args), "%s %q %q", verb, prefix, args)
+			}
 		}
 	}
 }

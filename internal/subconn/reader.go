@@ -213,7 +213,7 @@ func (c *Conn) readConfirmation(rd *resp.Reader, subscribe bool) error {
 	c.qmu.Lock()
 	if len(c.queue) > 0 && !null {
 		head := c.queue[0]
-		if head.kind == want && head.next < len(head.chans) && head.chans[head.next] == string(ch) {
+		if head.kind == want && head.next < len(head.chans) && head.is(head.next, ch) {
 			matched = true
 			head.next++
 			if subscribe && head.next == len(head.chans) {
@@ -311,4 +311,12 @@ func (c *Conn) pop() {
 	if len(c.queue) == 0 {
 		c.queue = c.queue[:0:0] // let the backing array go once drained
 	}
+}
+
+// is reports whether the wire key ch is the call's channel i, its prefix
+// included.
+func (cl *call) is(i int, ch []byte) bool {
+	want := cl.chans[i]
+	return len(ch) == len(cl.prefix)+len(want) &&
+		string(ch[:len(cl.prefix)]) == cl.prefix && string(ch[len(cl.prefix):]) == want
 }

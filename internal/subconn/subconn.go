@@ -104,11 +104,12 @@ const (
 // call is one command waiting for its reply. next and err are written only
 // by the reader goroutine, before done closes.
 type call struct {
-	kind  callKind
-	chans []string
-	next  int
-	err   error
-	done  chan struct{}
+	kind   callKind
+	prefix string // each of chans goes on the wire as prefix+channel
+	chans  []string
+	next   int
+	err    error
+	done   chan struct{}
 }
 
 // Conn is one subscribe connection. Its methods are safe for concurrent use.
@@ -297,7 +298,25 @@ func (c *Conn) Subscribe(ctx context.Context, batches ...[]string) []error {
 	if c.mode == Sharded {
 		verb = "SSUBSCRIBE"
 	}
-	return c.multi(ctx, callSubscribe, verb, batches)
+	return c.multi(ctx, callSubscribe, verb, nil, batches)
+}
+
+// SubscribePrefixed is Subscribe for batches whose channels go on the
+// wire as prefixes[i]+channel: the cluster engine's keys, written into
+// the command without building a string per key.
+func (c *Conn) SubscribePrefixed(ctx context.Context, prefixes []string, batches [][]string) []error {
+	if len(prefixes) != len(batches) {
+		errs := make([]error, len(batches))
+		for i := range errs {
+			errs[i] = fmt.Errorf("subconn: %d prefixes for %d batches", len(prefixes), len(batches))
+		}
+		return errs
+	}
+	verb := "SUBSCRIBE"
+	if c.mode == Sharded {
+		verb = "SSUBSCRIBE"
+	}
+	return c.multi(ctx, callSubscribe, verb, prefixes, batches)
 }
 
 // Unsubscribe sends one unsubscribe command per batch, pipelined. The
@@ -307,7 +326,7 @@ func (c *Conn) Unsubscribe(ctx context.Context, batches ...[]string) []error {
 	if c.mode == Sharded {
 		verb = "SUNSUBSCRIBE"
 	}
-	return c.multi(ctx, callUnsubscribe, verb, batches)
+	return c.multi(ctx, callUnsubscribe, verb, nil, batches)
 }
 
 // Ping checks the wire with a PING bounded by ctx. A failure does not close
@@ -343,7 +362,9 @@ func (c *Conn) Close() {
 	})
 }
 
-func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches [][]string) []error {
+// multi sends one command of verb per non-empty batch, its channels each
+// behind prefixes[k] (none when prefixes is nil), in one write.
+func (c *Conn) multi(ctx context.Context, kind callKind, verb string, prefixes []string, batches [][]string) []error {
 	errs := make([]error, len(batches))
 	calls := make([]*call, 0, len(batches))
 	if err := c.lockWrite(ctx); err != nil {
@@ -352,22 +373,28 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, batches []
 		}
 		return errs
 	}
+	prefix := func(k int) string {
+		if prefixes == nil {
+			return ""
+		}
+		return prefixes[k]
+	}
 	size := 0
-	for _, b := range batches {
+	for k, b := range batches {
 		if len(b) > 0 {
-			size += resp.CommandLen(verb, b)
+			size += resp.CommandLen(verb, prefix(k), b)
 			if kind == callUnsubscribe {
-				size += resp.CommandLen("PING", nil)
+				size += resp.CommandLen("PING", "", nil)
 			}
 		}
 	}
 	c.wbuf = slices.Grow(c.wbuf[:0], size)
-	for _, b := range batches {
+	for k, b := range batches {
 		if len(b) == 0 {
 			continue // Redis would answer a bare (UN)SUBSCRIBE differently
 		}
-		calls = append(calls, &call{kind: kind, chans: b, done: make(chan struct{})})
-		c.wbuf = resp.AppendCommand(c.wbuf, verb, b)
+		calls = append(calls, &call{kind: kind, prefix: prefix(k), chans: b, done: make(chan struct{})})
+		c.wbuf = resp.AppendPrefixed(c.wbuf, verb, prefix(k), b)
 		if kind == callUnsubscribe {
 			c.wbuf = resp.AppendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
 		}
