@@ -9,21 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardcast/shardcast/internal/resp"
-	"github.com/shardcast/shardcast/redistest"
 )
 
 // TestSubscribePrefixed: each batch's channels are subscribed on the
 // server as its prefix + channel, confirmed, and delivered under that
 // name; prefixes that do not pair with the batches send nothing.
 func TestSubscribePrefixed(t *testing.T) {
-	srv := redistest.StartStandalone(t)
-	client := newClient(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rec := newRecorder()
-	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
-	require.NoError(t, err)
-	defer conn.Close()
+	srv, conn, rec := openRecorded(t, ctx)
+	client := newClient(t, srv.Addr())
 
 	errs := conn.SubscribePrefixed(ctx, []string{"x:", "yy:", ""}, [][]string{{"a", "b"}, {"c"}, {"d"}})
 	require.Equal(t, []error{nil, nil, nil}, errs)

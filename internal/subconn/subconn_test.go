@@ -60,15 +60,24 @@ func newClient(t *testing.T, addr string) rueidis.Client {
 	return c
 }
 
-func TestClassicSubscribeDeliverUnsubscribe(t *testing.T) {
+// openRecorded starts a standalone server and opens a classic
+// connection to it whose hooks a recorder watches; the connection closes
+// when the test ends.
+func openRecorded(t *testing.T, ctx context.Context) (*redistest.Server, *Conn, *recorder) {
+	t.Helper()
 	srv := redistest.StartStandalone(t)
-	client := newClient(t, srv.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	rec := newRecorder()
 	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
 	require.NoError(t, err)
-	defer conn.Close()
+	t.Cleanup(conn.Close)
+	return srv, conn, rec
+}
+
+func TestClassicSubscribeDeliverUnsubscribe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, conn, rec := openRecorded(t, ctx)
+	client := newClient(t, srv.Addr())
 
 	errs := conn.Subscribe(ctx, []string{"a", "b"}, []string{"c"})
 	require.Equal(t, []error{nil, nil}, errs)
@@ -397,17 +406,13 @@ func TestRefusedBatchAmongPipelined(t *testing.T) {
 // command, duplicates included, and the connection counts them all before
 // the next reply.
 func TestDuplicateChannels(t *testing.T) {
-	srv := redistest.StartStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rec := newRecorder()
-	conn, err := Open(ctx, Dialer{Addr: srv.Addr()}, Classic, rec.hooks())
-	require.NoError(t, err)
-	defer conn.Close()
+	srv, conn, rec := openRecorded(t, ctx)
 
 	require.Equal(t, []error{nil, nil}, conn.Subscribe(ctx, []string{"d", "d", "e", "d"}, []string{"e"}))
 	require.NoError(t, conn.Ping(ctx))
-	_, err = srv.Do(ctx, "PUBLISH", "d", "once")
+	_, err := srv.Do(ctx, "PUBLISH", "d", "once")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return rec.count("d") == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []error{nil, nil}, conn.Unsubscribe(ctx, []string{"d", "d"}, []string{"never", "e", "e"}))
