@@ -307,6 +307,25 @@ var gapNotes = []struct{ prefix, note string }{
   column varies less. The toy-heap rows (reported, no target) show the
   same runs without the heap block, where the collector's share of the
   adapter's CPU is several times RedisBroker's.`},
+	{"speed (issue 44)", `*Speed (issue 44), synchronous Publish.*
+  A synchronous Publish costs what PublishAsync costs (the async
+  CPU/msg row) plus its waiting: a profile with the client pinned to one
+  core (2026-12-06) puts the select on the reply and ctx.Done at 145-265
+  ns per message, parking the publisher and waking it at about 200 ns
+  (each wake-up takes the Go scheduler's global lock) and the write
+  system call at about 250 ns. Letting the read loop write for waiting
+  callers halved the writes but doubled each write's cost and raised
+  p99 from 0.6-1.5 ms to 2-7.6 ms, so it was not kept. The delivered/s
+  ratio moves with Centrifuge's own rate between runs: 1.57× at
+  f38615f (Centrifuge 231k/s), 1.19× in this one (366k/s).`},
+	{"centrifuge (issue 44)", `*Centrifuge, client publish against a
+  zero-cost broker.* The adapter's share moves between full runs (84%
+  at f38615f, 72% in this one) by more than rounds of one run agree.
+  A CPU profile of the client-publish run (-cpuprofile) puts the
+  adapter's own publish path at 3% of the process and the engine's
+  receive path at about 11%; most of the difference from a broker that
+  costs nothing is the Redis round trip's system calls, which that
+  broker does not make.`},
 	{"centrifuge history (issue 11)", `*Centrifuge end to end, history on.*
   With history both brokers run one Lua script per publication on the
   channel's master (position hash, XADD with MAXLEN, expiry, SPUBLISH),
