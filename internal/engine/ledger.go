@@ -185,12 +185,8 @@ func (l *ledger) interrupted(addr string, paths []*Path, lists [][]string, since
 
 // restored reports paths confirmed again on the node at addr, whose
 // earliest window opened at since, in one EventRestored naming what they
-// want.
-func (l *ledger) restored(addr string, paths []*Path, since time.Time) {
-	lists := make([][]string, len(paths))
-	for i, p := range paths {
-		lists[i] = p.Wanted()
-	}
+// want, lists[i] holding the channels of paths[i].
+func (l *ledger) restored(addr string, paths []*Path, lists [][]string, since time.Time) {
 	l.emitPaths(shardcast.EventRestored, addr, paths, lists, since, nil)
 }
 
@@ -215,15 +211,17 @@ func (l *ledger) probeBack(addr string, p *Path, since time.Time) { l.probed.add
 func (l *ledger) reportProbed() {
 	for addr, b := range l.probed.take() {
 		live := b.paths[:0]
+		var lists [][]string
 		for _, p := range b.paths {
 			if p.ActiveWire() != nil {
 				live = append(live, p)
+				lists = append(lists, p.Wanted())
 			} else {
 				p.carrySince(b.since)
 			}
 		}
 		if len(live) > 0 {
-			l.restored(addr, live, b.since)
+			l.restored(addr, live, lists, b.since)
 		}
 	}
 }

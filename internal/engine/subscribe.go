@@ -287,7 +287,7 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 		return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, errVoided)
 	}
 	if !since.IsZero() {
-		c.ledger.restored(l.Addr, []*Path{p}, since)
+		c.ledger.restored(l.Addr, []*Path{p}, [][]string{p.Wanted()}, since)
 	}
 	return wire, nil
 }

@@ -47,6 +47,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var empty []*Path
 	seqs := make(map[int]uint64)
 	prefixes := make(map[int]string) // each group's key prefix (see Router.KeyPrefix)
+	// Each group's wanted channels, without its probe: what its Restored
+	// names. The paths' turns, held to the end, keep them as they are.
+	wanted := make(map[int][]string)
 	carriers := c.router.Carriers(ids)
 	for i, p := range locked {
 		if carriers[i] != l {
@@ -55,10 +58,14 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		if p.ActiveWire() == wire {
 			continue
 		}
-		chans := p.subscribed()
+		chans := p.Wanted()
 		if len(chans) == 0 {
 			empty = append(empty, p)
 			continue
+		}
+		wanted[p.ID] = chans
+		if p.probe != nil {
+			chans = append(chans[:len(chans):len(chans)], p.probe.channel)
 		}
 		groups = append(groups, shardcast.Group{Key: p.ID, Channels: chans})
 		seqs[p.ID] = p.lostSeq()
@@ -99,6 +106,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		failed[k] = true
 	}
 	var restored []*Path
+	var lists [][]string
 	var since time.Time
 	for _, g := range groups {
 		p := c.Paths[g.Key]
@@ -119,6 +127,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 		if !s.IsZero() {
 			restored = append(restored, p)
+			lists = append(lists, wanted[g.Key])
 			if since.IsZero() || s.Before(since) {
 				since = s
 			}
@@ -131,7 +140,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 	}
 	if len(restored) > 0 {
-		c.ledger.restored(l.Addr, restored, since)
+		c.ledger.restored(l.Addr, restored, lists, since)
 	}
 	c.signalChange()
 }
