@@ -75,7 +75,7 @@ func fleetText(results []fleetResult, servers []string, sizes []int) string {
 		"and once the fleet has recovered; *all conns* are every connection the brokers opened. *SSUBSCRIBE calls* is the rise of "+
 		"`cmdstat_ssubscribe` (INFO commandstats) from the kill until recovery. *All subscribed again* is when the sum of `pubsubshard_channels` "+
 		"over the masters is back to its value before the kill. *Last probe delivered*: every broker has one probe channel in each of its "+
-		"partitions (the engine's own channel→partition mapping; brokers × up to 128); from t=0 one goroutine per broker publishes, every %s, "+
+		"partitions (the engine's own channel→partition mapping; brokers × up to 128). Before the kill every probe delivers once, swept as below: the fleet is proven delivering, and each broker has run its delivery path (its workers' memory touched, its publish buffers grown) as a server's has when a storm hits it. From t=0 one goroutine per broker publishes, every %s, "+
 		"one message to each of its probes that has not yet delivered a message published after t=0, all of them at once (PublishAsync "+
 		"from that goroutine where the engine has it, else one goroutine each; *longest sweep* is the longest any broker's took from its first publish to its last reply, the probe's own resolution); "+
 		"the column is when the last probe arrived. "+

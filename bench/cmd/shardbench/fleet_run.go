@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,20 +125,19 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 	}
 
 	var t0 atomic.Int64
-	var remaining atomic.Int64
-	var lastProbe atomic.Int64
 	var lastRestored atomic.Int64
+	// round is the probe round under way: the warm-up before the kill,
+	// then the storm's.
+	var round atomic.Pointer[probeRound]
 	prefix := fmt.Sprintf("fl:%s:", k.Name)
 	names := make([][]string, nb)
 	probes := make([]map[string]int, nb)
-	delivered := make([][]atomic.Bool, nb)
 	for b := range nb {
 		names[b] = channelNames(fmt.Sprintf("%s%d:", prefix, b), nc)
 		probes[b] = map[string]int{}
 		for j, ch := range probeChannels(names[b], partition) {
 			probes[b][ch] = j
 		}
-		delivered[b] = make([]atomic.Bool, len(probes[b]))
 		res.Probes += len(probes[b])
 	}
 
@@ -177,13 +175,10 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 			}
 		}
 		recv := func(ch string, _ []byte, sentAt time.Time) {
-			start := t0.Load()
-			if start == 0 || sentAt.UnixNano() < start {
-				return
-			}
-			j, ok := probes[b][ch]
-			if ok && !delivered[b][j].Swap(true) && remaining.Add(-1) == 0 {
-				lastProbe.Store(time.Now().UnixNano())
+			if r := round.Load(); r != nil {
+				if j, ok := probes[b][ch]; ok {
+					r.deliver(b, j, sentAt)
+				}
 			}
 		}
 		eng, err := k.New(engines.Target{Cluster: seeds}, tu, recv)
@@ -238,6 +233,24 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 		res.Conns[s], res.SubConns[s] = all-baseConns[s], sub
 	}
 
+	// Every probe delivers once before the kill: the fleet is proven
+	// delivering, and each broker has run its delivery path as a server's
+	// has by the time a storm hits it (its workers' memory touched, its
+	// publish buffers grown), so the storm measures recovery, not first use.
+	warm := newProbeRound(probes, time.Now())
+	round.Store(warm)
+	wctx, stopWarm := context.WithCancel(ctx)
+	warmSweeps := sweepProbes(wctx, engs, probes, warm)
+	for limit := time.Now().Add(time.Minute); warm.remaining.Load() > 0 && time.Now().Before(limit) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopWarm()
+	warmSweeps.wait()
+	if n := warm.remaining.Load(); n > 0 {
+		res.Error = fmt.Sprintf("%d of %d probes never delivered before the kill", n, res.Probes)
+		return res
+	}
+
 	cctx, stopCPU := context.WithCancel(ctx)
 	peaks, cpuDone := sampleCPU(cctx, servers, fleetSample)
 	defer func() { stopCPU(); <-cpuDone }()
@@ -260,75 +273,24 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 		split, _ = measure.StartCPUSplit(fleetSide)
 	}
 	subs := subscribers(servers)
-	remaining.Store(int64(res.Probes))
 	start := time.Now()
+	storm := newProbeRound(probes, start)
+	round.Store(storm)
 	t0.Store(start.UnixNano())
 	res.Killed, res.KillMethod = killPubSub(servers, subs)
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var pw sync.WaitGroup
-	var published, longestSweep atomic.Int64
-	for b := range nb {
-		pw.Add(1)
-		go pprof.Do(pctx, pprof.Labels(fleetSide, "probe"), func(pctx context.Context) {
-			defer pw.Done()
-			// A sweep publishes its probes all at once: one after another,
-			// each waiting for its reply from a master busy with the
-			// resubscribe flood, a sweep of 128 took seconds at 200 brokers,
-			// and the column measured the sweep instead of the recovery.
-			// An engine with PublishAsync keeps them in flight from this
-			// goroutine; any other gets a goroutine per probe. Those
-			// goroutines' creation and stack growth take CPU from the one
-			// core the brokers' recovery runs on.
-			ae, async := engines.AsyncOf(engs[b])
-			var sweep sync.WaitGroup
-			buf := make([]byte, 64)
-			for pctx.Err() == nil {
-				sent, began := 0, time.Now()
-				for ch, j := range probes[b] {
-					if delivered[b][j].Load() {
-						continue
-					}
-					sent++
-					if async {
-						engines.Stamp(buf, time.Now()) // encoded before PublishAsync returns
-						sweep.Add(1)
-						if ae.PublishAsync(pctx, ch, buf, func(error) { sweep.Done() }) != nil {
-							sweep.Done()
-						}
-						continue
-					}
-					sweep.Go(func() {
-						buf := make([]byte, 64)
-						engines.Stamp(buf, time.Now())
-						_ = engs[b].Publish(pctx, ch, buf)
-					})
-				}
-				sweep.Wait()
-				published.Add(int64(sent))
-				if sent == 0 {
-					return
-				}
-				for took := time.Since(began).Nanoseconds(); ; {
-					cur := longestSweep.Load()
-					if took <= cur || longestSweep.CompareAndSwap(cur, took) {
-						break
-					}
-				}
-				sleepCtx(pctx, fleetSweep)
-			}
-		})
-	}
+	sweeps := sweepProbes(pctx, engs, probes, storm)
 	limit := time.Now().Add(fleetLimit)
 	lastNote := time.Now()
-	for res.ResubSecs == 0 || remaining.Load() > 0 {
+	for res.ResubSecs == 0 || storm.remaining.Load() > 0 {
 		if time.Since(lastNote) > 2*time.Second {
-			progress("   … %d of %d channels subscribed again, %d of %d probes not delivered yet", shardChannels(servers), want, remaining.Load(), res.Probes)
+			progress("   … %d of %d channels subscribed again, %d of %d probes not delivered yet", shardChannels(servers), want, storm.remaining.Load(), res.Probes)
 			lastNote = time.Now()
 		}
 		if time.Now().After(limit) || ctx.Err() != nil {
-			res.Error = fmt.Sprintf("timeout: %d probes not delivered, subscribed %d/%d", remaining.Load(), shardChannels(servers), want)
+			res.Error = fmt.Sprintf("timeout: %d probes not delivered, subscribed %d/%d", storm.remaining.Load(), shardChannels(servers), want)
 			break
 		}
 		if res.ResubSecs == 0 && shardChannels(servers) >= want {
@@ -337,7 +299,7 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	pw.Wait()
+	sweeps.wait()
 	stopCPU()
 	<-cpuDone
 	cpu1, rcpu1 := measure.ProcessCPU(), measure.RedisCPU(servers)
@@ -354,8 +316,8 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 	if split != nil {
 		res.ProbeCPUms = stopStormProfile(split, k.Name, nb)
 	}
-	res.ProbePublishes = published.Load()
-	res.LongestSweepms = float64(longestSweep.Load()) / 1e6
+	res.ProbePublishes = sweeps.published.Load()
+	res.LongestSweepms = float64(sweeps.longest.Load()) / 1e6
 	res.ClientCPUms = float64(cpu1-cpu0) / 1e6
 	res.RedisCPUms = float64(rcpu1-rcpu0) / 1e6
 	calls1 := ssubCalls(servers)
@@ -364,7 +326,7 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 		res.SsubPerMaster[s] = calls1[s] - calls0[s]
 		_, res.SubConnsAfter[s] = clientCounts(s)
 	}
-	if p := lastProbe.Load(); p > 0 {
+	if p := storm.last.Load(); p > 0 {
 		res.DeliverSecs = time.Duration(p - start.UnixNano()).Seconds()
 	}
 	if r := lastRestored.Load(); r > start.UnixNano() {
