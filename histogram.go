@@ -24,6 +24,21 @@ const (
 	HistogramMax = hist.Max
 )
 
+// HistogramExportBounds returns HistogramMin, every power of two of
+// nanoseconds between it and HistogramMax (16.384µs, 32.768µs, …, 34.36s),
+// and HistogramMax, in seconds: 24 bounds, each one a bound of the
+// histograms' own buckets, so that counts exported at them are exact. The
+// Prometheus and OpenTelemetry exporters (contrib/) default to them.
+func HistogramExportBounds() []float64 {
+	bounds := []float64{HistogramMin.Seconds()}
+	for d := time.Duration(1); d < HistogramMax; d <<= 1 {
+		if d > HistogramMin {
+			bounds = append(bounds, d.Seconds())
+		}
+	}
+	return append(bounds, HistogramMax.Seconds())
+}
+
 // HistogramBucket is one bucket of a snapshot: Count durations d with
 // Lower <= d < Upper.
 type HistogramBucket = hist.Bucket

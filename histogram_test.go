@@ -138,3 +138,27 @@ func TestHistogramSnapshotRecord(t *testing.T) {
 	}
 	assert.Equal(t, snapshotOf(&h), s)
 }
+
+// TestHistogramExportBoundsAreBucketBounds: each export bound is the lower
+// bound of one of the histograms' own buckets, so counts at it are exact.
+func TestHistogramExportBoundsAreBucketBounds(t *testing.T) {
+	bounds := HistogramExportBounds()
+	if len(bounds) != 24 || bounds[0] != HistogramMin.Seconds() || bounds[len(bounds)-1] != HistogramMax.Seconds() {
+		t.Fatalf("HistogramExportBounds() = %v", bounds)
+	}
+	var s HistogramSnapshot
+	s.Record(time.Second) // fills in the layout
+	lower := map[time.Duration]bool{}
+	for _, b := range s.Buckets {
+		lower[b.Lower] = true
+	}
+	for i, b := range bounds {
+		d := time.Duration(math.Round(b * 1e9))
+		if !lower[d] {
+			t.Errorf("bound %v is not a bucket bound", d)
+		}
+		if i > 0 && b <= bounds[i-1] {
+			t.Errorf("bound %v not above %v", b, bounds[i-1])
+		}
+	}
+}
