@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/shardcast/shardcast"
 	"go.opentelemetry.io/otel/metric"
@@ -13,20 +12,10 @@ import (
 
 // DefaultBuckets returns the default explicit bucket boundaries, in
 // seconds, advised for shardcast.lag.duration and
-// shardcast.handler.duration: shardcast.HistogramMin (10µs), every power of
-// two of nanoseconds between it and shardcast.HistogramMax (16.384µs,
-// 32.768µs, …, 34.36s), and HistogramMax (60s): 24 boundaries, each a
-// bound of the broker's own buckets, so their counts are exact. They are
-// those of the Prometheus collector (contrib/prometheus).
-func DefaultBuckets() []float64 {
-	bounds := []float64{shardcast.HistogramMin.Seconds()}
-	for d := time.Duration(1); d < shardcast.HistogramMax; d <<= 1 {
-		if d > shardcast.HistogramMin {
-			bounds = append(bounds, d.Seconds())
-		}
-	}
-	return append(bounds, shardcast.HistogramMax.Seconds())
-}
+// shardcast.handler.duration: shardcast.HistogramExportBounds, those of
+// the Prometheus collector (contrib/prometheus) too. Each is a bound of
+// the broker's own buckets, so their counts are exact.
+func DefaultBuckets() []float64 { return shardcast.HistogramExportBounds() }
 
 // normalBuckets sorts, deduplicates and filters bounds as Options.Buckets
 // documents.

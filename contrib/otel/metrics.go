@@ -30,35 +30,25 @@ const (
 )
 
 // StatsSource is what Register needs from a broker: its cumulative
-// counters. Both engines' brokers implement it, and so do the optional
-// interfaces below where the engine has more to say.
-type StatsSource interface {
-	Stats() shardcast.Stats
-}
+// counters (shardcast.StatsSource). Register observes the optional interfaces
+// below where the broker implements them.
+type StatsSource = shardcast.StatsSource
 
-// LatencySource is implemented by brokers that keep lag and handler-time
-// histograms (both engines do).
-type LatencySource interface {
-	Latency() shardcast.LatencyStats
-}
+// LatencySource is shardcast.LatencySource: lag and handler-time
+// histograms (both engines).
+type LatencySource = shardcast.LatencySource
 
-// NodeStatsSource is implemented by brokers that count per Redis instance
-// or master (both engines do).
-type NodeStatsSource interface {
-	NodeStats() []shardcast.NodeStats
-}
+// NodeStatsSource is shardcast.NodeStatsSource: counters per Redis
+// instance or master (both engines).
+type NodeStatsSource = shardcast.NodeStatsSource
 
-// PartitionStatsSource is implemented by brokers that count per partition
-// (the cluster engine does).
-type PartitionStatsSource interface {
-	PartitionStats() []shardcast.PartitionStats
-}
+// PartitionStatsSource is shardcast.PartitionStatsSource: counters per
+// partition (the cluster engine).
+type PartitionStatsSource = shardcast.PartitionStatsSource
 
-// HotChannelsSource is implemented by brokers that detect hot channels
-// (both engines do; see shardcast.Options.HotSampleRate).
-type HotChannelsSource interface {
-	HotChannels() []shardcast.HotChannel
-}
+// HotChannelsSource is shardcast.HotChannelsSource: hot-channel detection
+// (both engines; see shardcast.Options.HotSampleRate).
+type HotChannelsSource = shardcast.HotChannelsSource
 
 // Options tune Register. The zero value observes the broker, latency and
 // per-node figures with DefaultBuckets advised for the histograms.
@@ -239,8 +229,8 @@ func (m *Metrics) observe(ctx context.Context, o metric.Observer) error {
 		m.observeHot(o)
 	}
 	if m.events != nil {
-		for _, e := range m.events.snapshot() {
-			o.ObserveInt64(m.eventsInst, i64(e.count), m.with(AttrEventKind.String(e.kind.String())))
+		for _, e := range m.events.Counts() {
+			o.ObserveInt64(m.eventsInst, i64(e.Count), m.with(AttrEventKind.String(e.Kind.String())))
 		}
 	}
 	return nil

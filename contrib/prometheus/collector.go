@@ -11,35 +11,25 @@ import (
 )
 
 // StatsSource is what NewCollector needs from a broker: its cumulative
-// counters. Both engines' brokers implement it, and so do the optional
-// interfaces below where the engine has more to say.
-type StatsSource interface {
-	Stats() shardcast.Stats
-}
+// counters (shardcast.StatsSource). NewCollector exports the optional interfaces
+// below where the broker implements them.
+type StatsSource = shardcast.StatsSource
 
-// LatencySource is implemented by brokers that keep lag and handler-time
-// histograms (both engines do).
-type LatencySource interface {
-	Latency() shardcast.LatencyStats
-}
+// LatencySource is shardcast.LatencySource: lag and handler-time
+// histograms (both engines).
+type LatencySource = shardcast.LatencySource
 
-// NodeStatsSource is implemented by brokers that count per Redis instance
-// or master (both engines do).
-type NodeStatsSource interface {
-	NodeStats() []shardcast.NodeStats
-}
+// NodeStatsSource is shardcast.NodeStatsSource: counters per Redis
+// instance or master (both engines).
+type NodeStatsSource = shardcast.NodeStatsSource
 
-// PartitionStatsSource is implemented by brokers that count per partition
-// (the cluster engine does).
-type PartitionStatsSource interface {
-	PartitionStats() []shardcast.PartitionStats
-}
+// PartitionStatsSource is shardcast.PartitionStatsSource: counters per
+// partition (the cluster engine).
+type PartitionStatsSource = shardcast.PartitionStatsSource
 
-// HotChannelsSource is implemented by brokers that detect hot channels
-// (both engines do; see shardcast.Options.HotSampleRate).
-type HotChannelsSource interface {
-	HotChannels() []shardcast.HotChannel
-}
+// HotChannelsSource is shardcast.HotChannelsSource: hot-channel detection
+// (both engines; see shardcast.Options.HotSampleRate).
+type HotChannelsSource = shardcast.HotChannelsSource
 
 // Options tune a Collector. The zero value exports the broker, latency
 // and per-node families with classic histogram buckets.
@@ -103,20 +93,12 @@ type Options struct {
 // whole into one native bucket distorts little.
 const NativeSchema = 3
 
-// DefaultBuckets returns the default classic bucket bounds in seconds:
-// shardcast.HistogramMin (10µs), every power of two of nanoseconds
-// between it and shardcast.HistogramMax (16.384µs, 32.768µs, …, 34.36s),
-// and HistogramMax (60s): 24 bounds, each one a bound of the broker's own
-// buckets, so their counts are exact.
-func DefaultBuckets() []float64 {
-	bounds := []float64{shardcast.HistogramMin.Seconds()}
-	for d := time.Duration(1); d < shardcast.HistogramMax; d <<= 1 {
-		if d > shardcast.HistogramMin {
-			bounds = append(bounds, d.Seconds())
-		}
-	}
-	return append(bounds, shardcast.HistogramMax.Seconds())
-}
+// DefaultBuckets returns the default bucket bounds in seconds,
+// shardcast.HistogramExportBounds: shardcast.HistogramMin (10µs), every
+// power of two of nanoseconds between it and shardcast.HistogramMax
+// (16.384µs, …, 34.36s), and HistogramMax (60s), 24 bounds, each one a
+// bound of the broker's own buckets, so their counts are exact.
+func DefaultBuckets() []float64 { return shardcast.HistogramExportBounds() }
 
 // normalBuckets sorts, deduplicates and filters bounds as Options.Buckets
 // documents, and returns them with their durations.
@@ -343,7 +325,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectHot(ch)
 	}
 	if c.eventsDesc != nil {
-		c.events.collect(ch, c.eventsDesc)
+		collectEvents(c.events, ch, c.eventsDesc)
 	}
 }
 
