@@ -20,9 +20,9 @@ var writeKey = shardcast.NewScript(`return redis.call('SET', KEYS[1], ARGV[1])`)
 
 // roCalls counts the read-only script calls s has served.
 func roCalls(t *testing.T, s *redistest.Server) int64 {
-	stats, err := s.CommandStats(testCtx(t, 5*time.Second))
+	n, err := redistest.ReadOnlyScripts(testCtx(t, 5*time.Second), s)
 	require.NoError(t, err)
-	return stats["evalsha_ro"] + stats["eval_ro"]
+	return n
 }
 
 // readNode returns the node b subscribes channel's partition on.

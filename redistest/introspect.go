@@ -52,6 +52,24 @@ func (s *Server) CommandStats(ctx context.Context) (map[string]int64, error) {
 	return parseCommandStats(info)
 }
 
+// ReadOnlyScripts returns how many read-only script calls (EVAL_RO and
+// EVALSHA_RO, from INFO commandstats) the running ones among servers have
+// answered: where a broker sent its reads. A stopped server counts none.
+func ReadOnlyScripts(ctx context.Context, servers ...*Server) (int64, error) {
+	var n int64
+	for _, s := range servers {
+		if !s.Running() {
+			continue
+		}
+		stats, err := s.CommandStats(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += stats["evalsha_ro"] + stats["eval_ro"]
+	}
+	return n, nil
+}
+
 // parseCommandStats reads the calls= field of every cmdstat_X entry.
 func parseCommandStats(info map[string]string) (map[string]int64, error) {
 	calls := make(map[string]int64, len(info))

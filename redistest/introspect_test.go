@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,4 +36,25 @@ func TestParseClientList(t *testing.T) {
 	assert.Equal(t, "", clients[0]["name"])
 	assert.Equal(t, "2", clients[0]["ssub"])
 	assert.Equal(t, "client|list", clients[1]["cmd"])
+}
+
+// TestReadOnlyScripts: EVAL_RO calls are summed over the servers, plain
+// EVAL is not counted, and a stopped server counts none.
+func TestReadOnlyScripts(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	a, b := StartStandalone(t), StartStandalone(t)
+	for _, s := range []*Server{a, a, b} {
+		_, err := s.Do(ctx, "EVAL_RO", "return 1", "0")
+		require.NoError(t, err)
+	}
+	_, err := a.Do(ctx, "EVAL", "return 1", "0")
+	require.NoError(t, err)
+	n, err := ReadOnlyScripts(ctx, a, b)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	require.NoError(t, b.Kill())
+	n, err = ReadOnlyScripts(ctx, a, b)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
 }

@@ -22,9 +22,9 @@ var writeKey = shardcast.NewScript(`return redis.call('SET', KEYS[1], ARGV[1])`)
 func roCalls(t *testing.T, s *redistest.Server) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stats, err := s.CommandStats(ctx)
+	n, err := redistest.ReadOnlyScripts(ctx, s)
 	require.NoError(t, err)
-	return stats["evalsha_ro"] + stats["eval_ro"]
+	return n
 }
 
 // TestEvalRO: with SubscribeOn Replicas a read-only script runs on the
