@@ -10,8 +10,8 @@ require (
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/shardcast/shardcast v0.0.0-20261206234921-1004bc5beb5e
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261206234921-1004bc5beb5e
+	github.com/shardcast/shardcast v0.0.0-20261206235303-07679428b5c4
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261206235303-07679428b5c4
 	github.com/stretchr/testify v1.12.1
 )
 

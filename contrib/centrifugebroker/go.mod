@@ -7,7 +7,7 @@ require (
 	github.com/centrifugal/centrifuge-go v0.12.1
 	github.com/centrifugal/protocol v0.23.1
 	github.com/prometheus/client_golang v1.25.0
-	github.com/shardcast/shardcast v0.0.0-20261206234921-1004bc5beb5e
+	github.com/shardcast/shardcast v0.0.0-20261206235303-07679428b5c4
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

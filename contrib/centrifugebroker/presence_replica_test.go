@@ -19,15 +19,8 @@ func readOnlyCalls(t *testing.T, servers []*redistest.Server) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	var n int64
-	for _, s := range servers {
-		if !s.Running() {
-			continue
-		}
-		stats, err := s.CommandStats(ctx)
-		require.NoError(t, err)
-		n += stats["evalsha_ro"] + stats["eval_ro"]
-	}
+	n, err := redistest.ReadOnlyScripts(ctx, servers...)
+	require.NoError(t, err)
 	return n
 }
 

@@ -3,7 +3,7 @@ module github.com/shardcast/shardcast/contrib/otel
 go 1.26.0
 
 require (
-	github.com/shardcast/shardcast v0.0.0-20261206234921-1004bc5beb5e
+	github.com/shardcast/shardcast v0.0.0-20261206235303-07679428b5c4
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

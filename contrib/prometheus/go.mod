@@ -6,7 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/shardcast/shardcast v0.0.0-20261206234921-1004bc5beb5e
+	github.com/shardcast/shardcast v0.0.0-20261206235303-07679428b5c4
 	go.uber.org/goleak v1.3.0
 )
 

@@ -6,8 +6,8 @@ require (
 	github.com/centrifugal/centrifuge v0.40.1
 	github.com/centrifugal/protocol v0.23.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/shardcast/shardcast v0.0.0-20261206234921-1004bc5beb5e
-	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261206234921-1004bc5beb5e
+	github.com/shardcast/shardcast v0.0.0-20261206235303-07679428b5c4
+	github.com/shardcast/shardcast/contrib/centrifugebroker v0.0.0-20261206235303-07679428b5c4
 	go.uber.org/goleak v1.3.0
 )
 
