@@ -10,6 +10,7 @@ import (
 	"github.com/shardcast/shardcast"
 	"github.com/shardcast/shardcast/internal/engine"
 	"github.com/shardcast/shardcast/redistest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -75,6 +76,8 @@ func TestProbeLostWithItsConnection(t *testing.T) {
 	killed := time.Now()
 	waitFor(t, "the restore after the drop", func() bool { return len(pp.evs.Of(shardcast.EventRestored)) > 0 })
 	t.Logf("restored %v after the kill", time.Since(killed).Round(time.Millisecond))
+	assert.Equal(t, []string{"watched"}, pp.evs.Of(shardcast.EventRestored)[0].Channels,
+		"the resubscribe's Restored names the channel, not the probe's")
 
 	// The path is healthy: messages flow.
 	require.NoError(t, pp.pub.Publish(ctx, "watched", []byte("after")))
