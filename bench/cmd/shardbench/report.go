@@ -307,17 +307,34 @@ var gapNotes = []struct{ prefix, note string }{
   column varies less. The toy-heap rows (reported, no target) show the
   same runs without the heap block, where the collector's share of the
   adapter's CPU is several times RedisBroker's.`},
-	{"speed (issue 44)", `*Speed (issue 44), synchronous Publish.*
-  A synchronous Publish costs what PublishAsync costs (the async
-  CPU/msg row) plus its waiting: a profile with the client pinned to one
-  core (2026-12-06) puts the select on the reply and ctx.Done at 145-265
-  ns per message, parking the publisher and waking it at about 200 ns
-  (each wake-up takes the Go scheduler's global lock) and the write
-  system call at about 250 ns. Letting the read loop write for waiting
-  callers halved the writes but doubled each write's cost and raised
-  p99 from 0.6-1.5 ms to 2-7.6 ms, so it was not kept. The delivered/s
-  ratio moves with Centrifuge's own rate between runs: 1.57× at
-  f38615f (Centrifuge 231k/s), 1.19× in this one (366k/s).`},
+	{"speed (issue 44)", `*Speed (issue 44), synchronous Publish.* With the client on one core
+  that core bounds the rate (delivered/s × client CPU/msg is about one
+  core), so the delivered/s target asks what the CPU target asks: 1.5×
+  Centrifuge's R messages/s leaves at most 1/(1.5 R) of client CPU per
+  message (1.9 µs when R is 344k/s). Both rows give beside the figure
+  what the same rounds spent with no caller waiting on each message: the
+  opt-in PublishAsync, and the redis-benchmark ceiling's C client with
+  16 commands in flight per connection and a subscriber that only counts
+  bytes. 1.5 µs is about PublishAsync's cost and below the C client's. A
+  synchronous Publish is PublishAsync's path plus what its contract
+  needs, per message: the caller parks until its reply and the read loop
+  wakes it (a goroutine round trip over a channel, with the select that
+  also watches ctx.Done: about 400 ns on this machine at GOMAXPROCS 1 in
+  a throw-away benchmark of 2026-12-07, 60 ns of it the select;
+  context.AfterFunc in its place cost 130 ns and three allocations
+  more), and smaller writes: each waiting caller has one command in
+  flight, so the callers a batch of replies wakes send the next write
+  together (28 commands per write on average, /proc/PID/io, 2026-12-06),
+  and Redis reads a client's commands at most 16 KiB at a time and
+  answers each read before the next, which splits larger batches again;
+  PublishAsync's read loop writes what accumulated while replies were
+  read, about 450 commands per write. A CPU profile of the synchronous
+  rows (2026-12-06) puts the write system call at 0.57 µs per message
+  and the park, wake and select at about 0.5 µs. Letting the read loop
+  write for waiting callers halved the writes but doubled each write's
+  cost and raised p99 from 0.6-1.5 ms to 2-7.6 ms, so it was not kept.
+  The delivered/s ratio also moves with Centrifuge's own rate between
+  runs (231k/s to 366k/s in the runs of 2026-12-02 to 12-06).`},
 	{"centrifuge (issue 44)", `*Centrifuge, client publish against a
   zero-cost broker.* The adapter's share moves between full runs (84%
   at f38615f, 72% in this one) by more than rounds of one run agree.

@@ -56,3 +56,44 @@ func TestReferenceRowsBesideProductionLike(t *testing.T) {
 		t.Error("per-engine table rendered without reference rows")
 	}
 }
+
+// TestSyncTargetsShowTheSameRoundsBounds: the issue 44 rows carry the
+// PublishAsync and ceiling figures of the same medians, and still render
+// without them.
+func TestSyncTargetsShowTheSameRoundsBounds(t *testing.T) {
+	row := map[string]tpResult{
+		"shardcast":       {Engine: "shardcast", Rate: 409300, ClientCPUns: 2460, RedisCPUns: 1340, P99us: 100},
+		"centrifuge":      {Engine: "centrifuge", Rate: 344300, ClientCPUns: 2860, P99us: 100},
+		"shardcast-async": {Engine: "shardcast-async", Rate: 675300, ClientCPUns: 1480},
+		ceiling:           {Engine: ceiling, Rate: 475100, ClientCPUns: 1990},
+	}
+	got := func(row map[string]tpResult) map[string]string {
+		_, ts := throughputTargets(map[string]map[int]map[string]tpResult{"standalone": {128: row}}, nil)
+		out := map[string]string{}
+		for _, tg := range ts {
+			if strings.HasPrefix(tg.Goal, "speed (issue 44)") {
+				out[tg.Goal[strings.Index(tg.Goal, "Publish ")+8:]] = tg.Got + " | " + tg.Met
+			}
+		}
+		return out
+	}
+	want := map[string]string{
+		"client CPU per delivered message ≤ 1.5µs (Redis's own CPU/msg beside it)": "2.46µs (Redis 1.34µs); same rounds: PublishAsync 1.48µs, the redis-benchmark ceiling's client 1.99µs | not met",
+		"delivered/s ≥ 1.5× Centrifuge":                                            "1.19× (409.3k vs 344.3k); the target is 516.5k, the redis-benchmark ceiling 475.1k | not met",
+	}
+	g := got(row)
+	for k, w := range want {
+		if g[k] != w {
+			t.Errorf("%s:\n got %q\nwant %q", k, g[k], w)
+		}
+	}
+	delete(row, "shardcast-async")
+	delete(row, ceiling)
+	g = got(row)
+	if w := "2.46µs (Redis 1.34µs) | not met"; g["client CPU per delivered message ≤ 1.5µs (Redis's own CPU/msg beside it)"] != w {
+		t.Errorf("without the async and ceiling rows: %q, want %q", g["client CPU per delivered message ≤ 1.5µs (Redis's own CPU/msg beside it)"], w)
+	}
+	if w := "1.19× (409.3k vs 344.3k); the target is 516.5k | not met"; g["delivered/s ≥ 1.5× Centrifuge"] != w {
+		t.Errorf("without the ceiling row: %q, want %q", g["delivered/s ≥ 1.5× Centrifuge"], w)
+	}
+}
