@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ import (
 func TestPubSubOnlyUser(t *testing.T) {
 	c := redistest.StartCluster(t, 1, 0, redistest.WithArgs("--user", "pubonly", "on", ">pw", "resetchannels", "&*",
 		"+spublish", "+ssubscribe", "+sunsubscribe", "+ping", "+cluster|slots", "+role"))
-	log := captureDefaultLog(t)
+	log := brokertest.CaptureDefaultLog(t)
 	rec := newRecorder()
 	b := newBroker(t, Config{Addrs: c.Seeds(), Conn: shardcast.ConnOptions{Username: "pubonly", Password: "pw"},
 		Options: shardcast.Options{Handler: rec.handle}})
@@ -35,7 +36,7 @@ func TestPubSubOnlyUser(t *testing.T) {
 		}
 		return true
 	}), "every message delivered")
-	warns := log.lines("WARN")
+	warns := log.Lines("WARN")
 	require.Len(t, warns, 1, "exactly one Warn: %q", warns)
 	for _, want := range []string{"layout record off", "NOPERM", "Agreement.Off"} {
 		assert.Contains(t, warns[0], want)

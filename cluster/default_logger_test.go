@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ var partitionsAttr = regexp.MustCompile(`partitions=("[^"]*"|\S+)`)
 // the subscriptions were restored. Not parallel: it swaps slog.Default.
 func TestDefaultLoggerSpeaks(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
-	log := captureDefaultLog(t)
+	log := brokertest.CaptureDefaultLog(t)
 	rec := newRecorder()
 	b := newBroker(t, Config{Addrs: c.Seeds(), Options: shardcast.Options{Handler: rec.handle}})
 	channels := channelsPerPartition(b.Layout(), 1, "speak:")
@@ -40,8 +41,8 @@ func TestDefaultLoggerSpeaks(t *testing.T) {
 		}
 		return true
 	}), "every message delivered")
-	assert.Empty(t, log.lines("WARN"), "a steady state logs nothing at Warn")
-	assert.NotEmpty(t, log.lines("INFO"), "the default logger is not silent (the layout record's line)")
+	assert.Empty(t, log.Lines("WARN"), "a steady state logs nothing at Warn")
+	assert.NotEmpty(t, log.Lines("INFO"), "the default logger is not silent (the layout record's line)")
 
 	masters, err := c.Masters(ctx)
 	require.NoError(t, err)
@@ -49,14 +50,14 @@ func TestDefaultLoggerSpeaks(t *testing.T) {
 	require.NoError(t, victim.Kill())
 	var lost string
 	require.True(t, waitFor(30*time.Second, func() bool {
-		for _, l := range log.lines("WARN") {
+		for _, l := range log.Lines("WARN") {
 			if strings.Contains(l, "subscriptions interrupted") && strings.Contains(l, "node="+victim.Addr()) {
 				lost = l
 				return true
 			}
 		}
 		return false
-	}), "a Warn names the killed master; got %q", log.lines("WARN"))
+	}), "a Warn names the killed master; got %q", log.Lines("WARN"))
 	t.Logf("the loss: %s", lost)
 	assert.Regexp(t, `err="subscribe connection (closed by the server|lost)[^"]*"`, lost, "the cause says what happened")
 	m := partitionsAttr.FindStringSubmatch(lost)
@@ -67,7 +68,7 @@ func TestDefaultLoggerSpeaks(t *testing.T) {
 
 	require.NoError(t, c.RestartNode(ctx, victim))
 	require.True(t, waitFor(time.Minute, func() bool {
-		for _, l := range log.lines("INFO") {
+		for _, l := range log.Lines("INFO") {
 			if strings.Contains(l, "subscriptions restored") && strings.Contains(l, "node="+victim.Addr()) {
 				return true
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/brokertest"
 	"github.com/shardcast/shardcast/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,7 @@ const recordCommands = "+evalsha +eval +time +get +set +del +hget +hmget +hset +
 // Agreement.Off set there is no Warn. Not parallel: it swaps slog.Default.
 func TestPubSubOnlyUser(t *testing.T) {
 	servers := startServers(t, 2, pubSubOnly)
-	log := captureDefaultLog(t)
+	log := brokertest.CaptureDefaultLog(t)
 	login := shardcast.ConnOptions{Username: "pubonly", Password: "pw"}
 	rec := newRecorder()
 	b := newBroker(t, Config{Addrs: addrs(servers...), Conn: login, Options: shardcast.Options{Handler: rec.handle}})
@@ -43,7 +44,7 @@ func TestPubSubOnlyUser(t *testing.T) {
 	publishAll(t, b, channels, payloadOf)
 	waitFor(t, "every message delivered", func() bool { return len(rec.missing(channels, 1)) == 0 })
 
-	warns := log.lines("WARN")
+	warns := log.Lines("WARN")
 	require.Len(t, warns, 1, "exactly one Warn: %q", warns)
 	for _, want := range []string{"layout record off", "NOPERM", "Agreement.Off", defaultAgreement.RecordKey()} {
 		assert.Contains(t, warns[0], want)
@@ -57,7 +58,7 @@ func TestPubSubOnlyUser(t *testing.T) {
 
 	off := newBroker(t, Config{Addrs: addrs(servers...), Conn: login, Agreement: shardcast.Agreement{Off: true}})
 	require.NoError(t, off.Publish(ctx, channels[0], []byte("x")))
-	assert.Len(t, log.lines("WARN"), 1, "Agreement.Off silences it")
+	assert.Len(t, log.Lines("WARN"), 1, "Agreement.Off silences it")
 
 	// The grant docs/LAYOUT.md gives ("The layout record") turns the record
 	// on for that user, without a Warn.
@@ -69,7 +70,7 @@ func TestPubSubOnlyUser(t *testing.T) {
 	}
 	on := newBroker(t, Config{Addrs: addrs(servers...), Conn: login})
 	assert.NotNil(t, on.member, "the record is on")
-	assert.Len(t, log.lines("WARN"), 1, "no Warn for a user granted the record's commands: %q", log.lines("WARN"))
+	assert.Len(t, log.Lines("WARN"), 1, "no Warn for a user granted the record's commands: %q", log.Lines("WARN"))
 	fields, members := recordOn(t, servers[0], defaultAgreement)
 	assert.Equal(t, on.Fingerprint(), fields["fingerprint"])
 	assert.Equal(t, []string{on.member.ID()}, members)

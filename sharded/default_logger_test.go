@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/brokertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // slog.Default.
 func TestDefaultLoggerSpeaks(t *testing.T) {
 	servers := startServers(t, 2)
-	log := captureDefaultLog(t)
+	log := brokertest.CaptureDefaultLog(t)
 	rec := newRecorder()
 	// Only the backoff is shortened, so that the restart is noticed soon.
 	b := newBroker(t, Config{Addrs: addrs(servers...), Options: shardcast.Options{Handler: rec.handle},
@@ -32,22 +33,22 @@ func TestDefaultLoggerSpeaks(t *testing.T) {
 		publishAll(t, b, channels, payloadOf)
 	}
 	waitFor(t, "every message delivered", func() bool { return len(rec.missing(channels, 3)) == 0 })
-	assert.Empty(t, log.lines("WARN"), "a steady state logs nothing at Warn")
+	assert.Empty(t, log.Lines("WARN"), "a steady state logs nothing at Warn")
 
 	victim := servers[1]
 	require.NoError(t, victim.Kill())
 	waitFor(t, "a Warn naming the killed instance's lost subscriptions", func() bool {
-		return find(log.lines("WARN"), "subscriptions interrupted", "node="+victim.Addr(), "subscribe connection") != ""
+		return find(log.Lines("WARN"), "subscriptions interrupted", "node="+victim.Addr(), "subscribe connection") != ""
 	})
-	t.Logf("the loss: %s", find(log.lines("WARN"), "subscriptions interrupted"))
+	t.Logf("the loss: %s", find(log.Lines("WARN"), "subscriptions interrupted"))
 	waitFor(t, "a Warn naming the failed reconnect", func() bool {
-		return find(log.lines("WARN"), "background error", "node="+victim.Addr(), "connect attempt") != ""
+		return find(log.Lines("WARN"), "background error", "node="+victim.Addr(), "connect attempt") != ""
 	})
 	require.NoError(t, victim.Restart(ctx))
 	waitFor(t, "an Info naming the restored instance", func() bool {
-		return find(log.lines("INFO"), "subscriptions restored", "node="+victim.Addr()) != ""
+		return find(log.Lines("INFO"), "subscriptions restored", "node="+victim.Addr()) != ""
 	})
-	assert.Empty(t, find(log.lines("WARN"), "node="+servers[0].Addr()), "the instance that stayed up is not named")
+	assert.Empty(t, find(log.Lines("WARN"), "node="+servers[0].Addr()), "the instance that stayed up is not named")
 }
 
 // find returns the first line that contains every one of parts, or "".
