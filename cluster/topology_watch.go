@@ -28,6 +28,26 @@ func (b *Broker) poll(ctx context.Context) {
 	}
 	b.applySlots(ctx, slots)
 	b.confirmReconnected(slots, from, asked)
+	if from == "" || !b.waitsForConfirmation(from) {
+		return
+	}
+	// Every node the poll could ask had reconnected (the broker's
+	// connections dropped together): from confirmed the others, and is
+	// asked about by one of them now, not a RecoveryInterval later.
+	asked = time.Now()
+	if slots, again, err := b.pollSlots(ctx); err == nil && again != from {
+		b.applySlots(ctx, slots)
+		b.confirmReconnected(slots, again, asked)
+	}
+}
+
+// waitsForConfirmation reports whether a subscribe link to addr
+// reconnected and waits for a slot map from another node (see
+// confirmReconnected).
+func (b *Broker) waitsForConfirmation(addr string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(b.nodes[addr], (*engine.Link).Unconfirmed)
 }
 
 // confirmReconnected lets the links that reconnected to a node no later
@@ -37,7 +57,7 @@ func (b *Broker) poll(ctx context.Context) {
 // master killed and restarted claims its old slots, in its own slot map
 // too, until the cluster bus tells it that its replica took over; the
 // other nodes knew already. A from of "" (no other node could be asked: a
-// cluster of one master) confirms every node slots lists. (applySlots has
+// cluster of one master and no replica) confirms every node slots lists. (applySlots has
 // stopped the links of the nodes placement no longer chose.)
 func (b *Broker) confirmReconnected(slots shardcast.SlotMap, from string, asked time.Time) {
 	listed := make(map[string]bool)
@@ -101,7 +121,7 @@ func (b *Broker) pollSlots(ctx context.Context) (shardcast.SlotMap, string, erro
 			sources = append(sources, slotSource{addr: addr})
 		}
 	}
-	alone := len(sources) == 0
+	alone := len(sources) == 0 && len(last) <= 1
 	sources = append(sources, last...)
 	if len(sources) == 0 {
 		return shardcast.SlotMap{}, "", errors.New("no cluster node known")
