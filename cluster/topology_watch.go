@@ -57,8 +57,9 @@ func (b *Broker) waitsForConfirmation(addr string) bool {
 // master killed and restarted claims its old slots, in its own slot map
 // too, until the cluster bus tells it that its replica took over; the
 // other nodes knew already. A from of "" (no other node could be asked: a
-// cluster of one master and no replica) confirms every node slots lists. (applySlots has
-// stopped the links of the nodes placement no longer chose.)
+// cluster of one master and no replica) confirms every node slots lists.
+// (applySlots has stopped the links of the nodes placement no longer
+// chose.)
 func (b *Broker) confirmReconnected(slots shardcast.SlotMap, from string, asked time.Time) {
 	listed := make(map[string]bool)
 	for _, r := range slots.Ranges {
