@@ -318,31 +318,31 @@ var gapNotes = []struct{ prefix, note string }{
   bytes. 1.5 µs is about PublishAsync's cost and below the C client's. A
   synchronous Publish is PublishAsync's path plus what its contract
   needs, per message: the caller parks until its reply and the read loop
-  wakes it (a goroutine round trip over a channel, with the select that
-  also watches ctx.Done: about 400 ns on this machine at GOMAXPROCS 1 in
-  a throw-away benchmark of 2026-12-07, 60 ns of it the select;
-  context.AfterFunc in its place cost 130 ns and three allocations
-  more), and smaller writes: each waiting caller has one command in
-  flight, so the callers a batch of replies wakes send the next write
-  together (28 commands per write on average, /proc/PID/io, 2026-12-06),
-  and Redis reads a client's commands at most 16 KiB at a time and
-  answers each read before the next, which splits larger batches again;
-  PublishAsync's read loop writes what accumulated while replies were
-  read, about 450 commands per write. A CPU profile of the synchronous
-  rows (2026-12-06) puts the write system call at 0.57 µs per message
-  and the park, wake and select at about 0.5 µs. Letting the read loop
-  write for waiting callers halved the writes but doubled each write's
-  cost and raised p99 from 0.6-1.5 ms to 2-7.6 ms, so it was not kept.
-  The delivered/s ratio also moves with Centrifuge's own rate between
-  runs (231k/s to 366k/s in the runs of 2026-12-02 to 12-06).`},
-	{"centrifuge (issue 44)", `*Centrifuge, client publish against a
-  zero-cost broker.* The adapter's share moves between full runs (84%
-  at f38615f, 72% in this one) by more than rounds of one run agree.
-  A CPU profile of the client-publish run (-cpuprofile) puts the
-  adapter's own publish path at 3% of the process and the engine's
-  receive path at about 11%; most of the difference from a broker that
-  costs nothing is the Redis round trip's system calls, which that
-  broker does not make.`},
+  wakes it (internal/pubconn's BenchmarkReplyWait at -cpu 1, 2026-12-07:
+  406-456 ns per round trip with the select that also watches ctx.Done,
+  1.2-1.4× a plain receive; context.AfterFunc in place of the select
+  cost 1.2-1.4× the select and three allocations), and smaller writes:
+  each waiting caller has one command in flight, so the callers a batch
+  of replies wakes send the next write together (28 commands per write
+  on average, /proc/PID/io, 2026-12-06), and Redis reads a client's
+  commands at most 16 KiB at a time and answers each read before the
+  next, which splits larger batches again; PublishAsync's read loop
+  writes what accumulated while replies were read, about 450 commands
+  per write. A CPU profile of the synchronous rows (2026-12-06) puts the
+  write system call at 0.57 µs per message and the park, wake and select
+  at about 0.5 µs. Letting the read loop write for waiting callers
+  halved the writes but doubled each write's cost and raised p99 from
+  0.6-1.5 ms to 2-7.6 ms, so it was not kept. The delivered/s ratio also
+  moves with Centrifuge's own rate between runs (231k/s to 366k/s in the
+  runs of 2026-12-02 to 12-06).`},
+	{"centrifuge (issue 44)", `*Centrifuge, client publish against a zero-cost broker.* The adapter's
+  share moves between full runs (from 59% to 101% in the runs of
+  2026-12-02 to 12-07) by more than rounds of one run agree, mostly with
+  the zero-cost broker's own rate (27.2k/s to 36.1k/s). A CPU profile of
+  the client-publish run (-cpuprofile) puts the adapter's own publish
+  path at 3% of the process and the engine's receive path at about 11%;
+  most of the difference from a broker that costs nothing is the Redis
+  round trip's system calls, which that broker does not make.`},
 	{"centrifuge history (issue 11)", `*Centrifuge end to end, history on.*
   With history both brokers run one Lua script per publication on the
   channel's master (position hash, XADD with MAXLEN, expiry, SPUBLISH),
