@@ -237,17 +237,8 @@ func fleetRun(ctx context.Context, k engines.Kind, servers, seeds []string, nb, 
 	// delivering, and each broker has run its delivery path as a server's
 	// has by the time a storm hits it (its workers' memory touched, its
 	// publish buffers grown), so the storm measures recovery, not first use.
-	warm := newProbeRound(probes, time.Now())
-	round.Store(warm)
-	wctx, stopWarm := context.WithCancel(ctx)
-	warmSweeps := sweepProbes(wctx, engs, probes, warm)
-	for limit := time.Now().Add(time.Minute); warm.remaining.Load() > 0 && time.Now().Before(limit) && ctx.Err() == nil; {
-		time.Sleep(5 * time.Millisecond)
-	}
-	stopWarm()
-	warmSweeps.wait()
-	if n := warm.remaining.Load(); n > 0 {
-		res.Error = fmt.Sprintf("%d of %d probes never delivered before the kill", n, res.Probes)
+	if err := warmUp(ctx, engs, probes, &round, time.Minute); err != nil {
+		res.Error = err.Error()
 		return res
 	}
 

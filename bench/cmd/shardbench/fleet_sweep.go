@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -114,4 +115,29 @@ func (s *probeSweeps) sweep(ctx context.Context, eng engines.Engine, probes map[
 		}
 		sleepCtx(ctx, fleetSweep)
 	}
+}
+
+// warmUp runs a probe round before the kill, stored in round for the
+// brokers' handlers, until every probe of every broker delivered once, or
+// limit passed, or ctx ended. The error says how many probes never
+// delivered: the fleet was not delivering, and a storm would measure
+// nothing.
+func warmUp(ctx context.Context, engs []engines.Engine, probes []map[string]int, round *atomic.Pointer[probeRound], limit time.Duration) error {
+	warm := newProbeRound(probes, time.Now())
+	round.Store(warm)
+	wctx, stop := context.WithCancel(ctx)
+	sweeps := sweepProbes(wctx, engs, probes, warm)
+	for until := time.Now().Add(limit); warm.remaining.Load() > 0 && time.Now().Before(until) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	sweeps.wait()
+	if n := warm.remaining.Load(); n > 0 {
+		total := 0
+		for _, p := range probes {
+			total += len(p)
+		}
+		return fmt.Errorf("%d of %d probes never delivered before the kill", n, total)
+	}
+	return nil
 }
