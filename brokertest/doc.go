@@ -23,4 +23,8 @@
 // Each check fails when the property it names is broken: the package's own
 // tests run every check against deliberately broken wrappers of a real
 // engine and assert that the named check reports the fault.
+//
+// Beside the suite it holds what the engines' own tests share about a
+// broker: EventLog keeps every event it raised, CaptureDefaultLog what it
+// logged to slog.Default.
 package brokertest
