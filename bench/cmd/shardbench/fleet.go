@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func runFleet(ctx context.Context, e *env) (section, error) {
 	tbl := fleetTable(results, servers)
 	show("fleet\n" + tbl)
 	sec.Body = fleetText(results, servers, sizes) + tbl + "\n"
-	sec.Targets, sec.TargetPrefix = fleetTargets(results, servers, sizes), "fleet: "
+	sec.Targets, sec.TargetPrefix = fleetTargets(results, servers, sizes, runtime.NumCPU()), "fleet: "
 	return sec, nil
 }
 

@@ -220,8 +220,11 @@ func fleetShrinkNote(results []fleetResult, nMasters int) string {
 }
 
 // fleetTargets judges the largest fleet size: recovery within 2 s, and
-// one subscribe connection per master per broker at every size.
-func fleetTargets(results []fleetResult, servers []string, sizes []int) []target {
+// one subscribe connection per master per broker at every size. The
+// recovery row also gives how long the storm's own CPU, the brokers' and
+// Redis's, keeps the machine's cores busy: how near the recovery time is
+// to what this host can do at all, however the work were spread.
+func fleetTargets(results []fleetResult, servers []string, sizes []int, cores int) []target {
 	largest := slices.Max(sizes)
 	var big *fleetResult
 	var others, conns []string
@@ -251,6 +254,10 @@ func fleetTargets(results []fleetResult, servers []string, sizes []int) []target
 		return nil
 	}
 	got := fmt.Sprintf("%.3fs (%d × %d channels)", big.RecoverSecs, big.Brokers, big.Channels)
+	if cpu := big.ClientCPUms + big.RedisCPUms; cpu > 0 && cores > 0 {
+		got += fmt.Sprintf("; its CPU (client %.2fs, Redis %.2fs) alone keeps this machine's %d cores busy %.2fs",
+			big.ClientCPUms/1000, big.RedisCPUms/1000, cores, cpu/1000/float64(cores))
+	}
 	if len(others) > 0 {
 		got += "; " + strings.Join(others, "; ")
 	}

@@ -91,20 +91,22 @@ func TestFleetTargetsJudgeTheLargestSize(t *testing.T) {
 	each := func(n int) map[string]int { return map[string]int{"a:1": n, "b:2": n, "c:3": n} }
 	results := []fleetResult{
 		{Engine: "shardcast-cluster", Brokers: 50, Channels: 10000, RecoverSecs: 1.9, SubConns: each(50), SubConnsAfter: each(50)},
-		{Engine: "shardcast-cluster", Brokers: 200, Channels: 2500, RecoverSecs: 1.5, SubConns: each(200), SubConnsAfter: each(200)},
+		{Engine: "shardcast-cluster", Brokers: 200, Channels: 2500, RecoverSecs: 1.5, SubConns: each(200), SubConnsAfter: each(200), ClientCPUms: 1200, RedisCPUms: 1500},
 		{Engine: "shardcast-cluster", Brokers: 20, Channels: 10000, RecoverSecs: 0.5, SubConns: each(20), SubConnsAfter: each(21)},
 		{Engine: "centrifuge-sharded", Brokers: 20, Channels: 10000, RecoverSecs: 30},
 	}
-	got := fleetTargets(results, servers, []int{50, 200})
+	got := fleetTargets(results, servers, []int{50, 200}, 2)
 	require.Len(t, got, 2)
 	assert.Equal(t, "fleet: every channel of all 200 brokers delivering again within 2 s of CLIENT KILL TYPE pubsub", got[0].Goal)
-	assert.Equal(t, "1.500s (200 × 2500 channels); 50 × 10000: 1.900s", got[0].Got)
+	assert.Equal(t, "1.500s (200 × 2500 channels); its CPU (client 1.20s, Redis 1.50s) alone keeps this machine's 2 cores busy 1.35s; 50 × 10000: 1.900s", got[0].Got)
 	assert.Equal(t, "met", got[0].Met)
 	assert.Equal(t, "50 / 50 / 50 before, 50 / 50 / 50 after, for 50 brokers; 200 / 200 / 200 before, 200 / 200 / 200 after, for 200 brokers", got[1].Got)
 	assert.Equal(t, "met", got[1].Met) // the like-for-like row at 20 is not judged
 	results[1].SubConnsAfter = map[string]int{"a:1": 200, "b:2": 399, "c:3": 200}
 	results[1].RecoverSecs = 2.5
-	got = fleetTargets(results, servers, []int{50, 200})
+	results[1].ClientCPUms, results[1].RedisCPUms = 0, 0 // not measured: no bound given
+	got = fleetTargets(results, servers, []int{50, 200}, 2)
+	assert.Equal(t, "2.500s (200 × 2500 channels); 50 × 10000: 1.900s", got[0].Got)
 	assert.Equal(t, "not met", got[0].Met)
 	assert.Equal(t, "not met", got[1].Met)
 }

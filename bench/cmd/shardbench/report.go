@@ -220,9 +220,18 @@ var gapNotes = []struct{ prefix, note string }{
   and building its wire keys, most of the rest the writes), 15% in the
   subscribe connections' read loops, 13% in allocation, 7% in the
   probes' publishes, 5% in the maintenance passes and 4% in marking
-  paths interrupted; each broker's own share is 7-8 ms. Redis is not the
-  limit at this size: the busiest master used under a third of a core
-  over the storm.`},
+  paths interrupted; each broker's own share is 7-8 ms. No master alone
+  is the limit (the busiest used about a third of a core over the
+  storm), but the three together spend about as much CPU as the client,
+  and the two fill the machine's two cores for most of the recovery
+  time: the target row gives that figure. Ten storms in a row
+  (2026-12-07, shardbench fleet -engines shardcast-cluster -fleet-brokers
+  200 -fleet-channels 2500, four of them profiled) recovered in
+  1.60-2.31 s, 7 of them within
+  2 s, each 0.12-0.35 s after its own CPU (client 1.25-1.91 s, Redis
+  1.51-2.24 s for the same work) could have filled both cores. The
+  target is met or missed by how much CPU the same work costs the host
+  that run.`},
 	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
   redis-server processes and the benchmark process (30 decoding brokers)
   share the machine's cores, and CPU is read in 10 ms clock ticks: on a
