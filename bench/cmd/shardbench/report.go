@@ -204,34 +204,32 @@ var gapNotes = []struct{ prefix, note string }{
   default SubscribeBatch of 512 (DESIGN.md's bound on one command, which
   the engines keep), so each partition takes two commands. The
   SubscribeBatch 1024 row shows one command per partition.`},
-	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of
-  the fleet run in the one benchmark process (GOMAXPROCS 1 by default),
-  so the work a real fleet spreads over as many hosts is serialised on
-  one core: at 200 brokers the storm's client CPU (7-8 ms per broker)
-  is most of the 2 s, and the three masters share the machine's two
-  cores with it and with whatever else runs. The measuring itself waits
-  in the same run queue: the INFO polls and the probes' sweeps run only
-  when the brokers' backlog lets them, so the figures are when the
-  process could see recovery, not before. The run-queue column shows
-  how long the process and each master waited for a core. A CPU profile
-  of a quiet 200 × 2500 storm (-fleet-cpuprofile, 2026-12-06: recovered
-  in 1.82 s, client CPU 1.49 s) puts 24% of the client's CPU in the
-  resubscribes (about half of it copying each partition's channel set
-  and building its wire keys, most of the rest the writes), 15% in the
-  subscribe connections' read loops, 13% in allocation, 7% in the
-  probes' publishes, 5% in the maintenance passes and 4% in marking
-  paths interrupted; each broker's own share is 7-8 ms. No master alone
-  is the limit (the busiest used about a third of a core over the
-  storm), but the three together spend about as much CPU as the client,
-  and the two fill the machine's two cores for most of the recovery
-  time: the target row gives that figure. Ten storms in a row
-  (2026-12-07, shardbench fleet -engines shardcast-cluster -fleet-brokers
-  200 -fleet-channels 2500, four of them profiled) recovered in
-  1.60-2.31 s, 7 of them within
-  2 s, each 0.12-0.35 s after its own CPU (client 1.25-1.91 s, Redis
-  1.51-2.24 s for the same work) could have filled both cores. The
-  target is met or missed by how much CPU the same work costs the host
-  that run.`},
+	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of the fleet run in the one
+  benchmark process (GOMAXPROCS 1 by default), so the work a real fleet
+  spreads over as many hosts is serialised on one core: at 200 brokers
+  the storm's client CPU (7-8 ms per broker) is most of the 2 s, and the
+  three masters share the machine's two cores with it and with whatever
+  else runs. The measuring itself waits in the same run queue: the INFO
+  polls and the probes' sweeps run only when the brokers' backlog lets
+  them, so the figures are when the process could see recovery, not
+  before. The run-queue column shows how long the process and each
+  master waited for a core. A CPU profile of a quiet 200 × 2500 storm
+  (-fleet-cpuprofile, 2026-12-06: recovered in 1.82 s, client CPU 1.49
+  s) puts 24% of the client's CPU in the resubscribes (about half of it
+  copying each partition's channel set and building its wire keys, most
+  of the rest the writes), 15% in the subscribe connections' read loops,
+  13% in allocation, 7% in the probes' publishes, 5% in the maintenance
+  passes and 4% in marking paths interrupted; each broker's own share is
+  7-8 ms. No master alone is the limit (the busiest used about a third
+  of a core over the storm), but the three together spend about as much
+  CPU as the client, and the two fill the machine's two cores for most
+  of the recovery time: the target row gives that figure. Ten storms in
+  a row (2026-12-07, shardbench fleet -engines shardcast-cluster
+  -fleet-brokers 200 -fleet-channels 2500, four of them profiled)
+  recovered in 1.60-2.31 s, 7 of them within 2 s, each 0.12-0.35 s after
+  its own CPU (client 1.25-1.91 s, Redis 1.51-2.24 s for the same work)
+  could have filled both cores. The target is met or missed by how much
+  CPU the same work costs the host that run.`},
 	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
   redis-server processes and the benchmark process (30 decoding brokers)
   share the machine's cores, and CPU is read in 10 ms clock ticks: on a
@@ -346,12 +344,29 @@ var gapNotes = []struct{ prefix, note string }{
   runs of 2026-12-02 to 12-06).`},
 	{"centrifuge (issue 44)", `*Centrifuge, client publish against a zero-cost broker.* The adapter's
   share moves between full runs (from 59% to 101% in the runs of
-  2026-12-02 to 12-07) by more than rounds of one run agree, mostly with
-  the zero-cost broker's own rate (27.2k/s to 36.1k/s). A CPU profile of
-  the client-publish run (-cpuprofile) puts the adapter's own publish
-  path at 3% of the process and the engine's receive path at about 11%;
-  most of the difference from a broker that costs nothing is the Redis
-  round trip's system calls, which that broker does not make.`},
+  2026-12-02 to 12-07) by more than rounds of one run agree. The same
+  work costs the process 88 µs to 147 µs of CPU per publication in the
+  zero-cost broker's rounds of one run (2026-12-07, shardbench
+  centrifuge -cent-publish client -cent-history off -rounds 4), most of
+  the spread in the centrifuge-go clients (40-85 µs), not in the nodes
+  (38-58 µs). CPU profiles of each broker alone (-engines
+  centrifugebroker, then zero-cost, -cent-publish client -cent-history
+  off -rounds 2 -cpuprofile, 2026-12-07; 138 µs against 71 µs per
+  publication) split the 67 µs between them: the shardcast packages, the
+  adapter's publish and the three deliveries with their system calls,
+  about 29 µs; and Centrifuge's own WebSocket writer and centrifuge-go's
+  reader, 34 µs: 71 µs per publication under the adapter against 37 µs
+  under the zero-cost broker, the same code. That broker hands a
+  publication to the three nodes inside Publish, on the publishing
+  connection's goroutine, just before its reply; a broker that goes
+  through Redis (Centrifuge's RedisBroker too) delivers a round trip
+  later, from its own goroutines. Why the same transport code then costs
+  twice as much per publication is not established (the likely cause:
+  fewer messages queued together for one WebSocket write); it comes with
+  the round trip, not with the adapter's code. An adapter that cost
+  nothing would still leave the process at about 71 / (138 - 29) = 65%
+  of the zero-cost broker's rate in these rounds; the target is met only
+  in runs where the zero-cost broker's own rounds come out slow.`},
 	{"centrifuge history (issue 11)", `*Centrifuge end to end, history on.*
   With history both brokers run one Lua script per publication on the
   channel's master (position hash, XADD with MAXLEN, expiry, SPUBLISH),
