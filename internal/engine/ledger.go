@@ -64,6 +64,13 @@ import (
 //   - Events name the application's channels only, and an event that would
 //     name none is not emitted (TestEmitPathsLeavesOutOwnChannels).
 //
+//   - A path's events reach the application in the order its window
+//     changed: whoever opens or closes windows holds the ledger's mu from
+//     the first change until the event reporting them is queued, so a
+//     Restored of a path can never be queued before the Interrupted of the
+//     loss it ends, nor after one of a later loss
+//     (TestLedgerOrdersRacingEvents).
+//
 //   - The worker pool's drops (a full queue) and handler panics are
 //     dated from the first loss of a report's window to the report, never
 //     ending before they began (TestPoolDropWindowNeverEndsBeforeItBegins);
@@ -78,6 +85,9 @@ import (
 // channels (TestPoolDropsAggregated), the last ones when the broker closes
 // (TestPoolDropRacingCloseIsReported).
 type ledger struct {
+	// mu orders window changes with their events (see the rules above).
+	// It is taken before any path's mu, and never held across a command.
+	mu   sync.Mutex
 	emit func(shardcast.Event)
 	// partitionOf names a path's partition in events; nil when paths are
 	// not partitions.
@@ -209,6 +219,8 @@ func (l *ledger) probeBack(addr string, p *Path, since time.Time) { l.probed.add
 // came back: their spell's start is carried into the later window, whose
 // Restored then covers both.
 func (l *ledger) reportProbed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for addr, b := range l.probed.take() {
 		live := b.paths[:0]
 		var lists [][]string

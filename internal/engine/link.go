@@ -418,6 +418,8 @@ func (l *Link) interruptPaths(wire *subconn.Conn, since time.Time, err error) in
 	c := l.c
 	var lost []*Path
 	var lists [][]string
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
 	for i := range c.states {
 		if !c.states[i].carriedBy(wire) {
 			continue // read without the path's lock: most paths are elsewhere

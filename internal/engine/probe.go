@@ -223,6 +223,7 @@ func (c *Core) silent(g probeGroup) {
 	var paths []*Path
 	var lists [][]string
 	again := 0
+	c.ledger.mu.Lock()
 	for _, p := range g.paths {
 		p.mu.Lock()
 		if p.wire.Load() != g.wire {
@@ -240,6 +241,7 @@ func (c *Core) silent(g probeGroup) {
 		}
 	}
 	if len(paths) == 0 && again == 0 {
+		c.ledger.mu.Unlock()
 		return // every path moved on: no verdict on the node
 	}
 	addr := ""
@@ -252,6 +254,7 @@ func (c *Core) silent(g probeGroup) {
 		c.ledger.interrupted(addr, paths, lists, since,
 			fmt.Errorf("%s: %w", c.describeAll(paths), shardcast.ErrSilentPath))
 	}
+	c.ledger.mu.Unlock()
 	if again > 0 {
 		// The spell's first miss was reported as an event; the misses
 		// that follow until a probe returns are logged only.

@@ -281,6 +281,8 @@ func (c *Core) reactivate(ctx context.Context, p *Path) (*subconn.Conn, error) {
 			return nil, fmt.Errorf("resubscribe on %s: %w", l.Addr, err)
 		}
 	}
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
 	since, ok := p.activateIf(wire, seq, l.Relayed.Load())
 	if !ok {
 		c.RequestRefresh()
@@ -326,7 +328,9 @@ func (c *Core) unsubscribePath(ctx context.Context, p *Path, channels []string, 
 		if l := c.router.Carrier(p.ID); l != nil {
 			node = l.Addr
 		}
+		c.ledger.mu.Lock()
 		c.ledger.left(node, p, left, p.openSince())
+		c.ledger.mu.Unlock()
 	}
 	if len(gone) == 0 || wire == nil {
 		p.unlock()
@@ -406,6 +410,8 @@ func (c *Core) interruptPath(p *Path, wire *subconn.Conn, cause error) {
 			since = h
 		}
 	}
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
 	if chans, ok := p.interrupt(wire, since); ok {
 		c.ledger.interrupted(addr, []*Path{p}, [][]string{chans}, since, cause)
 	}
@@ -420,9 +426,11 @@ func (c *Core) NoteLost(l *Link, p int, cause error) {
 	if h := l.LastHealthy(); !h.IsZero() && h.Before(since) {
 		since = h
 	}
+	c.ledger.mu.Lock()
 	if chans, ok := path.noteLost(l.Current(), since); ok {
 		c.ledger.interrupted(l.Addr, []*Path{path}, [][]string{chans}, since, cause)
 	}
+	c.ledger.mu.Unlock()
 	c.RequestRefresh()
 }
 

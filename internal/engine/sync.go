@@ -108,6 +108,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var restored []*Path
 	var lists [][]string
 	var since time.Time
+	c.ledger.mu.Lock()
 	for _, g := range groups {
 		p := c.Paths[g.Key]
 		// A link stopped meanwhile left the topology: activating the path
@@ -133,14 +134,15 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 			}
 		}
 	}
+	if len(restored) > 0 {
+		c.ledger.restored(l.Addr, restored, lists, since)
+	}
+	c.ledger.mu.Unlock()
 	if report.Err != nil {
 		c.Log.Warn("shardcast: resubscribe incomplete; retrying", "node", l.Addr, c.pathsAttr(report.FailedKeys), "err", report.Err)
 		if IsMoved(report.Err) {
 			c.RequestRefresh()
 		}
-	}
-	if len(restored) > 0 {
-		c.ledger.restored(l.Addr, restored, lists, since)
 	}
 	c.signalChange()
 }
@@ -298,6 +300,8 @@ func (c *Core) InterruptMoved(moves []Move, cause func(from, to string) error) {
 		return
 	}
 	sort.Slice(moves, func(i, j int) bool { return moves[i].Path < moves[j].Path })
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
 	for _, mv := range moves {
 		c.Paths[mv.Path].mu.Lock()
 	}
