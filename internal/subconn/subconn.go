@@ -122,7 +122,6 @@ type Conn struct {
 	// write order); a waiter gives up when its ctx ends or the wire goes,
 	// so that a write blocked on a frozen server holds up no Ping.
 	wlock chan struct{}
-	wbuf  []byte
 
 	qmu   sync.Mutex
 	queue []*call // sent, not yet answered, in send order
@@ -336,8 +335,7 @@ func (c *Conn) Ping(ctx context.Context) error {
 	if err := c.lockWrite(ctx); err != nil {
 		return err
 	}
-	c.wbuf = resp.AppendCommand(c.wbuf[:0], "PING", nil)
-	err := c.send(ctx, cl)
+	err := c.send(ctx, pingCommand, cl)
 	c.unlockWrite()
 	if err != nil {
 		return err
@@ -388,25 +386,27 @@ func (c *Conn) multi(ctx context.Context, kind callKind, verb string, prefixes [
 			}
 		}
 	}
-	c.wbuf = slices.Grow(c.wbuf[:0], size)
+	bp := writeBufs.Get().(*[]byte)
+	buf := slices.Grow((*bp)[:0], size)
 	for k, b := range batches {
 		if len(b) == 0 {
 			continue // Redis would answer a bare (UN)SUBSCRIBE differently
 		}
 		calls = append(calls, &call{kind: kind, prefix: prefix(k), chans: b, done: make(chan struct{})})
-		c.wbuf = resp.AppendPrefixed(c.wbuf, verb, prefix(k), b)
+		buf = resp.AppendPrefixed(buf, verb, prefix(k), b)
 		if kind == callUnsubscribe {
-			c.wbuf = resp.AppendCommand(c.wbuf, "PING", nil) // ends the call (see readConfirmation)
+			buf = append(buf, pingCommand...) // ends the call (see readConfirmation)
 		}
 	}
 	var err error
 	if len(calls) > 0 {
-		err = c.send(ctx, calls...)
-	}
-	if cap(c.wbuf) > 1<<20 {
-		c.wbuf = nil // a resubscribe of a million channels need not stay resident
+		err = c.send(ctx, buf, calls...)
 	}
 	c.unlockWrite()
+	if cap(buf) <= maxPooledWrite {
+		*bp = buf[:0]
+		writeBufs.Put(bp)
+	}
 	i := 0
 	for k, b := range batches {
 		if len(b) == 0 {
@@ -445,11 +445,25 @@ func (c *Conn) lockWrite(ctx context.Context) error {
 
 func (c *Conn) unlockWrite() { <-c.wlock }
 
-// send queues calls and writes c.wbuf; the caller holds the write lock.
+// writeBufs holds the buffers multi builds its commands in. A connection
+// writes (un)subscribe commands rarely and in bursts: after a reconnect
+// storm hundreds of connections each growing a buffer of their own would
+// fault in and zero that memory again, and keep it while idle. Shared, a
+// few buffers serve them all.
+var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledWrite is the largest buffer writeBufs keeps: a resubscribe of
+// a million channels need not stay resident.
+const maxPooledWrite = 1 << 20
+
+// pingCommand is PING as written on the wire; never modified.
+var pingCommand = resp.AppendCommand(nil, "PING", nil)
+
+// send queues calls and writes buf; the caller holds the write lock.
 // A write that fails (or that ctx interrupts) leaves the stream in an
 // unknown state, so it closes the wire; the queued calls then fail with
 // the write's error as the wire's cause.
-func (c *Conn) send(ctx context.Context, calls ...*call) error {
+func (c *Conn) send(ctx context.Context, buf []byte, calls ...*call) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -465,7 +479,7 @@ func (c *Conn) send(ctx context.Context, calls ...*call) error {
 		_ = c.nc.SetWriteDeadline(time.Now())
 		close(fired)
 	})
-	_, err := c.nc.Write(c.wbuf)
+	_, err := c.nc.Write(buf)
 	if !stop() {
 		// ctx ended during the write: clear the deadline it set (the wire
 		// is about to close anyway if the write failed). The func runs on
