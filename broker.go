@@ -192,7 +192,10 @@ type Options struct {
 	// Handler receives messages. A broker without one is publish-only.
 	Handler Handler
 	// OnEvent, if set, receives every Event. It is called from a single
-	// background goroutine per broker and should return quickly.
+	// background goroutine per broker and should return quickly. A
+	// channel's EventRestored always comes after the EventInterrupted of
+	// the loss it ends, so the later of the two that names a channel says
+	// whether its loss is over.
 	OnEvent func(Event)
 	// Workers is the number of handler goroutines (default 16). Messages of
 	// one channel always go to the same worker.
