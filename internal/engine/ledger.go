@@ -86,7 +86,8 @@ import (
 // (TestPoolDropRacingCloseIsReported).
 type ledger struct {
 	// mu orders window changes with their events (see the rules above).
-	// It is taken before any path's mu, and never held across a command.
+	// It is taken before any path's mu, never held across a command, and
+	// never held while calling the Router (the cluster's takes its lock).
 	mu   sync.Mutex
 	emit func(shardcast.Event)
 	// partitionOf names a path's partition in events; nil when paths are

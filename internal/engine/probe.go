@@ -223,6 +223,14 @@ func (c *Core) silent(g probeGroup) {
 	var paths []*Path
 	var lists [][]string
 	again := 0
+	// The node is named before the ledger's lock is taken: the router
+	// may take the engine's own.
+	addr := ""
+	if l := g.relay; l != nil {
+		addr = l.Addr
+	} else if l := c.probeLink(g.paths[0], g.wire); l != nil {
+		addr = l.Addr
+	}
 	c.ledger.mu.Lock()
 	for _, p := range g.paths {
 		p.mu.Lock()
@@ -243,12 +251,6 @@ func (c *Core) silent(g probeGroup) {
 	if len(paths) == 0 && again == 0 {
 		c.ledger.mu.Unlock()
 		return // every path moved on: no verdict on the node
-	}
-	addr := ""
-	if l := g.relay; l != nil {
-		addr = l.Addr
-	} else if l := c.probeLink(g.paths[0], g.wire); l != nil {
-		addr = l.Addr
 	}
 	if len(paths) > 0 {
 		c.ledger.interrupted(addr, paths, lists, since,
