@@ -58,9 +58,11 @@ func (s ChannelSet) RemoveClaimed(channels []string, token uint64) []string {
 	return gone
 }
 
-// Slice returns the channels in the set, in no particular order.
+// Slice returns the channels in the set, in no particular order, with
+// room for one more: a path's probe channel joins its wanted ones in a
+// resubscribe without copying them all (see Core.Sync).
 func (s ChannelSet) Slice() []string {
-	out := make([]string, 0, len(s))
+	out := make([]string, 0, len(s)+1)
 	for ch := range s {
 		out = append(out, ch)
 	}

@@ -65,7 +65,9 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 		wanted[p.ID] = chans
 		if p.probe != nil {
-			chans = append(chans[:len(chans):len(chans)], p.probe.channel)
+			// Into the list's spare room (see ChannelSet.Slice): the
+			// Restored's list, wanted, ends before it.
+			chans = append(chans, p.probe.channel)
 		}
 		groups = append(groups, shardcast.Group{Key: p.ID, Channels: chans})
 		seqs[p.ID] = p.lostSeq()
