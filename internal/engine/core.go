@@ -57,6 +57,10 @@ type Core struct {
 	Paths []*Path
 	// states are the Paths' states, by path ID, in one array (see state).
 	states []state
+	// healIDs is heal's list of wanted paths, kept from one pass to the
+	// next: the maintenance loop, heal's only caller, would otherwise
+	// allocate one the size of every path the engine has, every pass.
+	healIDs []int
 
 	router    Router
 	routing   Routing // nil: a call goes by router.PathOf

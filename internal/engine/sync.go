@@ -158,12 +158,13 @@ func (c *Core) heal() {
 	if c.Paths == nil {
 		return
 	}
-	ids := make([]int, 0, len(c.states))
+	ids := c.healIDs[:0]
 	for i := range c.states {
 		if c.states[i].nWanted.Load() > 0 {
 			ids = append(ids, i)
 		}
 	}
+	c.healIDs = ids
 	jobs := make(map[*Link][]int)
 	wires := make(map[*Link]*subconn.Conn) // each link's wire, read once
 	var order []*Link
