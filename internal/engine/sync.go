@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,13 +45,11 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 		locked = append(locked, p)
 	}
-	var groups []shardcast.Group
+	// groups[i] resubscribes syncs[i].p; both are in ascending path
+	// order, as ids are.
+	groups := make([]shardcast.Group, 0, len(locked))
+	syncs := make([]pathSync, 0, len(locked))
 	var empty []*Path
-	seqs := make(map[int]uint64)
-	prefixes := make(map[int]string) // each group's key prefix (see Router.KeyPrefix)
-	// Each group's wanted channels, without its probe: what its Restored
-	// names. The paths' turns, held to the end, keep them as they are.
-	wanted := make(map[int][]string)
 	carriers := c.router.Carriers(ids)
 	for i, p := range locked {
 		if carriers[i] != l {
@@ -63,15 +63,14 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 			empty = append(empty, p)
 			continue
 		}
-		wanted[p.ID] = chans
+		ps := pathSync{p: p, wanted: chans, seq: p.lostSeq(), prefix: c.router.KeyPrefix(p.ID)}
 		if p.probe != nil {
 			// Into the list's spare room (see ChannelSet.Slice): the
 			// Restored's list, wanted, ends before it.
 			chans = append(chans, p.probe.channel)
 		}
 		groups = append(groups, shardcast.Group{Key: p.ID, Channels: chans})
-		seqs[p.ID] = p.lostSeq()
-		prefixes[p.ID] = c.router.KeyPrefix(p.ID)
+		syncs = append(syncs, ps)
 	}
 	for _, p := range empty {
 		p.setOwner(l)
@@ -80,18 +79,18 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	if len(groups) == 0 {
 		return
 	}
-	prev := make(map[int]*Link, len(groups))
-	failover := make(map[int]bool, len(groups))
-	for _, g := range groups {
-		failover[g.Key] = c.Paths[g.Key].failover.Load()
-		prev[g.Key] = c.Paths[g.Key].setOwner(l)
+	for i := range syncs {
+		ps := &syncs[i]
+		ps.failover = ps.p.failover.Load()
+		ps.prev = ps.p.setOwner(l)
 	}
 	report := c.resub.RunPacked(ctx, groups, func(ctx context.Context, cmds []shardcast.Group) []error {
 		cmdCtx, cancel := context.WithTimeout(ctx, c.Conn.CommandTimeout)
 		defer cancel()
 		pre, batches := make([]string, len(cmds)), make([][]string, len(cmds))
 		for i, cmd := range cmds {
-			pre[i], batches[i] = prefixes[cmd.Key], cmd.Channels
+			k, _ := slices.BinarySearchFunc(groups, cmd.Key, func(g shardcast.Group, key int) int { return cmp.Compare(g.Key, key) })
+			pre[i], batches[i] = syncs[k].prefix, cmd.Channels
 		}
 		errs := wire.SubscribePrefixed(cmdCtx, pre, batches)
 		for _, err := range errs {
@@ -111,18 +110,18 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 	var lists [][]string
 	var since time.Time
 	c.ledger.mu.Lock()
-	for _, g := range groups {
-		p := c.Paths[g.Key]
+	for _, ps := range syncs {
+		p := ps.p
 		// A link stopped meanwhile left the topology: activating the path
 		// on its wire, closing now, would only be undone (see
 		// Link.abandoned).
-		if failed[g.Key] || l.ctx.Err() != nil {
-			p.keepOwner(prev[g.Key], failover[g.Key])
+		if failed[p.ID] || l.ctx.Err() != nil {
+			p.keepOwner(ps.prev, ps.failover)
 			continue
 		}
-		s, ok := p.activateIf(wire, seqs[g.Key], l.Relayed.Load())
+		s, ok := p.activateIf(wire, ps.seq, l.Relayed.Load())
 		if !ok {
-			p.keepOwner(prev[g.Key], failover[g.Key])
+			p.keepOwner(ps.prev, ps.failover)
 			// A slot move overtook the confirmation; the next heal retries
 			// on whichever node owns the slot by then.
 			c.RequestRefresh()
@@ -130,7 +129,7 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 		if !s.IsZero() {
 			restored = append(restored, p)
-			lists = append(lists, wanted[g.Key])
+			lists = append(lists, ps.wanted)
 			if since.IsZero() || s.Before(since) {
 				since = s
 			}
@@ -147,6 +146,21 @@ func (c *Core) Sync(l *Link, wire *subconn.Conn, ids []int) {
 		}
 	}
 	c.signalChange()
+}
+
+// pathSync is what Sync keeps of a path it resubscribes.
+type pathSync struct {
+	p *Path
+	// wanted are the path's wanted channels, without its probe: what its
+	// Restored names. The path's turn, held to the end, keeps them as
+	// they are.
+	wanted []string
+	seq    uint64 // p.lostSeq() before the command
+	prefix string // its wire keys' prefix (see Router.KeyPrefix)
+	// prev and failover are the path's owner and failover mark before
+	// the Sync took it, restored when the path stays interrupted.
+	prev     *Link
+	failover bool
 }
 
 // heal resubscribes every interrupted path whose link is up. Each link
