@@ -206,30 +206,25 @@ var gapNotes = []struct{ prefix, note string }{
   SubscribeBatch 1024 row shows one command per partition.`},
 	{"fleet: every channel of all", `*Fleet reconnect storm.* All brokers of the fleet run in the one
   benchmark process (GOMAXPROCS 1 by default), so the work a real fleet
-  spreads over as many hosts is serialised on one core: at 200 brokers
-  the storm's client CPU (7-8 ms per broker) is most of the 2 s, and the
-  three masters share the machine's two cores with it and with whatever
-  else runs. The measuring itself waits in the same run queue: the INFO
-  polls and the probes' sweeps run only when the brokers' backlog lets
-  them, so the figures are when the process could see recovery, not
-  before. The run-queue column shows how long the process and each
-  master waited for a core. A CPU profile of a quiet 200 × 2500 storm
-  (-fleet-cpuprofile, 2026-12-06: recovered in 1.82 s, client CPU 1.49
-  s) puts 24% of the client's CPU in the resubscribes (about half of it
-  copying each partition's channel set and building its wire keys, most
-  of the rest the writes), 15% in the subscribe connections' read loops,
-  13% in allocation, 7% in the probes' publishes, 5% in the maintenance
-  passes and 4% in marking paths interrupted; each broker's own share is
-  7-8 ms. No master alone is the limit (the busiest used about a third
-  of a core over the storm), but the three together spend about as much
-  CPU as the client, and the two fill the machine's two cores for most
-  of the recovery time: the target row gives that figure. Ten storms in
-  a row (2026-12-07, shardbench fleet -engines shardcast-cluster
-  -fleet-brokers 200 -fleet-channels 2500, four of them profiled)
-  recovered in 1.60-2.31 s, 7 of them within 2 s, each 0.12-0.35 s after
-  its own CPU (client 1.25-1.91 s, Redis 1.51-2.24 s for the same work)
-  could have filled both cores. The target is met or missed by how much
-  CPU the same work costs the host that run.`},
+  spreads over as many hosts is serialised on one core, and the three
+  masters share the machine's two cores with it and with whatever else
+  runs. The measuring itself waits in the same run queue: the INFO polls
+  and the probes' sweeps run only when the brokers' backlog lets them,
+  so the figures are when the process could see recovery, not before.
+  The run-queue column shows how long the process and each master waited
+  for a core. Nothing collects garbage during a storm, so every byte the
+  brokers allocate is fresh memory, faulted in: an allocation profile of
+  one 200 × 2500 storm (2026-12-07) found 184 MB, half of it a list the
+  maintenance pass sized for all 8192 paths of a cluster broker, and the
+  killed connections' read buffers were renewed rather than reused. With
+  both gone (cf18434, 0cbcd53), twelve quiet storms in a row (shardbench
+  fleet -engines shardcast-cluster -fleet-brokers 200 -fleet-channels
+  2500) recovered in 1.27-1.82 s (median 1.40 s), the client spending
+  0.84-1.31 s of CPU and Redis 1.44-1.99 s: the three masters now spend
+  more than the fleet's client side. No master alone is the limit (the
+  busiest used about a third of a core over the storm), but with the
+  client they fill the machine's two cores for most of the recovery
+  time: the target row gives that figure.`},
 	{"fanout: busiest redis-server", `*Fan-out over replicas.* The nine
   redis-server processes and the benchmark process (30 decoding brokers)
   share the machine's cores, and CPU is read in 10 ms clock ticks: on a
