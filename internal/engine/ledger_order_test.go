@@ -8,21 +8,9 @@ import (
 	"time"
 
 	"github.com/shardcast/shardcast"
-	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// onePathRouter routes every channel to path 0, which no link carries.
-type onePathRouter struct{}
-
-func (onePathRouter) PathOf(string) int          { return 0 }
-func (onePathRouter) KeyPrefix(int) string       { return "" }
-func (onePathRouter) Carrier(int) *Link          { return nil }
-func (onePathRouter) Carriers(ids []int) []*Link { return make([]*Link, len(ids)) }
-func (onePathRouter) Carried(*Link) []int        { return nil }
-func (onePathRouter) Links() []*Link             { return nil }
-func (onePathRouter) Describe(int) string        { return "path 0" }
 
 // TestLedgerOrdersRacingEvents: a channel unsubscribed while its path's
 // interruption is being reported is reported restored after that
@@ -32,14 +20,8 @@ func (onePathRouter) Describe(int) string        { return "path 0" }
 // after it named them lost for good.)
 func TestLedgerOrdersRacingEvents(t *testing.T) {
 	_, wire, _ := pathWithWire(t, 0)
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{Raw: true, Handler: func(shardcast.Message) {}}.WithDefaults(),
-		Conn:    shardcast.ConnOptions{}.WithDefaults(),
-		Paths:   1,
-		Mode:    subconn.Classic,
-	})
-	defer c.Close(func() {})
-	c.SetRouter(onePathRouter{})
+	c := onePathCore(t)
+	c.SetRouter(&fanRouter{}) // every channel on path 0, which no link carries
 	p := c.Paths[0]
 	p.add([]string{"a", "b"}, 1)
 	p.activate(wire)

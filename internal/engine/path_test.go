@@ -28,6 +28,19 @@ func pathWithWire(t *testing.T, id int) (p *Path, wire *subconn.Conn, srv *redis
 	return p, wire, srv
 }
 
+// onePathCore returns a Core of one path, its messages raw and dropped,
+// closed when the test ends.
+func onePathCore(t *testing.T) *Core {
+	c := NewCore(CoreConfig{
+		Options: shardcast.Options{Raw: true, Handler: func(shardcast.Message) {}}.WithDefaults(),
+		Conn:    shardcast.ConnOptions{}.WithDefaults(),
+		Paths:   1,
+		Mode:    subconn.Classic,
+	})
+	t.Cleanup(func() { c.Close(func() {}) })
+	return c
+}
+
 // TestActivateRefusesVoidedConfirmations: a path is not activated on a
 // wire that died, nor after a server-pushed unsubscribe arrived since the
 // resubscribe began; either would hide a loss.
@@ -126,13 +139,7 @@ func TestRelayedRestoreWaitsForProbe(t *testing.T) {
 // so the Restored that ends that one covers the spell too.
 func TestRestoreCarriedIntoNextLoss(t *testing.T) {
 	_, wire, _ := pathWithWire(t, 0)
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{Raw: true, Handler: func(shardcast.Message) {}}.WithDefaults(),
-		Conn:    shardcast.ConnOptions{}.WithDefaults(),
-		Paths:   1,
-		Mode:    subconn.Classic,
-	})
-	defer c.Close(func() {})
+	c := onePathCore(t)
 	p := c.Paths[0]
 	p.probe = &probeState{channel: "probe"}
 	p.add([]string{"a"}, 1)

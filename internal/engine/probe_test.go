@@ -20,13 +20,7 @@ import (
 // so that a late copy of it, arriving after the next probe was sent,
 // cannot pass for that next probe and hide a silent path for a round.
 func TestProbeGivenUpKeepsSequenceAhead(t *testing.T) {
-	c := NewCore(CoreConfig{
-		Options: shardcast.Options{Raw: true, Handler: func(shardcast.Message) {}}.WithDefaults(),
-		Conn:    shardcast.ConnOptions{}.WithDefaults(),
-		Paths:   1,
-		Mode:    subconn.Classic,
-	})
-	defer c.Close(func() {})
+	c := onePathCore(t)
 	refused := func(context.Context, string, []byte) error { return errors.New("refused") }
 	for _, giveUp := range []struct {
 		name string
