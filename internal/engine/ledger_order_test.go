@@ -3,42 +3,39 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardcast/shardcast"
+	"github.com/shardcast/shardcast/internal/subconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestLedgerOrdersRacingEvents: a channel unsubscribed while its path's
-// interruption is being reported is reported restored after that
-// interruption, never before. (A re-layout's drop of moved channels once
-// raced the health PING that gave up the frozen instance they left: the
-// Restored of the leaving channels went out first, and the Interrupted
-// after it named them lost for good.)
-func TestLedgerOrdersRacingEvents(t *testing.T) {
-	_, wire, _ := pathWithWire(t, 0)
-	c := onePathCore(t)
-	c.SetRouter(&fanRouter{}) // every channel on path 0, which no link carries
-	p := c.Paths[0]
-	p.add([]string{"a", "b"}, 1)
-	p.activate(wire)
-
+// raceAtFirst records c's events. When the first event of kind is decided
+// and not yet queued, it starts race and gives it 200 ms to finish first:
+// a ledger that orders window changes with their events makes race wait
+// until that event is queued. The returned func waits for race and
+// returns the events in the order they were queued.
+func raceAtFirst(t *testing.T, c *Core, kind shardcast.EventKind, race func()) func() []shardcast.Event {
 	var mu sync.Mutex
 	var got []shardcast.Event
-	unsubscribed := make(chan error, 1)
+	started := false
+	done := make(chan struct{})
 	c.ledger.emit = func(ev shardcast.Event) {
-		if ev.Kind == shardcast.EventInterrupted {
-			// The interruption is decided and not yet queued: an
-			// Unsubscribe of one of its channels runs now. It cannot
-			// finish before this event is queued; the bounded wait only
-			// gives it the chance to go first.
-			go func() { unsubscribed <- c.unsubscribePath(context.Background(), p, []string{"a"}, 0) }()
+		mu.Lock()
+		first := ev.Kind == kind && !started
+		started = started || first
+		mu.Unlock()
+		if first {
+			go func() {
+				defer close(done)
+				race()
+			}()
 			select {
-			case err := <-unsubscribed:
-				unsubscribed <- err
+			case <-done:
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
@@ -46,15 +43,119 @@ func TestLedgerOrdersRacingEvents(t *testing.T) {
 		got = append(got, ev)
 		mu.Unlock()
 	}
-	c.interruptPath(p, wire, errors.New("health PING unanswered"))
-	require.NoError(t, <-unsubscribed)
+	return func() []shardcast.Event {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no %v event started the race, or the racing call never returned", kind)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
 
-	mu.Lock()
-	defer mu.Unlock()
+// interruptedPath returns a one-path Core whose path 0 wants "a", lost
+// its wire at since and waits for a resubscribe, with the link that
+// carries it holding a live wire to a real Redis.
+func interruptedPath(t *testing.T, since time.Time) (*Core, *Path, *Link, *subconn.Conn) {
+	_, wire, srv := pathWithWire(t, 0)
+	c := onePathCore(t)
+	l := c.NewLink(subconn.Dialer{Addr: srv.Addr()}, 0, func(*Link) func(string, []byte) { return nil }, nil)
+	l.wire = wire
+	c.SetRouter(&fanRouter{link: l})
+	p := c.Paths[0]
+	p.add([]string{"a"}, 1)
+	p.activate(wire)
+	_, lost := p.interrupt(wire, since)
+	require.True(t, lost)
+	return c, p, l, wire
+}
+
+// requireRestoredThenInterrupted checks that got is the Restored that
+// closed the window opened at since, then the Interrupted of a later loss.
+func requireRestoredThenInterrupted(t *testing.T, got []shardcast.Event, since time.Time) {
+	t.Helper()
 	require.Len(t, got, 2)
-	assert.Equal(t, shardcast.EventInterrupted, got[0].Kind)
-	assert.ElementsMatch(t, []string{"a", "b"}, got[0].Channels)
-	assert.Equal(t, shardcast.EventRestored, got[1].Kind, "the leaving channel's Restored follows the Interrupted")
+	assert.Equal(t, shardcast.EventRestored, got[0].Kind)
+	assert.True(t, got[0].Since.Equal(since), "the Restored is dated from the loss it ends")
+	assert.Equal(t, shardcast.EventInterrupted, got[1].Kind, "the later loss is reported after the Restored it follows")
 	assert.Equal(t, []string{"a"}, got[1].Channels)
-	assert.Equal(t, got[0].Since, got[1].Since, "dated from the interruption it ends")
+}
+
+// TestLedgerOrdersRacingEvents: at every place a window closes or opens,
+// a racing change of the same path's window is reported after the event of
+// the first, never before. Each case fails when its site does not hold
+// the ledger's mu until its event is queued.
+func TestLedgerOrdersRacingEvents(t *testing.T) {
+	lostAgain := errors.New("health PING unanswered")
+
+	// A channel unsubscribed while its path's interruption is being
+	// reported is reported restored after that interruption. (A
+	// re-layout's drop of moved channels once raced the health PING that
+	// gave up the frozen instance they left: the Restored of the leaving
+	// channels went out first, and the Interrupted after it named them
+	// lost for good.)
+	t.Run("unsubscribe racing an interruption", func(t *testing.T) {
+		_, wire, _ := pathWithWire(t, 0)
+		c := onePathCore(t)
+		c.SetRouter(&fanRouter{}) // no link carries path 0
+		p := c.Paths[0]
+		p.add([]string{"a", "b"}, 1)
+		p.activate(wire)
+		var unsubErr error
+		wait := raceAtFirst(t, c, shardcast.EventInterrupted, func() {
+			unsubErr = c.unsubscribePath(context.Background(), p, []string{"a"}, 0)
+		})
+		c.interruptPath(p, wire, lostAgain)
+		got := wait()
+		require.NoError(t, unsubErr)
+		require.Len(t, got, 2)
+		assert.Equal(t, shardcast.EventInterrupted, got[0].Kind)
+		assert.ElementsMatch(t, []string{"a", "b"}, got[0].Channels)
+		assert.Equal(t, shardcast.EventRestored, got[1].Kind, "the leaving channel's Restored follows the Interrupted")
+		assert.Equal(t, []string{"a"}, got[1].Channels)
+		assert.Equal(t, got[0].Since, got[1].Since, "dated from the interruption it ends")
+	})
+
+	// A link's resubscribe restores the path, and the wire is lost again
+	// before the Restored is queued.
+	t.Run("sync restore racing an interruption", func(t *testing.T) {
+		since := time.Now().Add(-time.Second)
+		c, p, l, wire := interruptedPath(t, since)
+		wait := raceAtFirst(t, c, shardcast.EventRestored, func() { l.interruptPaths(wire, time.Now(), lostAgain) })
+		c.Sync(l, wire, []int{0})
+		requireRestoredThenInterrupted(t, wait(), since)
+		assert.Nil(t, p.ActiveWire(), "lost again")
+	})
+
+	// A Subscribe's resubscribe of an interrupted path restores it, and a
+	// failed command interrupts it again before the Restored is queued.
+	t.Run("reactivate racing an interruption", func(t *testing.T) {
+		since := time.Now().Add(-time.Second)
+		c, p, _, wire := interruptedPath(t, since)
+		wait := raceAtFirst(t, c, shardcast.EventRestored, func() { c.interruptPath(p, wire, lostAgain) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, p.lock(ctx, c.closing))
+		got, err := c.reactivate(ctx, p)
+		p.unlock()
+		require.NoError(t, err)
+		assert.Equal(t, wire, got)
+		requireRestoredThenInterrupted(t, wait(), since)
+		assert.Nil(t, p.ActiveWire(), "lost again")
+	})
+
+	// A probe came back and ended the path's silent spell; the wire is
+	// lost before the gathered Restored is queued.
+	t.Run("probe restore racing an interruption", func(t *testing.T) {
+		since := time.Now().Add(-time.Second)
+		c, p, l, wire := interruptedPath(t, since)
+		p.activate(wire)
+		c.ledger.probeBack(l.Addr, p, since)
+		wait := raceAtFirst(t, c, shardcast.EventRestored, func() { l.interruptPaths(wire, time.Now(), lostAgain) })
+		c.ledger.reportProbed()
+		requireRestoredThenInterrupted(t, wait(), since)
+	})
 }
