@@ -84,6 +84,17 @@ func requireRestoredThenInterrupted(t *testing.T, got []shardcast.Event, since t
 	assert.Equal(t, []string{"a"}, got[1].Channels)
 }
 
+// requireInterruptedThenRestored checks that got is an Interrupted of
+// channel "a", then the Restored that ends it, dated from it.
+func requireInterruptedThenRestored(t *testing.T, got []shardcast.Event) {
+	t.Helper()
+	require.Len(t, got, 2)
+	assert.Equal(t, shardcast.EventInterrupted, got[0].Kind)
+	assert.Equal(t, []string{"a"}, got[0].Channels)
+	assert.Equal(t, shardcast.EventRestored, got[1].Kind, "the Restored follows the Interrupted it ends")
+	assert.True(t, got[1].Since.Equal(got[0].Since), "dated from the interruption it ends")
+}
+
 // TestLedgerOrdersRacingEvents: at every place a window closes or opens,
 // a racing change of the same path's window is reported after the event of
 // the first, never before. Each case fails when its site does not hold
@@ -157,5 +168,36 @@ func TestLedgerOrdersRacingEvents(t *testing.T) {
 		wait := raceAtFirst(t, c, shardcast.EventRestored, func() { l.interruptPaths(wire, time.Now(), lostAgain) })
 		c.ledger.reportProbed()
 		requireRestoredThenInterrupted(t, wait(), since)
+	})
+
+	// The link loses its wire; before the Interrupted is queued, the
+	// link's resubscribe of the path on a new wire is confirmed.
+	t.Run("link loss racing a resubscribe", func(t *testing.T) {
+		c, p, l, wire := interruptedPath(t, time.Now())
+		p.activate(wire) // live again, no event: nothing was reported
+		wait := raceAtFirst(t, c, shardcast.EventInterrupted, func() { c.Sync(l, wire, []int{0}) })
+		l.interruptPaths(wire, time.Now(), lostAgain)
+		requireInterruptedThenRestored(t, wait())
+		assert.Equal(t, wire, p.ActiveWire(), "restored")
+	})
+
+	// A server-pushed unsubscribe interrupts the path; before the
+	// Interrupted is queued, a Subscribe's resubscribe is confirmed.
+	t.Run("pushed unsubscribe racing reactivate", func(t *testing.T) {
+		c, p, l, wire := interruptedPath(t, time.Now())
+		p.activate(wire)
+		var reactivated error
+		wait := raceAtFirst(t, c, shardcast.EventInterrupted, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if reactivated = p.lock(ctx, c.closing); reactivated == nil {
+				_, reactivated = c.reactivate(ctx, p)
+				p.unlock()
+			}
+		})
+		c.NoteLost(l, 0, errors.New("SUNSUBSCRIBE pushed: the slot moved"))
+		requireInterruptedThenRestored(t, wait())
+		require.NoError(t, reactivated)
+		assert.Equal(t, wire, p.ActiveWire(), "restored")
 	})
 }
