@@ -95,10 +95,12 @@ func requireInterruptedThenRestored(t *testing.T, got []shardcast.Event) {
 	assert.True(t, got[1].Since.Equal(got[0].Since), "dated from the interruption it ends")
 }
 
-// TestLedgerOrdersRacingEvents: at every place a window closes or opens,
-// a racing change of the same path's window is reported after the event of
-// the first, never before. Each case fails when its site does not hold
-// the ledger's mu until its event is queued.
+// TestLedgerOrdersRacingEvents: where a path's window closes (Sync,
+// reactivate, a probe's restore, channels leaving an interrupted path) or
+// opens (a lost wire, a failed command, a pushed unsubscribe), a racing
+// change of the same window is reported after the first change's event,
+// never before. Each case fails when its site does not hold the ledger's
+// mu until its event is queued.
 func TestLedgerOrdersRacingEvents(t *testing.T) {
 	lostAgain := errors.New("health PING unanswered")
 
